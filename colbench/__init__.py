@@ -1,0 +1,5 @@
+"""colbench: ColBench as Gymnasium environments with sandboxed, unhackable scoring."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"

@@ -1,0 +1,71 @@
+"""The sandbox contract shared by every runtime (local bubblewrap now, Docker next).
+
+Two operations, because scoring and conformance need different shapes:
+
+* ``run_program`` runs one untrusted Python program with limits and returns an ``ExecResult`` (exit status,
+  capped output, timeout/OOM flags): the generic primitive the conformance suite attacks.
+* ``run_tests`` runs an untrusted module and then each call expression in a fresh process with its own time limit,
+  returning one ``TestOutcome`` per expression. Outcomes carry *claims* (type-tagged JSON) that the host decodes
+  and compares; nothing a test does inside the sandbox can decide that it passed.
+
+A runtime raises ``SandboxError`` (an ``InfraError``) when it cannot run the job at all; everything the untrusted
+code does to itself (crash, hang, kill its worker) becomes an outcome, never an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+Outcome = Literal["value", "raised", "timeout", "crashed", "too_large", "unserializable"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-test (or per-program) resource limits. Defaults suit ColBench functions with room to spare."""
+
+    timeout_s: float = 5.0
+    memory_mb: int = 1024
+    max_processes: int = 32
+    max_output_bytes: int = 1_000_000
+    tmpfs_mb: int = 64
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What one sandboxed program did. ``exit_code`` is negative for death by signal, like ``subprocess``."""
+
+    exit_code: int | None
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    truncated: bool
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    """One call expression's result: ``value`` holds the type-tagged return value when ``outcome == "value"``."""
+
+    outcome: Outcome
+    value: Any = None
+    error: str = ""
+    seconds: float = 0.0
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    name: str
+
+    def run_program(self, source: str, *, stdin: bytes = b"", limits: Limits | None = None) -> ExecResult: ...
+
+    def run_tests(
+        self, code: str, tests: Sequence[str], *, limits: Limits | None = None, seed: int = 0
+    ) -> list[TestOutcome]: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,378 @@
+"""In-sandbox test runner: standard library only, runs inside the sandbox (local bubblewrap or Docker).
+
+Trust model. This process is trusted until it forks; every forked child runs untrusted code (an agent answer or a
+task reference) and is treated as hostile. The runner therefore:
+
+* makes itself non-dumpable, so a child of the same uid can neither ptrace it nor open ``/proc/<pid>/mem`` or
+  ``/proc/<pid>/fd/*``;
+* gives each test a fresh child (fork), a fresh working directory, rlimits, and a private pipe: the child's only
+  way out is that pipe, and the runner knows which test a pipe belongs to, so a child cannot report for another
+  test; whatever a child writes is only a *claim about its own return value*, decoded and compared by the host;
+* closes every other descriptor in the child, so agent output cannot reach the runner's protocol stream;
+* enforces the wall-clock limit with SIGKILL from outside, then kills every other process in the sandbox's PID
+  namespace (``kill(-1)``, only when the caller says there is one) and wipes the scratch directories, so nothing
+  a test started or wrote survives into the next test or job.
+
+Protocol (JSON lines). stdin: one job per line ``{"id", "code", "tests": [expr...], "timeout", "memory_mb",
+"seed"}``. stdout: ``{"ready": true}`` once, after preloading and before any untrusted code; then per job one
+``{"id", "i", ...outcome}`` per test and ``{"id", "done": true}``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import ctypes
+import dataclasses
+import datetime
+import decimal
+import enum
+import fractions
+import json
+import math
+import os
+import random
+import resource
+import select
+import shutil
+import signal
+import sys
+import time
+import types
+
+PRELOAD = (
+    "numpy", "bs4", "re", "math", "cmath", "json", "collections", "itertools", "functools", "datetime", "string",
+    "statistics", "heapq", "bisect", "decimal", "fractions", "sqlite3", "urllib.parse", "typing", "dataclasses",
+    "operator", "copy", "hashlib", "textwrap", "calendar", "csv", "io", "enum", "uuid", "time",
+)
+MAX_DEPTH = 100
+MAX_ERROR = 300
+SCRATCH_ROOTS = ("/tmp", "/dev/shm")
+
+
+class Unserializable(Exception):
+    pass
+
+
+def _type_name(t: type) -> str:
+    return f"{type.__getattribute__(t, '__module__')}.{type.__getattribute__(t, '__qualname__')}"
+
+
+def encode(v, depth=0):
+    """Type-tagged JSON. Exact type checks and base-class methods only: a subclass's overrides never run here."""
+    if depth > MAX_DEPTH:
+        raise Unserializable("value nested deeper than %d" % MAX_DEPTH)
+    t = type(v)
+    d = depth + 1
+    if v is None:
+        return {"t": "none"}
+    if t is bool:
+        return {"t": "bool", "v": bool(v)}
+    if isinstance(v, enum.Enum):
+        return {"t": "enum", "type": _type_name(t), "v": object.__getattribute__(v, "_name_")}
+    if isinstance(v, bool):
+        return {"t": "bool", "v": int.__bool__(v)}
+    if isinstance(v, int):
+        return {"t": "int", "v": int.__repr__(v)}
+    if isinstance(v, float):
+        return {"t": "float", "v": float.__repr__(v)}
+    if isinstance(v, complex):
+        return {"t": "complex", "v": [float.__repr__(complex.real.__get__(v)), float.__repr__(complex.imag.__get__(v))]}
+    if isinstance(v, str):
+        return {"t": "str", "v": str.__getitem__(v, slice(None))}
+    if isinstance(v, (bytes, bytearray)):
+        return {"t": "bytes", "v": (bytes.hex if isinstance(v, bytes) else bytearray.hex)(v)}
+    if isinstance(v, tuple):
+        return {"t": "tuple", "v": [encode(x, d) for x in tuple.__iter__(v)]}
+    if isinstance(v, list):
+        return {"t": "list", "v": [encode(x, d) for x in list.__iter__(v)]}
+    if isinstance(v, dict):
+        return {"t": "dict", "v": [[encode(k, d), encode(x, d)] for k, x in dict.items(v)]}
+    if isinstance(v, (set, frozenset)):
+        return {"t": "set", "v": [encode(x, d) for x in (set.__iter__ if isinstance(v, set) else frozenset.__iter__)(v)]}
+    if t is fractions.Fraction:
+        return {"t": "fraction", "v": [int.__repr__(v.numerator), int.__repr__(v.denominator)]}
+    if t is decimal.Decimal:
+        return {"t": "decimal", "v": decimal.Decimal.__str__(v)}
+    if t in (datetime.datetime, datetime.date, datetime.time):
+        return {"t": t.__name__, "v": t.isoformat(v)}
+    if t is datetime.timedelta:
+        return {"t": "timedelta", "v": [v.days, v.seconds, v.microseconds]}
+    np = sys.modules.get("numpy")
+    if np is not None:
+        if isinstance(v, np.ndarray):
+            if v.dtype.kind not in "biufcUSO":
+                raise Unserializable("numpy array of dtype %s" % v.dtype)
+            return {"t": "ndarray", "shape": list(v.shape), "v": [encode(x, d) for x in v.ravel().tolist()]}
+        if isinstance(v, np.generic):
+            return encode(v.item(), d)
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        fields = [[f.name, encode(object.__getattribute__(v, f.name), d)] for f in dataclasses.fields(v) if f.compare]
+        return {"t": "record", "type": _type_name(t), "v": fields}
+    return {"t": "opaque", "type": _type_name(t)}
+
+
+def _libc():
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def _emit(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def _wipe_scratch():
+    for root in SCRATCH_ROOTS:
+        try:
+            names = os.listdir(root)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(root, name)
+            try:
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.unlink(path)
+            except OSError:
+                pass
+
+
+def _remove_sysv_ipc():
+    """SysV IPC objects outlive their creator: remove any a test left so the next one starts clean."""
+    libc = _libc()
+    if libc is None:
+        return
+    for kind, ctl in (("shm", libc.shmctl), ("sem", None), ("msg", libc.msgctl)):
+        try:
+            with open("/proc/sysvipc/" + kind) as handle:
+                rows = handle.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            ident = int(row.split()[1])
+            if ctl is None:
+                libc.semctl(ident, 0, 0)  # IPC_RMID
+            else:
+                ctl(ident, 0, None)
+
+
+def _reap_all(kill_all):
+    if kill_all:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, 0 if kill_all else os.WNOHANG)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+        if pid == 0:
+            return
+
+
+def _child(job, expr, wfd, workdir):
+    """Runs in the forked child: untrusted from the first line of ``code`` on."""
+    try:
+        keep = {wfd}
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        keep.update((0, 1, 2))
+        os.closerange(3, wfd)
+        os.closerange(wfd + 1, 65536)
+        os.chdir(workdir)
+        os.setsid()
+        timeout = float(job["timeout"])
+        with open("/proc/self/statm") as handle:
+            mapped = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        mem = mapped + int(job["memory_mb"]) * 1024 * 1024
+        cpu = int(math.ceil(timeout)) + 1
+        for lim, val in (
+            (resource.RLIMIT_CPU, cpu),
+            (resource.RLIMIT_AS, mem),
+            (resource.RLIMIT_FSIZE, 16 * 1024 * 1024),
+            (resource.RLIMIT_NOFILE, 64),
+            (resource.RLIMIT_CORE, 0),
+            (resource.RLIMIT_NPROC, int(job.get("max_processes", 64))),
+        ):
+            resource.setrlimit(lim, (val, val))
+        seed = int(job.get("seed", 0))
+        random.seed(seed)
+        np = sys.modules.get("numpy")
+        if np is not None:
+            np.random.seed(seed)
+        module = types.ModuleType("solution")
+        module.__dict__["__builtins__"] = builtins
+        module.__file__ = os.path.join(workdir, "solution.py")
+        sys.modules["solution"] = module
+        try:
+            exec(compile(job["code"], "solution.py", "exec"), module.__dict__)
+            value = eval(compile(expr, "<test>", "eval"), module.__dict__)
+            out = {"outcome": "value", "value": encode(value)}
+        except Unserializable as exc:
+            out = {"outcome": "unserializable", "error": str(exc)[:MAX_ERROR]}
+        except BaseException as exc:  # SystemExit and KeyboardInterrupt included: a test outcome, not a crash
+            name = _type_name(type(exc))
+            try:
+                msg = str(exc)[:MAX_ERROR]
+            except BaseException:
+                msg = ""
+            out = {"outcome": "raised", "error": name, "message": msg}
+        data = json.dumps(out).encode("utf-8")
+        view = memoryview(data)
+        while view:
+            n = os.write(wfd, view)
+            view = view[n:]
+    finally:
+        os._exit(0)
+
+
+def run_test(job, expr, kill_all, max_bytes):
+    workdir = "/tmp/job-%d-%d" % (os.getpid(), random.getrandbits(48))
+    os.mkdir(workdir, 0o700)
+    rfd, wfd = os.pipe()
+    started = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        os.close(rfd)
+        _child(job, expr, wfd, workdir)
+    os.close(wfd)
+    deadline = started + float(job["timeout"])
+    chunks, size, timed_out, too_large = [], 0, False, False
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            ready, _, _ = select.select([rfd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(rfd, 65536)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > max_bytes:
+                too_large = True
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(rfd)
+    status = None
+    if timed_out or too_large:
+        os.kill(pid, signal.SIGKILL)
+    else:
+        # EOF: the child closed its pipe; give it a moment to exit before killing it.
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.001)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    if status is None:
+        _, status = os.waitpid(pid, 0)
+    _reap_all(kill_all)
+    _wipe_scratch()
+    _remove_sysv_ipc()
+    elapsed = time.monotonic() - started
+    if timed_out:
+        return {"outcome": "timeout", "error": "exceeded %.1fs" % float(job["timeout"]), "seconds": elapsed}
+    if too_large:
+        return {"outcome": "too_large", "error": "return value over %d bytes" % max_bytes, "seconds": elapsed}
+    raw = b"".join(chunks)
+    try:
+        out = json.loads(raw.decode("utf-8"))
+        if not isinstance(out, dict):
+            raise ValueError
+    except ValueError:
+        if os.WIFSIGNALED(status):
+            why = "killed by signal %d" % os.WTERMSIG(status)
+            if os.WTERMSIG(status) == signal.SIGXCPU:
+                return {"outcome": "timeout", "error": "CPU time limit", "seconds": elapsed}
+        else:
+            why = "exited with status %d" % os.WEXITSTATUS(status)
+        return {"outcome": "crashed", "error": "test process %s before returning" % why, "seconds": elapsed}
+    out["seconds"] = elapsed
+    return out
+
+
+def _drop_privileges(uid):
+    """Become an unprivileged uid of our own, so RLIMIT_NPROC is counted for this worker alone."""
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+
+
+def _read_header():
+    """One JSON line read byte by byte, leaving the rest of stdin untouched for the program."""
+    buf = bytearray()
+    while True:
+        b = os.read(0, 1)
+        if not b or b == b"\n":
+            return json.loads(bytes(buf).decode("utf-8"))
+        buf += b
+
+
+def program_mode(uid):
+    """Run one untrusted program as ``__main__`` with limits; stdout/stderr go straight to the host's capped pipes."""
+    header = _read_header()
+    with open("/tmp/main.py", "w", encoding="utf-8") as handle:
+        handle.write(header["source"])
+    if uid is not None:
+        _drop_privileges(uid)
+    timeout = float(header["timeout"])
+    for lim, val in (
+        (resource.RLIMIT_CPU, int(math.ceil(timeout)) + 1),
+        (resource.RLIMIT_AS, int(header["memory_mb"]) * 1024 * 1024),
+        (resource.RLIMIT_FSIZE, 16 * 1024 * 1024),
+        (resource.RLIMIT_NPROC, int(header["max_processes"])),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        resource.setrlimit(lim, (val, val))
+    os.chdir("/tmp")
+    os.execv(sys.executable, [sys.executable, "-I", "/tmp/main.py"])
+
+
+def main():
+    args = sys.argv[1:]
+    uid = int(args[args.index("--drop-to") + 1]) if "--drop-to" in args else None
+    if "--program" in args:
+        program_mode(uid)
+        return
+    kill_all = "--kill-all" in args
+    max_bytes = 1_000_000
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    sys.set_int_max_str_digits(0)
+    for name in PRELOAD:
+        try:
+            __import__(name)
+        except Exception:
+            pass
+    if uid is not None:
+        _drop_privileges(uid)
+    libc = _libc()
+    if libc is not None:
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0: no ptrace or /proc/<pid>/{mem,fd} from our children
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come back to us to be reaped
+    _emit({"ready": True})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        for i, expr in enumerate(job["tests"]):
+            result = run_test(job, expr, kill_all, max_bytes)
+            result.update({"id": job["id"], "i": i})
+            _emit(result)
+        _emit({"id": job["id"], "done": True})
+
+
+if __name__ == "__main__":
+    main()
