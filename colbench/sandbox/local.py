@@ -244,7 +244,7 @@ class LocalSandbox:
 
     def _spawn(self, slot: int) -> _Worker:
         uid = UID_BASE + slot if self.as_root else None
-        worker = _Worker(self._argv_for(uid, ["--kill-all"]))
+        worker = _Worker(self._argv_for(uid, ["--sandboxed"]))
         worker.slot = slot  # type: ignore[attr-defined]
         with self._lock:
             self._all.add(worker)

@@ -9,9 +9,9 @@ task reference) and is treated as hostile. The runner therefore:
   way out is that pipe, and the runner knows which test a pipe belongs to, so a child cannot report for another
   test; whatever a child writes is only a *claim about its own return value*, decoded and compared by the host;
 * closes every other descriptor in the child, so agent output cannot reach the runner's protocol stream;
-* enforces the wall-clock limit with SIGKILL from outside, then kills every other process in the sandbox's PID
-  namespace (``kill(-1)``, only when the caller says there is one) and wipes the scratch directories, so nothing
-  a test started or wrote survives into the next test or job.
+* enforces the wall-clock limit with SIGKILL from outside, then (with ``--sandboxed`` only, i.e. inside its own
+  PID namespace with a private /tmp) kills every other process in the namespace (``kill(-1)``), wipes the scratch
+  directories and SysV IPC objects, so nothing a test started or wrote survives into the next test or job.
 
 Protocol (JSON lines). stdin: one job per line ``{"id", "code", "tests": [expr...], "timeout", "memory_mb",
 "seed"}``. stdout: ``{"ready": true}`` once, after preloading and before any untrusted code; then per job one
@@ -40,7 +40,7 @@ import time
 import types
 
 PRELOAD = (
-    "numpy", "bs4", "re", "math", "cmath", "json", "collections", "itertools", "functools", "datetime", "string",
+    "numpy", "numpy.random", "bs4", "re", "math", "cmath", "json", "collections", "itertools", "functools", "datetime", "string",
     "statistics", "heapq", "bisect", "decimal", "fractions", "sqlite3", "urllib.parse", "typing", "dataclasses",
     "operator", "copy", "hashlib", "textwrap", "calendar", "csv", "io", "enum", "uuid", "time",
 )
@@ -105,7 +105,9 @@ def encode(v, depth=0):
             return {"t": "ndarray", "shape": list(v.shape), "v": [encode(x, d) for x in v.ravel().tolist()]}
         if isinstance(v, np.generic):
             return encode(v.item(), d)
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+    if isinstance(v, type):
+        return {"t": "type", "v": _type_name(v)}
+    if dataclasses.is_dataclass(v):
         fields = [[f.name, encode(object.__getattribute__(v, f.name), d)] for f in dataclasses.fields(v) if f.compare]
         return {"t": "record", "type": _type_name(t), "v": fields}
     return {"t": "opaque", "type": _type_name(t)}
@@ -160,6 +162,7 @@ def _remove_sysv_ipc():
 
 
 def _reap_all(kill_all):
+    """Reap every child; with ``kill_all`` (PID namespace only) first kill whatever a test left running."""
     if kill_all:
         try:
             os.kill(-1, signal.SIGKILL)
@@ -233,7 +236,7 @@ def _child(job, expr, wfd, workdir):
         os._exit(0)
 
 
-def run_test(job, expr, kill_all, max_bytes):
+def run_test(job, expr, sandboxed, max_bytes):
     workdir = "/tmp/job-%d-%d" % (os.getpid(), random.getrandbits(48))
     os.mkdir(workdir, 0o700)
     rfd, wfd = os.pipe()
@@ -264,24 +267,23 @@ def run_test(job, expr, kill_all, max_bytes):
             chunks.append(chunk)
     finally:
         os.close(rfd)
-    status = None
-    if timed_out or too_large:
+    if not (timed_out or too_large):
+        # EOF: the child closed its pipe. It should be exiting; a child that closed the pipe and carried on is
+        # given until the test's deadline (plus a grace second), then killed.
+        pidfd = os.pidfd_open(pid)
+        try:
+            select.select([pidfd], [], [], max(0.0, deadline - time.monotonic()) + 1.0)
+        finally:
+            os.close(pidfd)
+    try:
         os.kill(pid, signal.SIGKILL)
-    else:
-        # EOF: the child closed its pipe; give it a moment to exit before killing it.
-        end = time.monotonic() + 1.0
-        while time.monotonic() < end:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            time.sleep(0.001)
-        else:
-            os.kill(pid, signal.SIGKILL)
-    if status is None:
-        _, status = os.waitpid(pid, 0)
-    _reap_all(kill_all)
-    _wipe_scratch()
-    _remove_sysv_ipc()
+    except ProcessLookupError:
+        pass
+    _, status = os.waitpid(pid, 0)
+    _reap_all(sandboxed)
+    if sandboxed:
+        _wipe_scratch()
+        _remove_sysv_ipc()
     elapsed = time.monotonic() - started
     if timed_out:
         return {"outcome": "timeout", "error": "exceeded %.1fs" % float(job["timeout"]), "seconds": elapsed}
@@ -347,7 +349,9 @@ def main():
     if "--program" in args:
         program_mode(uid)
         return
-    kill_all = "--kill-all" in args
+    # Only inside a sandbox of its own (PID namespace, private /tmp) may the runner kill every other process and
+    # wipe the scratch directories; run elsewhere (tests, debugging) it leaves the machine alone.
+    sandboxed = "--sandboxed" in args
     max_bytes = 1_000_000
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.set_int_max_str_digits(0)
@@ -368,7 +372,7 @@ def main():
             continue
         job = json.loads(line)
         for i, expr in enumerate(job["tests"]):
-            result = run_test(job, expr, kill_all, max_bytes)
+            result = run_test(job, expr, sandboxed, max_bytes)
             result.update({"id": job["id"], "i": i})
             _emit(result)
         _emit({"id": job["id"], "done": True})
