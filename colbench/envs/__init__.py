@@ -1,0 +1,1 @@
+"""Gymnasium environments of ColBench, one subpackage per domain."""

@@ -1,0 +1,1 @@
+"""The backend (Python function) domain: environment and its prompt templates."""

@@ -1,0 +1,232 @@
+"""LLMClient against a real HTTP stub with the real ``openai`` client: retries, faults, accounting, specs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+from openai_stub import StubOpenAIServer
+
+from colbench.errors import ConfigError, InfraError, LLMError
+from colbench.llm import ChatReply, Endpoint, LLMClient, LLMRequestRejected, Usage, endpoint_from_spec
+
+HELLO = [{"role": "user", "content": "hello there"}]
+
+
+@pytest.fixture
+def stub() -> Iterator[StubOpenAIServer]:
+    with StubOpenAIServer() as server:
+        yield server
+
+
+def client_for(stub: StubOpenAIServer, **options: object) -> LLMClient:
+    settings: dict[str, object] = {"timeout_s": 5.0, "max_retries": 4, "backoff_s": 0.01}
+    settings.update(options)
+    return LLMClient(Endpoint(model="stub-model", base_url=stub.base_url, **settings))  # type: ignore[arg-type]
+
+
+def test_success_returns_text_and_counts_usage(stub: StubOpenAIServer) -> None:
+    client = client_for(stub)
+    reply = client.chat(HELLO)
+    assert isinstance(reply, ChatReply)
+    assert reply.text == "echo: hello there"
+    assert reply.finish_reason == "stop"
+    assert not reply.cached
+    # The stub counts whitespace-separated words: prompt "hello there" = 2, reply "echo: hello there" = 3.
+    assert reply.usage == Usage(prompt_tokens=2, completion_tokens=3, calls=1)
+    client.chat(HELLO)
+    assert client.usage.as_dict() == {"prompt_tokens": 4, "completion_tokens": 6, "calls": 2}
+    body = stub.requests[0]
+    assert body["model"] == "stub-model"
+    assert body["messages"] == HELLO
+    assert body["temperature"] == 0.0
+    assert "max_tokens" not in body
+    # No key configured: a placeholder is sent so the openai client starts at all.
+    assert stub.headers[0]["authorization"] == "Bearer EMPTY"
+
+
+def test_max_tokens_and_extra_body_reach_the_server(stub: StubOpenAIServer) -> None:
+    client = client_for(stub, max_tokens=32, temperature=0.7, extra_body={"top_k": 5, "seed": 1})
+    client.chat(HELLO)
+    body = stub.requests[0]
+    assert (body["max_tokens"], body["temperature"], body["top_k"], body["seed"]) == (32, 0.7, 5, 1)
+
+
+def test_rate_limit_is_retried_honouring_retry_after(stub: StubOpenAIServer) -> None:
+    stub.enqueue(("status", 429, {"Retry-After": "0.4"}), ("text", "finally"))
+    start = time.monotonic()
+    reply = client_for(stub).chat(HELLO)
+    elapsed = time.monotonic() - start
+    assert reply.text == "finally"
+    assert stub.request_count == 2
+    assert elapsed >= 0.4  # backoff_s alone would have waited ~0.01 s
+
+
+def test_retry_after_is_capped(stub: StubOpenAIServer) -> None:
+    stub.enqueue(("status", 503, {"Retry-After": "120"}), ("text", "ok"))
+    start = time.monotonic()
+    assert client_for(stub, backoff_cap_s=0.05).chat(HELLO).text == "ok"
+    assert time.monotonic() - start < 2
+
+
+def test_server_errors_are_retried_until_success(stub: StubOpenAIServer) -> None:
+    stub.enqueue(("status", 500), ("status", 502), ("status", 503), ("text", "up again"))
+    assert client_for(stub).chat(HELLO).text == "up again"
+    assert stub.request_count == 4
+
+
+@pytest.mark.parametrize("fault", [("empty",), ("no_choices",), ("malformed",), ("disconnect",)])
+def test_unusable_replies_and_dropped_connections_are_retried(
+    stub: StubOpenAIServer, fault: tuple[str, ...]
+) -> None:
+    stub.enqueue(fault, ("text", "good"))
+    client = client_for(stub)
+    reply = client.chat(HELLO)
+    assert reply.text == "good"
+    assert stub.request_count == 2
+    if fault in {("empty",), ("no_choices",)}:
+        # The unusable completion was still returned (and possibly billed): it is accounted for.
+        assert reply.usage.calls == 2
+        assert client.usage.calls == 2
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+def test_client_errors_are_not_retried(stub: StubOpenAIServer, status: int) -> None:
+    stub.enqueue(("status", status), ("text", "never reached"))
+    with pytest.raises(LLMRequestRejected) as info:
+        client_for(stub).chat(HELLO)
+    assert stub.request_count == 1
+    assert info.value.status_code == status
+    assert isinstance(info.value, LLMError)
+    assert f"HTTP {status}" in str(info.value)
+
+
+def test_exhausted_retries_raise_an_infra_error_naming_the_endpoint(stub: StubOpenAIServer) -> None:
+    stub.enqueue(*[("status", 500)] * 10)
+    client = client_for(stub, max_retries=2, api_key="sk-very-secret")
+    with pytest.raises(LLMError) as info:
+        client.chat(HELLO)
+    error = info.value
+    assert isinstance(error, InfraError)
+    assert stub.request_count == 3
+    message = str(error)
+    assert "\n" not in message
+    assert "stub-model" in message and stub.base_url in message
+    assert "3 attempt" in message and "InternalServerError" in message
+    assert "sk-very-secret" not in message
+    assert stub.headers[0]["authorization"] == "Bearer sk-very-secret"
+
+
+def test_slow_server_times_out_and_is_retried(stub: StubOpenAIServer) -> None:
+    stub.enqueue(("sleep", 3.0), ("text", "fast now"))
+    start = time.monotonic()
+    reply = client_for(stub, timeout_s=0.3).chat(HELLO)
+    assert reply.text == "fast now"
+    assert stub.request_count == 2
+    assert time.monotonic() - start < 2.5
+
+
+def test_timeouts_until_exhausted_name_the_timeout(stub: StubOpenAIServer) -> None:
+    stub.enqueue(("sleep", 3.0), ("sleep", 3.0))
+    with pytest.raises(LLMError, match="APITimeoutError"):
+        client_for(stub, timeout_s=0.2, max_retries=1).chat(HELLO)
+    assert stub.request_count == 2
+
+
+def test_async_chat_retries_and_runs_concurrently(stub: StubOpenAIServer) -> None:
+    stub.latency_s = 0.3
+    stub.enqueue(("status", 429))
+    client = client_for(stub)
+
+    async def main() -> list[ChatReply]:
+        return await asyncio.gather(*(client.achat([{"role": "user", "content": f"q{i}"}]) for i in range(5)))
+
+    start = time.monotonic()
+    replies = asyncio.run(main())
+    elapsed = time.monotonic() - start
+    assert sorted(r.text for r in replies) == [f"echo: q{i}" for i in range(5)]
+    assert stub.request_count == 6  # one 429 retried
+    assert client.usage.calls == 5
+    assert elapsed < 1.5  # five 0.3 s requests (plus one retry) overlapped, not ~1.8 s in series
+    # A second event loop gets a working client too.
+    assert asyncio.run(client.achat(HELLO)).text == "echo: hello there"
+
+
+def test_async_client_error_raises_at_once(stub: StubOpenAIServer) -> None:
+    stub.enqueue(("status", 401))
+    with pytest.raises(LLMRequestRejected):
+        asyncio.run(client_for(stub).achat(HELLO))
+    assert stub.request_count == 1
+
+
+def test_endpoint_repr_hides_the_key() -> None:
+    endpoint = Endpoint(model="m", api_key="sk-hidden")
+    assert "sk-hidden" not in repr(endpoint)
+
+
+class TestSpecs:
+    @pytest.fixture(autouse=True)
+    def clean_env(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        for name in (
+            "OPENAI_BASE_URL",
+            "OPENAI_API_KEY",
+            "COLBENCH_SIMULATOR_BASE_URL",
+            "COLBENCH_SIMULATOR_API_KEY",
+            "COLBENCH_AGENT_BASE_URL",
+            "COLBENCH_AGENT_API_KEY",
+        ):
+            monkeypatch.delenv(name, raising=False)
+
+    def test_model_and_defaults(self) -> None:
+        endpoint = endpoint_from_spec("openai:gpt-4o-mini", "agent")
+        assert endpoint == Endpoint(model="gpt-4o-mini")
+
+    def test_model_names_may_contain_colons_and_slashes(self) -> None:
+        assert endpoint_from_spec("openai:meta-llama/Llama-3.1-8B:latest", "agent").model == (
+            "meta-llama/Llama-3.1-8B:latest"
+        )
+
+    def test_role_env_vars_win_over_generic_ones(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("OPENAI_BASE_URL", "http://generic/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "generic-key")
+        monkeypatch.setenv("COLBENCH_SIMULATOR_BASE_URL", "http://sim/v1")
+        monkeypatch.setenv("COLBENCH_SIMULATOR_API_KEY", "sim-key")
+        sim = endpoint_from_spec("openai:big", "simulator")
+        agent = endpoint_from_spec("openai:small", "agent")
+        assert (sim.base_url, sim.api_key) == ("http://sim/v1", "sim-key")
+        assert (agent.base_url, agent.api_key) == ("http://generic/v1", "generic-key")
+
+    def test_explicit_overrides_win_over_env(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("COLBENCH_AGENT_BASE_URL", "http://env/v1")
+        monkeypatch.setenv("COLBENCH_AGENT_API_KEY", "env-key")
+        endpoint = endpoint_from_spec(
+            "openai:m", "agent", base_url="http://flag/v1", api_key=None, timeout_s=5.0, temperature=1.0
+        )
+        assert endpoint.base_url == "http://flag/v1"
+        assert endpoint.api_key == "env-key"  # None means "not given": the env var still applies
+        assert (endpoint.timeout_s, endpoint.temperature) == (5.0, 1.0)
+
+    @pytest.mark.parametrize(
+        "spec", ["gpt-4o", "openai:", "openai:  ", "anthropic:claude", "", "OpenAI:gpt-4o"]
+    )
+    def test_bad_spec_is_a_config_error_naming_it(self, spec: str) -> None:
+        with pytest.raises(ConfigError) as info:
+            endpoint_from_spec(spec, "agent")
+        message = str(info.value)
+        assert repr(spec) in message and "openai:MODEL" in message and "\n" not in message
+
+    def test_unknown_option_is_a_config_error(self) -> None:
+        with pytest.raises(ConfigError, match="temprature"):
+            endpoint_from_spec("openai:m", "agent", temprature=0.5)
+
+    def test_env_resolved_endpoint_talks_to_the_server(
+        self, stub: StubOpenAIServer, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("COLBENCH_AGENT_BASE_URL", stub.base_url)
+        monkeypatch.setenv("COLBENCH_AGENT_API_KEY", "agent-key")
+        reply = LLMClient(endpoint_from_spec("openai:tiny", "agent", max_retries=0)).chat(HELLO)
+        assert reply.text == "echo: hello there"
+        assert stub.requests[0]["model"] == "tiny"
+        assert stub.headers[0]["authorization"] == "Bearer agent-key"
