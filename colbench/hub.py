@@ -1,0 +1,492 @@
+"""Named ColBench splits loaded from the Hugging Face dataset hub, pinned to a commit and hash-checked.
+
+The packaged manifest (``colbench/manifests/colbench.json``) names each split: which file of which hub
+repository, which rows, and, where a published value was verified, the commit and SHA-256 of the file.
+Where the manifest has no verified pin the loader *trusts on first use*: the first download records the
+commit it resolved and the file's SHA-256 in ``colbench_home()/hub-pins.json`` (with an
+:class:`UnverifiedPinWarning`); every later load asks for that commit and checks that hash. A hash mismatch
+is a :class:`~colbench.errors.DataError` naming the file and both hashes. ``docs/data.md`` has the details.
+
+``huggingface_hub`` is an optional dependency (``pip install 'colbench[hub]'``), imported only when a split is
+actually loaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import re
+import tempfile
+import warnings
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from colbench.errors import ConfigError, DataError, InfraError
+from colbench.tasks import DOMAINS, Domain, Task, load_tasks, task_from_row
+
+__all__ = [
+    "HF_FILE",
+    "PINS_FILENAME",
+    "SplitSpec",
+    "UnverifiedPinWarning",
+    "colbench_home",
+    "known_splits",
+    "load_manifest",
+    "load_split",
+    "parse_manifest",
+    "pins_path",
+    "resolve_tasks",
+    "split_spec",
+]
+
+PINS_FILENAME = "hub-pins.json"
+HF_FILE = "hf-file"  # the manifest ``kind`` this version can load: one JSONL file in a hub repository
+
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_TRUE = {"1", "true", "yes", "on"}
+
+
+class UnverifiedPinWarning(UserWarning):
+    """A split's commit and hash were recorded on first use, not checked against a published value."""
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    """One named split of the manifest.
+
+    ``start``/``stop`` are the half-open range ``[start, stop)`` of JSON rows (blank lines do not count;
+    ``stop=None`` means to the end of the file). ``revision``/``sha256`` are ``None`` unless verified:
+    then the pins are taken on first use.
+    """
+
+    name: str
+    kind: str
+    domain: Domain
+    repo_id: str
+    repo_type: str
+    filename: str
+    revision: str | None
+    sha256: str | None
+    start: int
+    stop: int | None
+    expected_rows: int | None
+    license: str
+    description: str = ""
+
+    @property
+    def pin_key(self) -> str:
+        """The key of this split's file in the pins file (splits sharing a file share its pin)."""
+        return f"{self.repo_type}:{self.repo_id}:{self.filename}"
+
+    @property
+    def row_range(self) -> str:
+        return f"[{self.start}, {'end' if self.stop is None else self.stop})"
+
+
+# ------------------------------------------------------------------------------------------------ manifest
+
+
+def load_manifest() -> dict[str, SplitSpec]:
+    """The packaged split manifest, validated (a broken one is a DataError naming the split and field)."""
+    return dict(_packaged_manifest())
+
+
+@cache
+def _packaged_manifest() -> tuple[tuple[str, SplitSpec], ...]:
+    source = "colbench/manifests/colbench.json"
+    try:
+        text = resources.files("colbench.manifests").joinpath("colbench.json").read_text(encoding="utf-8")
+        raw = json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{source}: cannot read the packaged split manifest: {exc}") from exc
+    return tuple(parse_manifest(raw, source=source).items())
+
+
+def parse_manifest(raw: Any, *, source: str = "<manifest>") -> dict[str, SplitSpec]:
+    """Validate a decoded manifest document (format 1) into split specs."""
+    if not isinstance(raw, dict) or raw.get("format") != 1 or not isinstance(raw.get("splits"), dict):
+        raise DataError(f'{source}: expected an object with "format": 1 and a "splits" object')
+    return {
+        name: _parse_split(name, entry, f"{source}: split {name!r}") for name, entry in raw["splits"].items()
+    }
+
+
+def _parse_split(name: str, entry: Any, where: str) -> SplitSpec:
+    if not isinstance(entry, dict):
+        raise DataError(f"{where}: expected an object")
+
+    def text(field: str, *, required: bool = True) -> str:
+        value = entry.get(field, "" if not required else None)
+        if not isinstance(value, str) or (required and not value):
+            raise DataError(f"{where}: field '{field}': expected a non-empty string")
+        return value
+
+    def optional(field: str, pattern: re.Pattern[str], what: str) -> str | None:
+        value = entry.get(field)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not pattern.fullmatch(value):
+            raise DataError(f"{where}: field '{field}': expected null or {what}, got {value!r}")
+        return value
+
+    kind = text("kind")
+    domain = text("domain")
+    if domain not in DOMAINS:
+        raise DataError(f"{where}: field 'domain': expected one of {', '.join(DOMAINS)}, got {domain!r}")
+    rows = entry.get("rows", [0, None])
+    if (
+        not isinstance(rows, list)
+        or len(rows) != 2
+        or not _is_count(rows[0])
+        or not (rows[1] is None or (_is_count(rows[1]) and rows[1] > rows[0]))
+    ):
+        raise DataError(
+            f"{where}: field 'rows': expected [start, stop] with 0 <= start < stop (stop may be null)"
+        )
+    expected = entry.get("expected_rows")
+    if expected is not None and not _is_count(expected):
+        raise DataError(f"{where}: field 'expected_rows': expected null or a non-negative integer")
+    hf = kind == HF_FILE
+    return SplitSpec(
+        name=name,
+        kind=kind,
+        domain=domain,
+        repo_id=text("repo_id", required=hf),
+        repo_type=text("repo_type", required=False) or "dataset",
+        filename=text("filename", required=hf),
+        # a revision may be a branch or tag for kinds built from other sources; hub files pin commits only
+        revision=optional("revision", _COMMIT if hf else re.compile(r"\S+"), "a 40-hex commit"),
+        sha256=optional("sha256", _SHA256, "64 lowercase hex digits"),
+        start=rows[0],
+        stop=rows[1],
+        expected_rows=expected,
+        license=text("license"),
+        description=text("description", required=False),
+    )
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def known_splits() -> list[str]:
+    """Names of the splits in the manifest, in manifest order."""
+    return list(load_manifest())
+
+
+def split_spec(name: str) -> SplitSpec:
+    """The manifest entry for ``name``; an unknown name is a ConfigError listing the known splits."""
+    splits = load_manifest()
+    if name not in splits:
+        raise ConfigError(f"unknown split {name!r}; known splits: {', '.join(splits) or '(none)'}")
+    return splits[name]
+
+
+# ---------------------------------------------------------------------------------------- cache dir + pins
+
+
+def colbench_home() -> Path:
+    """colbench's own cache folder (pins live here).
+
+    ``$COLBENCH_HOME`` if set, else ``$XDG_CACHE_HOME/colbench``, else ``~/.cache/colbench``.
+    """
+    home = os.environ.get("COLBENCH_HOME")
+    if home:
+        return Path(home).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "colbench"
+
+
+def pins_path() -> Path:
+    """The trust-on-first-use pins file: ``colbench_home()/hub-pins.json``."""
+    return colbench_home() / PINS_FILENAME
+
+
+def _read_pins(path: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {"format": 1, "files": {}}
+    except (OSError, ValueError) as exc:
+        raise DataError(
+            f"{path}: unreadable pins file ({exc}); delete it to pin again on the next load"
+        ) from exc
+    if not isinstance(raw, dict) or raw.get("format") != 1 or not isinstance(raw.get("files"), dict):
+        raise DataError(
+            f"{path}: not a colbench pins file (format 1); delete it to pin again on the next load"
+        )
+    return raw
+
+
+def _pinned_commit(pins: dict[str, Any], key: str) -> str | None:
+    entry = pins["files"].get(key)
+    commit = entry.get("pinned") if isinstance(entry, dict) else None
+    return commit if isinstance(commit, str) and _COMMIT.fullmatch(commit) else None
+
+
+def _recorded_hash(pins: dict[str, Any], key: str, commit: str) -> str | None:
+    entry = pins["files"].get(key)
+    commits = entry.get("commits") if isinstance(entry, dict) else None
+    record = commits.get(commit) if isinstance(commits, dict) else None
+    sha = record.get("sha256") if isinstance(record, dict) else None
+    return sha if isinstance(sha, str) else None
+
+
+def _record_pin(path: Path, key: str, commit: str, record: dict[str, Any], *, make_default: bool) -> None:
+    """Add ``commit -> record`` under ``key`` (re-reading the file first) and write it atomically."""
+    pins = _read_pins(path)
+    entry = pins["files"].setdefault(key, {})
+    if not isinstance(entry, dict):
+        entry = pins["files"][key] = {}
+    commits = entry.setdefault("commits", {})
+    if not isinstance(commits, dict):
+        commits = entry["commits"] = {}
+    commits.setdefault(commit, record)
+    if make_default and not _pinned_commit(pins, key):
+        entry["pinned"] = commit
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".hub-pins-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(pins, handle, indent=2, sort_keys=True)
+                handle.write("\n")
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError as exc:
+        raise InfraError(f"{path}: cannot write the pins file: {exc}") from exc
+
+
+# ------------------------------------------------------------------------------------------------ download
+
+
+def _offline_default() -> bool:
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE:
+        return True
+    try:
+        from huggingface_hub import constants
+    except ImportError:
+        return False
+    return bool(getattr(constants, "HF_HUB_OFFLINE", False))
+
+
+def _download(
+    spec: SplitSpec, revision: str, *, cache_dir: str | None, local_files_only: bool
+) -> tuple[Path, str | None]:
+    """Fetch (or find in the HF cache) the split's file at ``revision``: ``(local path, resolved commit)``."""
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError as exc:
+        raise ConfigError(
+            f"loading split {spec.name!r} needs huggingface_hub: pip install 'colbench[hub]' "
+            "(or pass a local JSONL file instead of a split name)"
+        ) from exc
+
+    try:
+        from huggingface_hub.errors import (
+            EntryNotFoundError,
+            LocalEntryNotFoundError,
+            RepositoryNotFoundError,
+            RevisionNotFoundError,
+        )
+    except ImportError:  # huggingface_hub < 0.24 kept its errors in utils
+        from huggingface_hub.utils import (  # type: ignore[attr-defined]
+            EntryNotFoundError,
+            LocalEntryNotFoundError,
+            RepositoryNotFoundError,
+            RevisionNotFoundError,
+        )
+
+    target = f"{spec.repo_id}:{spec.filename}@{revision}"
+    try:
+        local = hf_hub_download(
+            spec.repo_id,
+            spec.filename,
+            repo_type=spec.repo_type,
+            revision=revision,
+            cache_dir=cache_dir,
+            local_files_only=local_files_only,
+        )
+    except LocalEntryNotFoundError as exc:
+        where = f" {cache_dir}" if cache_dir else ""
+        raise InfraError(
+            f"split {spec.name!r}: {target} is not in the local Hugging Face cache{where} and the hub "
+            "cannot be reached (offline mode or no network); go online once to download it "
+            "(unset HF_HUB_OFFLINE, local_files_only=False), or pass a local JSONL file instead of the split "
+            "name"
+        ) from exc
+    except RevisionNotFoundError as exc:
+        raise ConfigError(f"split {spec.name!r}: revision {revision!r} not found in {spec.repo_id}") from exc
+    except RepositoryNotFoundError as exc:
+        raise InfraError(
+            f"split {spec.name!r}: the hub refused {spec.repo_type} repository {spec.repo_id!r} "
+            f"(not found, gated or bad token): {_first_line(exc)}"
+        ) from exc
+    except EntryNotFoundError as exc:
+        raise DataError(f"split {spec.name!r}: {target}: file not found in the repository") from exc
+    except OSError as exc:  # network errors, HTTP 5xx, unwritable cache dir
+        raise InfraError(f"split {spec.name!r}: cannot fetch {target}: {_first_line(exc)}") from exc
+    path = Path(str(local))
+    return path, _commit_of(path, spec.filename)
+
+
+def _commit_of(path: Path, filename: str) -> str | None:
+    """The commit of a file in the HF cache layout ``.../snapshots/<commit>/<filename>``, if it is one."""
+    snapshot = path
+    for _ in filename.split("/"):
+        snapshot = snapshot.parent
+    if snapshot.parent.name == "snapshots" and _COMMIT.fullmatch(snapshot.name):
+        return snapshot.name
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# ------------------------------------------------------------------------------------------------- loading
+
+
+def load_split(
+    name: str,
+    *,
+    revision: str | None = None,
+    cache_dir: str | None = None,
+    local_files_only: bool | None = None,
+) -> list[Task]:
+    """Load a named split from the dataset hub: pinned, hash-checked, validated.
+
+    ``revision`` overrides the pinned commit (a commit, branch or tag of the hub repository).
+    ``cache_dir`` is the Hugging Face cache folder (default: the hub's own, ``HF_HUB_CACHE``).
+    ``local_files_only`` never touches the network; ``None`` means: only when ``HF_HUB_OFFLINE`` is set.
+    Row errors name ``split:file:line`` and the field.
+    """
+    spec = split_spec(name)
+    if spec.kind != HF_FILE:
+        raise ConfigError(
+            f"split {name!r} is of kind {spec.kind!r}, which this version of colbench cannot load "
+            "(build it into a JSONL file and pass that file instead)"
+        )
+    if revision is not None and (not isinstance(revision, str) or not revision.strip()):
+        raise ConfigError(f"split {name!r}: revision must be a non-empty string, got {revision!r}")
+    offline = _offline_default() if local_files_only is None else local_files_only
+    lock = pins_path()
+    pins = _read_pins(lock)
+    requested = revision or spec.revision or _pinned_commit(pins, spec.pin_key) or "main"
+
+    path, commit = _download(spec, requested, cache_dir=cache_dir, local_files_only=offline)
+    if commit is None and _COMMIT.fullmatch(requested):
+        commit = requested
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InfraError(f"split {name!r}: cannot read {path}: {exc.strerror or exc}") from exc
+    actual = hashlib.sha256(data).hexdigest()
+
+    expected, origin = None, ""
+    if spec.sha256 is not None and (spec.revision is None or spec.revision == commit):
+        expected, origin = spec.sha256, "the packaged manifest (verified)"
+    elif commit is not None and (recorded := _recorded_hash(pins, spec.pin_key, commit)) is not None:
+        expected, origin = recorded, f"the pin recorded on first use in {lock}"
+    if expected is not None and actual != expected:
+        raise DataError(
+            f"split {name!r}: sha256 mismatch for {spec.repo_id}:{spec.filename}@{commit or requested} "
+            f"(local file {path}): expected {expected} (from {origin}), got {actual}; the cached copy is "
+            "corrupt or was modified: delete it and load again"
+        )
+
+    tasks, file_rows = _parse_rows(spec, data)
+
+    if expected is None:
+        if commit is None:
+            warnings.warn(
+                f"split {name!r}: could not tell the commit of {path}; "
+                f"sha256 {actual} was not checked or pinned",
+                UnverifiedPinWarning,
+                stacklevel=2,
+            )
+        else:
+            record = {
+                "sha256": actual,
+                "rows": file_rows,
+                "requested": requested,
+                "recorded_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+            _record_pin(lock, spec.pin_key, commit, record, make_default=revision is None)
+            warnings.warn(
+                f"split {name!r}: pinned {spec.repo_id}:{spec.filename} to commit {commit}, sha256 {actual}, "
+                f"in {lock}; this pin was recorded on first use, not verified against a published hash",
+                UnverifiedPinWarning,
+                stacklevel=2,
+            )
+    return tasks
+
+
+def _parse_rows(spec: SplitSpec, data: bytes) -> tuple[list[Task], int]:
+    """Validate the rows of ``spec``'s range: ``(tasks, number of rows in the whole file)``."""
+    prefix = f"{spec.name}:{spec.filename}"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{prefix}: not UTF-8 text (byte {exc.start})") from exc
+    tasks: list[Task] = []
+    seen: dict[str, str] = {}
+    index = 0
+    # line numbers as in load_tasks: universal newlines only (str.splitlines would also split at U+2028 etc.)
+    for lineno, line in enumerate(io.StringIO(text, newline=None), start=1):
+        if not line.strip():
+            continue
+        if index >= spec.start and (spec.stop is None or index < spec.stop):
+            where = f"{prefix}:{lineno}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
+            task = task_from_row(row, domain=spec.domain, where=where)
+            if task.task_id in seen:
+                raise DataError(
+                    f"{where}: duplicate task_id {task.task_id!r} (first at {seen[task.task_id]})"
+                )
+            seen[task.task_id] = where
+            tasks.append(task)
+        index += 1
+    if spec.stop is not None and index < spec.stop:
+        raise DataError(f"{prefix}: split wants rows {spec.row_range} but the file has only {index} rows")
+    if spec.expected_rows is not None and len(tasks) != spec.expected_rows:
+        raise DataError(
+            f"{prefix}: expected {spec.expected_rows} rows in {spec.row_range}, found {len(tasks)}"
+        )
+    if not tasks:
+        raise DataError(f"{prefix}: no tasks in rows {spec.row_range}")
+    return tasks, index
+
+
+def resolve_tasks(
+    spec: str, *, cache_dir: str | None = None, local_files_only: bool | None = None
+) -> list[Task]:
+    """Tasks from a JSONL file path or a split name (``NAME`` or ``NAME@REVISION``), as the CLI takes them."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigError(f"expected a task file or split name, got {spec!r}")
+    if Path(spec).is_file():
+        return load_tasks(spec)
+    splits = load_manifest()
+    name, sep, revision = spec.partition("@")
+    if name in splits and (not sep or revision):
+        return load_split(
+            name, revision=revision or None, cache_dir=cache_dir, local_files_only=local_files_only
+        )
+    raise ConfigError(
+        f"{spec!r} is not a file and not a split; known splits: {', '.join(splits) or '(none)'}"
+    )

@@ -1,0 +1,1 @@
+"""Data manifests shipped inside the package (read with importlib.resources)."""
