@@ -34,7 +34,8 @@ class Limits:
 
 @dataclass(frozen=True)
 class ExecResult:
-    """What one sandboxed program did. ``exit_code`` is negative for death by signal, like ``subprocess``."""
+    """What one sandboxed program did. ``exit_code`` is None after a timeout and 128+N for death by signal N
+    (the shell's convention: the program runs under the sandbox's own init process)."""
 
     exit_code: int | None
     stdout: bytes

@@ -21,6 +21,7 @@ import os
 import queue
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -341,7 +342,7 @@ class LocalSandbox:
                 raise SandboxError(f"cannot start sandbox: {exc}") from exc
             timed_out = False
             try:
-                proc.communicate(payload, timeout=limits.timeout_s + 2.0)
+                proc.communicate(payload, timeout=limits.timeout_s + 0.5)
             except subprocess.TimeoutExpired:
                 timed_out = True
                 proc.kill()
@@ -349,6 +350,9 @@ class LocalSandbox:
             except BrokenPipeError:
                 proc.wait()
             duration = time.monotonic() - started
+            # The CPU rlimit (a backstop one second past the wall limit) kills with SIGXCPU or SIGKILL.
+            if proc.returncode in (128 + signal.SIGKILL, 128 + signal.SIGXCPU) and duration >= limits.timeout_s:
+                timed_out = True
             stdout, cut_out = _read_capped(out, limits.max_output_bytes)
             stderr, cut_err = _read_capped(err, limits.max_output_bytes)
         if proc.returncode == 1 and stderr.startswith(b"bwrap:"):

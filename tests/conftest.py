@@ -1,0 +1,56 @@
+"""Shared fixtures: the real ColBench sample (when ../shared is present) and one pooled local sandbox."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from colbench.sandbox.base import Limits
+from colbench.sandbox.local import LocalSandbox
+from colbench.scoring.backend import BackendScorer
+from colbench.tasks import Task, load_tasks
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data" / "colbench"
+BUNDLED_SAMPLE = REPO / "colbench" / "data" / "backend_sample.jsonl"
+
+
+@pytest.fixture(scope="session")
+def shared_backend_sample() -> list[Task]:
+    path = SHARED_DATA / "backend_test_sample.jsonl"
+    if not path.exists():
+        pytest.skip(f"the ColBench sample is not present at {path} (../shared is only on development machines)")
+    return load_tasks(path)
+
+
+@pytest.fixture(scope="session")
+def bundled_tasks() -> list[Task]:
+    return load_tasks(BUNDLED_SAMPLE)
+
+
+@pytest.fixture(scope="session")
+def local_sandbox() -> Iterator[LocalSandbox]:
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed (the README's set-up command installs it)")
+    sandbox = LocalSandbox(workers=2, limits=Limits(timeout_s=3.0))
+    yield sandbox
+    sandbox.close()
+
+
+@pytest.fixture(scope="session")
+def scorer(local_sandbox: LocalSandbox) -> BackendScorer:
+    return BackendScorer(local_sandbox, limits=Limits(timeout_s=3.0))
+
+
+def make_task(ground_truth: str, tests: list[str], task_id: str = "t") -> Task:
+    return Task(
+        task_id=task_id,
+        domain="backend",
+        problem_description="Write f.",
+        ground_truth=ground_truth,
+        hidden_information=ground_truth,
+        test_cases=tuple((f"test{i + 1}", e) for i, e in enumerate(tests)),
+    )

@@ -1,0 +1,281 @@
+"""One conformance + adversarial suite for every sandbox runtime (parametrised over ``RUNTIMES``).
+
+Each attack states what it must yield: a failed test (never a pass), a bounded run, and a harness that keeps
+working for the next job. The scorer-level attacks (answers that try to pass) are in test_attacks.py.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from colbench.sandbox.base import Limits, Sandbox
+from colbench.scoring.values import decode
+
+RUNTIMES = ["local"]
+FAST = Limits(timeout_s=2.0)
+
+
+@pytest.fixture(params=RUNTIMES)
+def sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
+    if request.param == "local":
+        yield request.getfixturevalue("local_sandbox")
+
+
+def values(sandbox: Sandbox, code: str, tests: list[str], limits: Limits = FAST) -> list[object]:
+    """Decoded values (or the outcome name when a test did not return a value)."""
+    out = sandbox.run_tests(code, tests, limits=limits)
+    return [decode(o.value) if o.outcome == "value" else o.outcome for o in out]
+
+
+def still_works(sandbox: Sandbox) -> None:
+    assert values(sandbox, "def f(x):\n    return x * 2\n", ["f(21)"]) == [42]
+
+
+# -- module semantics ---------------------------------------------------------------------------------------------
+def test_module_semantics_helpers_imports_recursion(sandbox: Sandbox) -> None:
+    code = (
+        "import math\nfrom functools import lru_cache\nCONST = 10\n"
+        "def helper(n):\n    return math.factorial(n)\n"
+        "@lru_cache(None)\ndef fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
+        "def f(n):\n    return helper(n) + fib(n) + CONST\n"
+    )
+    assert values(sandbox, code, ["f(5)", "f(10)"]) == [120 + 5 + 10, 3628800 + 55 + 10]
+
+
+def test_each_test_gets_fresh_state_and_inputs(sandbox: Sandbox) -> None:
+    code = "SEEN = []\ndef f(x, acc=[]):\n    acc.append(x)\n    SEEN.append(x)\n    return (len(acc), len(SEEN))\n"
+    assert values(sandbox, code, ["f(1)", "f(2)", "f(3)"]) == [(1, 1)] * 3
+
+
+def test_random_is_seeded_identically(sandbox: Sandbox) -> None:
+    code = "import random\nimport numpy as np\ndef f():\n    return (random.random(), float(np.random.rand()))\n"
+    first, second = values(sandbox, code, ["f()", "f()"])
+    assert first == second
+
+
+def test_each_test_has_its_own_working_directory(sandbox: Sandbox) -> None:
+    code = "import os\ndef f():\n    n = len(os.listdir('.'))\n    open('db.sqlite', 'w').write('x')\n    return n\n"
+    assert values(sandbox, code, ["f()", "f()"]) == [0, 0]
+
+
+# -- exits and crashes --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "body, outcome",
+    [
+        ("import sys\nsys.exit(0)", "raised"),
+        ("raise SystemExit(0)", "raised"),
+        ("raise KeyboardInterrupt", "raised"),
+        ("import os\nos._exit(0)", "crashed"),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "crashed"),
+        ("import ctypes\nctypes.string_at(0)", "crashed"),
+    ],
+)
+def test_exits_fail_only_their_test(sandbox: Sandbox, body: str, outcome: str) -> None:
+    code = "def f(x):\n    if x:\n" + "".join(f"        {line}\n" for line in body.splitlines()) + "    return 1\n"
+    assert values(sandbox, code, ["f(0)", "f(1)", "f(0)"]) == [1, outcome, 1]
+
+
+def test_module_level_exit_fails_every_test(sandbox: Sandbox) -> None:
+    assert values(sandbox, "import sys\nsys.exit(0)\ndef f():\n    return 1\n", ["f()", "f()"]) == ["raised"] * 2
+
+
+# -- time ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "body",
+    [
+        "while True:\n        pass",
+        "import time\n    time.sleep(60)",
+        "import re\n    re.match(r'(a+)+$', 'a' * 64 + 'b')",
+        "import signal\n    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n    signal.signal(signal.SIGXCPU, signal.SIG_IGN)\n"
+        "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n    while True:\n        pass",
+        "import resource\n    resource.setrlimit(resource.RLIMIT_CPU, (resource.RLIM_INFINITY,) * 2)\n    while True:\n        pass",
+        "input()\n    while True:\n        pass",
+        "import threading\n    def burn():\n        while True:\n            pass\n"
+        "    for _ in range(4):\n        threading.Thread(target=burn, daemon=True).start()\n    burn()",
+    ],
+    ids=["loop", "sleep", "regex", "signals", "rlimit", "input", "threads"],
+)
+def test_runaway_tests_are_stopped(sandbox: Sandbox, body: str) -> None:
+    code = f"def f(x):\n    if x:\n        return 1\n    {body}\n"
+    limits = Limits(timeout_s=1.0)
+    out = sandbox.run_tests(code, ["f(0)", "f(1)"], limits=limits)
+    assert out[0].outcome in ("timeout", "raised")
+    assert out[0].outcome != "value"
+    assert out[0].seconds < 5.0
+    assert out[1].outcome == "value"
+
+
+# -- memory, processes, output, disk ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "body",
+    [
+        "x = bytearray(50 * 1024 ** 3)",
+        "x = []\n    while True:\n        x.append(bytearray(10 ** 7))",
+        "x = 'a' * (20 * 1024 ** 3)",
+    ],
+    ids=["huge", "grow", "str"],
+)
+def test_memory_bombs_fail_their_test(sandbox: Sandbox, body: str) -> None:
+    code = f"def f(x):\n    if x:\n        return 1\n    {body}\n    return 0\n"
+    out = values(sandbox, code, ["f(0)", "f(1)"], limits=Limits(timeout_s=5.0, memory_mb=256))
+    assert out[0] != 0 and out[0] in ("raised", "crashed", "timeout")
+    assert out[1] == 1
+
+
+def test_fork_bomb_is_contained(sandbox: Sandbox) -> None:
+    code = (
+        "import os\ndef f(x):\n    if x:\n        return 1\n"
+        "    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass\n"
+    )
+    out = values(sandbox, code, ["f(0)", "f(1)"], limits=Limits(timeout_s=2.0))
+    assert out[0] in ("timeout", "raised", "crashed")
+    assert out[1] == 1
+    still_works(sandbox)
+
+
+def test_detached_children_do_not_survive_the_test(sandbox: Sandbox) -> None:
+    code = (
+        "import os, subprocess, sys, time\n"
+        "def spawn():\n"
+        "    subprocess.Popen([sys.executable, '-c', 'import time\\ntime.sleep(30)'], start_new_session=True)\n"
+        "    return 1\n"
+        "def count():\n"
+        "    return len([p for p in os.listdir('/proc') if p.isdigit()])\n"
+    )
+    first = values(sandbox, code, ["count()"])[0]
+    assert values(sandbox, code, ["spawn()", "count()"]) == [1, first]
+
+
+def test_huge_return_value_fails(sandbox: Sandbox) -> None:
+    out = sandbox.run_tests("def f():\n    return 'x' * (50 * 1024 * 1024)\n", ["f()"], limits=FAST)
+    assert out[0].outcome in ("too_large", "raised", "timeout")
+
+
+def test_huge_and_binary_stdout_is_harmless(sandbox: Sandbox) -> None:
+    code = "import sys, os\ndef f():\n    os.write(1, os.urandom(1 << 20) * 8)\n    print('x' * 10 ** 7)\n    return 7\n"
+    assert values(sandbox, code, ["f()"]) == [7]
+
+
+def test_disk_filling_and_writes_outside_tmp_fail(sandbox: Sandbox) -> None:
+    code = (
+        "def fill():\n    with open('big', 'wb') as fh:\n        while True:\n            fh.write(b'x' * 10 ** 6)\n"
+        "def outside(path):\n    open(path, 'w').write('x')\n    return 'wrote'\n"
+    )
+    out = values(sandbox, code, ["fill()", "outside('/usr/evil')", "outside('/evil')", "outside('/opt/colbench/x')"])
+    assert "wrote" not in out
+    assert all(o in ("raised", "crashed") for o in out)
+    still_works(sandbox)
+
+
+def test_no_state_survives_into_the_next_job(sandbox: Sandbox) -> None:
+    plant = (
+        "import os\ndef f():\n    open('/tmp/planted', 'w').write('x')\n"
+        "    try:\n        os.makedirs('/dev/shm/x', exist_ok=True)\n    except OSError:\n        pass\n"
+        "    return os.path.exists('/tmp/planted')\n"
+    )
+    assert values(sandbox, plant, ["f()"]) == [True]
+    for _ in range(4):  # whichever worker runs the next job
+        look = "import os\ndef f():\n    return [os.path.exists('/tmp/planted'), os.path.exists('/dev/shm/x')]\n"
+        assert values(sandbox, look, ["f()"]) == [[False, False]]
+
+
+# -- secrets, files, network --------------------------------------------------------------------------------------
+def test_host_environment_and_files_are_invisible(sandbox: Sandbox, tmp_path: object) -> None:
+    os.environ["COLBENCH_TEST_SECRET"] = "s3cr3t-key"
+    try:
+        code = (
+            "import os\n"
+            "def env():\n    return sorted(os.environ.items())\n"
+            "def read(p):\n    return open(p).read()\n"
+            "def exists(p):\n    return os.path.exists(p)\n"
+        )
+        here = os.path.abspath(__file__)
+        out = values(
+            sandbox, code,
+            ["env()", f"exists({here!r})", "exists('/etc/passwd')", "exists('/root/.bashrc')", "read('/proc/1/environ')"],
+        )
+        assert "s3cr3t-key" not in repr(out[0])
+        assert out[1:4] == [False, False, False]
+        assert out[4] in ("raised",) or "s3cr3t-key" not in repr(out[4])
+    finally:
+        del os.environ["COLBENCH_TEST_SECRET"]
+
+
+def test_network_and_dns_are_unreachable(sandbox: Sandbox) -> None:
+    received: list[bytes] = []
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.2)
+    port = server.getsockname()[1]
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            received.append(conn.recv(100))
+            conn.close()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        code = (
+            "import socket\n"
+            "def connect(host, port):\n    s = socket.create_connection((host, port), timeout=1)\n    s.sendall(b'leak')\n"
+            "    return 'connected'\n"
+            "def dns():\n    return socket.getaddrinfo('pypi.org', 443)[0][4][0]\n"
+        )
+        out = values(sandbox, code, [f"connect('127.0.0.1', {port})", "connect('1.1.1.1', 53)", "dns()"])
+        assert out == ["raised", "raised", "raised"]
+        assert received == []
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+
+
+def test_processes_of_the_host_are_invisible(sandbox: Sandbox) -> None:
+    code = "import os\ndef f():\n    return len([p for p in os.listdir('/proc') if p.isdigit()])\n"
+    assert values(sandbox, code, ["f()"])[0] < 10
+
+
+# -- killing the harness ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "kill",
+    ["os.kill(os.getppid(), 9)", "os.kill(-1, 9)", "os.kill(1, 9)", "os.kill(os.getppid(), 19)"],
+    ids=["parent", "all", "pid1", "stop-parent"],
+)
+def test_killing_the_parent_fails_only_that_test(sandbox: Sandbox, kill: str) -> None:
+    code = f"import os\ndef f(x):\n    if x:\n        {kill}\n        return 99\n    return 1\n"
+    out = values(sandbox, code, ["f(0)", "f(1)", "f(0)"], limits=Limits(timeout_s=1.0))
+    assert out[0] == 1 and out[2] == 1
+    assert out[1] != 99
+    still_works(sandbox)
+
+
+# -- programs -----------------------------------------------------------------------------------------------------
+def test_run_program_captures_output_and_exit(sandbox: Sandbox) -> None:
+    res = sandbox.run_program("import sys\nprint(sys.stdin.read().upper())\nsys.exit(3)\n", stdin=b"hello")
+    assert res.exit_code == 3 and res.stdout == b"HELLO\n" and not res.timed_out
+
+
+def test_run_program_timeout_and_output_cap(sandbox: Sandbox) -> None:
+    res = sandbox.run_program("while True:\n    pass\n", limits=Limits(timeout_s=1.0))
+    assert res.timed_out and res.exit_code is None and not res.ok
+    res = sandbox.run_program("print('x' * 5_000_000)\n", limits=Limits(timeout_s=5.0, max_output_bytes=1000))
+    assert res.truncated and len(res.stdout) == 1000
+
+
+def test_syntax_errors_and_a_large_source(sandbox: Sandbox) -> None:
+    assert values(sandbox, "def f(:\n  pass", ["f()"]) == ["raised"]
+    big = "X = [" + ",".join(str(i) for i in range(170_000)) + "]\ndef f():\n    return len(X)\n"
+    assert len(big) > 1_000_000
+    assert values(sandbox, big, ["f()"], limits=Limits(timeout_s=10.0)) == [170_000]
