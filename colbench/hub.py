@@ -177,6 +177,10 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+# Small samples shipped inside the package, for offline demos and smoke runs (see colbench/data/README.md).
+BUNDLED = {"backend-sample": "data/backend_sample.jsonl"}
+
+
 def known_splits() -> list[str]:
     """Names of the splits in the manifest, in manifest order."""
     return list(load_manifest())
@@ -481,6 +485,9 @@ def resolve_tasks(
         raise ConfigError(f"expected a task file or split name, got {spec!r}")
     if Path(spec).is_file():
         return load_tasks(spec)
+    if spec in BUNDLED:
+        with resources.as_file(resources.files("colbench").joinpath(BUNDLED[spec])) as path:
+            return load_tasks(path)
     splits = load_manifest()
     name, sep, revision = spec.partition("@")
     if name in splits and (not sep or revision):
@@ -488,5 +495,5 @@ def resolve_tasks(
             name, revision=revision or None, cache_dir=cache_dir, local_files_only=local_files_only
         )
     raise ConfigError(
-        f"{spec!r} is not a file and not a split; known splits: {', '.join(splits) or '(none)'}"
+        f"{spec!r} is not a file and not a split; known splits: {', '.join([*BUNDLED, *splits])}"
     )
