@@ -18,6 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
+# Trust domains: a worker process serves one pool for life (answers never run where references ran).
+POOLS = ("answer", "reference")
+
 Outcome = Literal["value", "raised", "timeout", "crashed", "too_large", "unserializable"]
 
 
@@ -66,7 +69,7 @@ class Sandbox(Protocol):
     def run_program(self, source: str, *, stdin: bytes = b"", limits: Limits | None = None) -> ExecResult: ...
 
     def run_tests(
-        self, code: str, tests: Sequence[str], *, limits: Limits | None = None, seed: int = 0
+        self, code: str, tests: Sequence[str], *, limits: Limits | None = None, seed: int = 0, pool: str = "answer"
     ) -> list[TestOutcome]: ...
 
     def close(self) -> None: ...

@@ -9,11 +9,13 @@ runs in a user namespace and the process limit is shared with the user's other p
 Warm workers: the in-sandbox runner forks a fresh child per test, so a worker serves many jobs without any job
 seeing another's processes, files or memory (see ``runner.py``). A worker that dies, hangs or misbehaves is
 discarded; the tests it had not reported are re-run one per fresh worker, so an answer that kills its worker only
-fails its own test.
+fails its own test. Workers belong to one pool for life: reference runs and answer runs never share a process, so an
+answer cannot find a reference's code or outputs in memory it inherited from its worker.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from colbench.errors import SandboxError
-from colbench.sandbox.base import ExecResult, Limits, TestOutcome
+from colbench.sandbox.base import POOLS, ExecResult, Limits, TestOutcome
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,8 @@ RUNNER = Path(__file__).with_name("runner.py")
 RUNNER_IN_SANDBOX = "/opt/colbench/runner.py"
 UID_BASE = 1_500_000_000
 HANDSHAKE_S = 60.0
+# The runner reports each test within its time limit plus cleanup; a silent worker (stopped, wedged) is dead.
+REPORT_GRACE_S = 5.0
 MAX_LINE = 4 * 1024 * 1024
 ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -177,10 +181,12 @@ class _Worker:
         except OSError as exc:
             raise _WorkerDied("worker stdin closed") from exc
         while True:
-            msg = self._read_line(deadline)
+            msg = self._read_line(min(deadline, time.monotonic() + job["timeout"] + REPORT_GRACE_S))
             if not isinstance(msg, dict) or msg.get("id") != job["id"]:
                 raise _WorkerDied(f"worker answered out of protocol: {str(msg)[:200]}")
             if msg.get("done"):
+                if len(results) < len(job["tests"]):
+                    raise _WorkerDied("worker finished a job without reporting every test")
                 return
             i = msg.get("i")
             if not isinstance(i, int) or not 0 <= i < len(job["tests"]):
@@ -226,11 +232,11 @@ class LocalSandbox:
                 "prefer the Docker runtime for untrusted code at scale"
             )
         self._argv = bwrap_argv(as_root=self.as_root, limits=self.limits)
-        self._idle: queue.LifoQueue[_Worker] = queue.LifoQueue()
+        self._idle: dict[str, queue.LifoQueue[_Worker]] = {p: queue.LifoQueue() for p in POOLS}
         self._slots: queue.Queue[int] = queue.Queue()
         for slot in range(self.workers):
             self._slots.put(slot)
-        self._program_uids = itertools.count(self.workers)
+        self._program_uids = itertools.count(2 * self.workers)
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._all: set[_Worker] = set()
@@ -244,8 +250,13 @@ class LocalSandbox:
         return argv
 
     def _spawn(self, slot: int) -> _Worker:
-        uid = UID_BASE + slot if self.as_root else None
-        worker = _Worker(self._argv_for(uid, ["--sandboxed"]))
+        if self.as_root:
+            # Runner and tests get different uids, so a test cannot signal or inspect its runner.
+            uid = UID_BASE + 2 * slot
+            extra = ["--sandboxed", "--child-uid", str(uid + 1)]
+        else:
+            uid, extra = None, ["--sandboxed"]
+        worker = _Worker(self._argv_for(uid, extra))
         worker.slot = slot  # type: ignore[attr-defined]
         with self._lock:
             self._all.add(worker)
@@ -257,16 +268,21 @@ class LocalSandbox:
             self._all.discard(worker)
         self._slots.put(worker.slot)  # type: ignore[attr-defined]
 
-    def _acquire(self) -> _Worker:
+    def _acquire(self, pool: str) -> _Worker:
+        """An idle worker of ``pool``, else a new one; a free slot may be taken from another pool's idle worker."""
         if self._closed:
             raise SandboxError("sandbox is closed")
         while True:
             try:
-                worker = self._idle.get_nowait()
+                worker = self._idle[pool].get_nowait()
             except queue.Empty:
                 try:
                     slot = self._slots.get(timeout=0.05)
                 except queue.Empty:
+                    for other in POOLS:
+                        if other != pool:
+                            with contextlib.suppress(queue.Empty):
+                                self._discard(self._idle[other].get_nowait())
                     continue
                 try:
                     return self._spawn(slot)
@@ -291,9 +307,9 @@ class LocalSandbox:
             "seed": seed,
         }
 
-    def _run_on_worker(self, job: dict[str, Any], results: dict[int, TestOutcome]) -> bool:
-        """Run ``job`` on a pooled worker; False when the worker died (it is discarded)."""
-        worker = self._acquire()
+    def _run_on_worker(self, job: dict[str, Any], results: dict[int, TestOutcome], pool: str) -> bool:
+        """Run ``job`` on a worker of ``pool``; False when the worker died (it is discarded)."""
+        worker = self._acquire(pool)
         deadline = time.monotonic() + len(job["tests"]) * (job["timeout"] + 2.0) + 10.0
         try:
             worker.run(job, results, deadline)
@@ -304,22 +320,24 @@ class LocalSandbox:
         except BaseException:
             self._discard(worker)
             raise
-        self._idle.put(worker)
+        self._idle[pool].put(worker)
         return True
 
     # -- the Sandbox protocol ------------------------------------------------------------------------------------
     def run_tests(
-        self, code: str, tests: Sequence[str], *, limits: Limits | None = None, seed: int = 0
+        self, code: str, tests: Sequence[str], *, limits: Limits | None = None, seed: int = 0, pool: str = "answer"
     ) -> list[TestOutcome]:
+        if pool not in POOLS:
+            raise ValueError(f"unknown pool {pool!r}; expected one of {POOLS}")
         limits = limits or self.limits
         results: dict[int, TestOutcome] = {}
-        if not self._run_on_worker(self._job(code, tests, limits, seed), results):
+        if not self._run_on_worker(self._job(code, tests, limits, seed), results, pool):
             # The worker died: re-run each unreported test alone, so only the test that kills its worker fails.
             for i in range(len(tests)):
                 if i in results:
                     continue
                 single: dict[int, TestOutcome] = {}
-                if self._run_on_worker(self._job(code, [tests[i]], limits, seed), single) and 0 in single:
+                if self._run_on_worker(self._job(code, [tests[i]], limits, seed), single, pool) and 0 in single:
                     results[i] = single[0]
                 else:
                     results[i] = TestOutcome("crashed", error="the test killed its sandbox worker")

@@ -44,6 +44,8 @@ PRELOAD = (
     "statistics", "heapq", "bisect", "decimal", "fractions", "sqlite3", "urllib.parse", "typing", "dataclasses",
     "operator", "copy", "hashlib", "textwrap", "calendar", "csv", "io", "enum", "uuid", "time",
 )
+CHILD_OUTCOMES = ("value", "raised", "unserializable")
+CHILD_UID = None  # set by --child-uid: tests run as this uid, never as the runner's
 MAX_DEPTH = 100
 MAX_ERROR = 300
 SCRATCH_ROOTS = ("/tmp", "/dev/shm")
@@ -189,6 +191,14 @@ def _child(job, expr, wfd, workdir):
         keep.update((0, 1, 2))
         os.closerange(3, wfd)
         os.closerange(wfd + 1, 65536)
+        if CHILD_UID is not None:
+            # Regain root through the saved uid only to give it up for good: the test runs as a uid that can
+            # neither signal nor inspect the runner (whose real uid differs and whose saved uid is root).
+            os.seteuid(0)
+            os.setgroups([])
+            os.setresgid(CHILD_UID, CHILD_UID, CHILD_UID)
+            os.setresuid(CHILD_UID, CHILD_UID, CHILD_UID)
+        os.mkdir(workdir, 0o700)
         os.chdir(workdir)
         os.setsid()
         timeout = float(job["timeout"])
@@ -226,7 +236,7 @@ def _child(job, expr, wfd, workdir):
                 msg = str(exc)[:MAX_ERROR]
             except BaseException:
                 msg = ""
-            out = {"outcome": "raised", "error": name, "message": msg}
+            out = {"outcome": "raised", "error": (name + ": " + msg) if msg else name}
         data = json.dumps(out).encode("utf-8")
         view = memoryview(data)
         while view:
@@ -238,7 +248,6 @@ def _child(job, expr, wfd, workdir):
 
 def run_test(job, expr, sandboxed, max_bytes):
     workdir = "/tmp/job-%d-%d" % (os.getpid(), random.getrandbits(48))
-    os.mkdir(workdir, 0o700)
     rfd, wfd = os.pipe()
     started = time.monotonic()
     pid = os.fork()
@@ -275,15 +284,16 @@ def run_test(job, expr, sandboxed, max_bytes):
             select.select([pidfd], [], [], max(0.0, deadline - time.monotonic()) + 1.0)
         finally:
             os.close(pidfd)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    _, status = os.waitpid(pid, 0)
-    _reap_all(sandboxed)
-    if sandboxed:
-        _wipe_scratch()
-        _remove_sysv_ipc()
+    with _privileged():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _, status = os.waitpid(pid, 0)
+        _reap_all(sandboxed)
+        if sandboxed:
+            _wipe_scratch()
+            _remove_sysv_ipc()
     elapsed = time.monotonic() - started
     if timed_out:
         return {"outcome": "timeout", "error": "exceeded %.1fs" % float(job["timeout"]), "seconds": elapsed}
@@ -302,15 +312,40 @@ def run_test(job, expr, sandboxed, max_bytes):
         else:
             why = "exited with status %d" % os.WEXITSTATUS(status)
         return {"outcome": "crashed", "error": "test process %s before returning" % why, "seconds": elapsed}
-    out["seconds"] = elapsed
-    return out
+    # The child's message is untrusted: keep only the fields a test may report, so it cannot smuggle protocol
+    # keys ("done", another test's index) into what the runner sends to the host.
+    outcome = out.get("outcome")
+    if outcome not in CHILD_OUTCOMES:
+        return {"outcome": "crashed", "error": "test process sent an invalid result", "seconds": elapsed}
+    clean = {"outcome": outcome, "error": str(out.get("error", ""))[:MAX_ERROR], "seconds": elapsed}
+    if outcome == "value":
+        clean["value"] = out.get("value")
+    return clean
 
 
-def _drop_privileges(uid):
-    """Become an unprivileged uid of our own, so RLIMIT_NPROC is counted for this worker alone."""
+def _drop_privileges(uid, keep_saved_root=False):
+    """Become an unprivileged uid of our own, so RLIMIT_NPROC is counted for this worker alone.
+
+    With ``keep_saved_root`` the saved uid stays 0: the runner can briefly become root again to switch its
+    children to another uid and to clean up after them, while running as ``uid`` the rest of the time.
+    """
+    saved = 0 if keep_saved_root else uid
     os.setgroups([])
-    os.setgid(uid)
-    os.setuid(uid)
+    os.setresgid(uid, uid, saved)
+    os.setresuid(uid, uid, saved)
+
+
+class _privileged:
+    """Effective root for a cleanup step, when the runner keeps a saved root uid (a no-op otherwise)."""
+
+    def __enter__(self):
+        self.uid = os.geteuid()
+        if CHILD_UID is not None:
+            os.seteuid(0)
+
+    def __exit__(self, *exc):
+        if CHILD_UID is not None:
+            os.seteuid(self.uid)
 
 
 def _read_header():
@@ -360,8 +395,10 @@ def main():
             __import__(name)
         except Exception:
             pass
+    global CHILD_UID
     if uid is not None:
-        _drop_privileges(uid)
+        CHILD_UID = int(args[args.index("--child-uid") + 1]) if "--child-uid" in args else None
+        _drop_privileges(uid, keep_saved_root=CHILD_UID is not None)
     libc = _libc()
     if libc is not None:
         libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0: no ptrace or /proc/<pid>/{mem,fd} from our children

@@ -192,7 +192,7 @@ class BackendScorer:
         if runs is None:
             tests = [expr for _, expr in task.test_cases]
             runs = [
-                self.sandbox.run_tests(task.ground_truth, tests, limits=self.limits, seed=self.seed)
+                self.sandbox.run_tests(task.ground_truth, tests, limits=self.limits, seed=self.seed, pool="reference")
                 for _ in range(self.reference_runs)
             ]
             self.cache.put(key, runs)

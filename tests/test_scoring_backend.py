@@ -1,0 +1,110 @@
+"""Backend scoring on the real ColBench sample and on hand-made tasks."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import make_task
+
+from colbench.scoring.backend import BackendScorer, ReferenceCache, extract_code
+from colbench.tasks import Task
+
+
+def answer(code: str) -> str:
+    return "I WANT TO ANSWER:\n```python\n" + code + "\n```\nThat should do it."
+
+
+@pytest.mark.slow
+def test_references_score_full_marks_on_the_real_sample(scorer: BackendScorer, shared_backend_sample: list[Task]) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        scores = list(pool.map(lambda t: scorer.score(t, answer(t.ground_truth)), shared_backend_sample))
+    assert len(scores) == 300
+    # Every reference in the sample is deterministic under seeded random and returns comparable values.
+    assert [s.task_id for s in scores if not s.success] == []
+    assert all(s.tests_total == 10 and s.tests_passed == 10 for s in scores)
+
+
+def test_empty_syntax_error_and_wrong_answers_score_zero(scorer: BackendScorer, bundled_tasks: list[Task]) -> None:
+    task = bundled_tasks[0]
+    name = re.search(r"def (\w+)", task.ground_truth)
+    assert name is not None
+    for bad in ["", "I WANT TO ANSWER:", "I WANT TO ANSWER:\ndef broken(:\n", answer(f"def {name.group(1)}(*a, **k):\n    return 'nope'")]:
+        score = scorer.score(task, bad)
+        assert score.tests_passed == 0 and score.tests_total == 10 and score.pass_rate == 0.0 and not score.success
+
+
+def test_helpers_top_level_imports_and_recursion_score_like_the_plain_answer(scorer: BackendScorer) -> None:
+    plain = "def f(n):\n    import math\n    r = 1\n    for i in range(2, n + 1):\n        r *= i\n    return r + math.floor(0.5)\n"
+    task = make_task(plain, [f"f({n})" for n in range(10)])
+    variants = {
+        "plain": plain,
+        "helper + top-level import": "import math\ndef _fact(n):\n    return math.factorial(n)\ndef f(n):\n    return _fact(n)\n",
+        "recursion": "def f(n):\n    return 1 if n < 2 else n * f(n - 1)\n",
+        "class + constant": "BASE = 1\nclass _M:\n    @staticmethod\n    def go(n):\n        return BASE if n < 2 else n * _M.go(n - 1)\ndef f(n):\n    return _M.go(n)\n",
+        "main guard": "def f(n):\n    return 1 if n < 2 else n * f(n - 1)\nif __name__ == '__main__':\n    raise SystemExit(f(3))\n",
+    }
+    for label, code in variants.items():
+        score = scorer.score(task, answer(code))
+        assert (label, score.tests_passed, score.tests_total) == (label, 10, 10)
+
+
+def test_partial_credit_and_details(scorer: BackendScorer) -> None:
+    task = make_task("def f(x):\n    return abs(x)\n", ["f(1)", "f(-2)", "f(3)", "f(-4)"])
+    score = scorer.score(task, answer("def f(x):\n    return x\n"))
+    assert (score.tests_passed, score.tests_total, score.pass_rate, score.success) == (2, 4, 0.5, False)
+    failed = [t for t in score.tests if not t.passed]
+    assert [t.name for t in failed] == ["test2", "test4"]
+    assert "expected 2, got -2" in failed[0].detail
+    assert score.summary()["pass_rate"] == 0.5
+
+
+def test_unjudgeable_reference_tests_are_excluded_and_reported(scorer: BackendScorer) -> None:
+    gt = (
+        "import time\ndef f(x):\n    if x == 0:\n        raise ValueError('zero')\n"
+        "    if x == 1:\n        return time.time_ns()\n    if x == 2:\n        return object()\n    return x\n"
+    )
+    task = make_task(gt, ["f(0)", "f(1)", "f(2)", "f(3)"])
+    score = scorer.score(task, answer("def f(x):\n    return x\n"))
+    assert (score.tests_passed, score.tests_total, score.success) == (1, 1, True)
+    reasons = [t.detail for t in score.tests if not t.judgeable]
+    assert len(reasons) == 3
+    assert "raised" in reasons[0] and "nondeterministic" in reasons[1] and "cannot be compared" in reasons[2]
+
+
+def test_none_and_nan_results_are_judged(scorer: BackendScorer) -> None:
+    task = make_task("def f(x):\n    return None if x else float('nan')\n", ["f(1)", "f(0)"])
+    assert scorer.score(task, answer("def f(x):\n    return None if x else float('nan')\n")).success
+    assert scorer.score(task, answer("def f(x):\n    return 0\n")).tests_passed == 0
+
+
+def test_reference_outputs_are_cached_on_disk(local_sandbox: object, tmp_path: object) -> None:
+    from pathlib import Path
+
+    from colbench.sandbox.base import Limits
+
+    directory = Path(str(tmp_path)) / "refs"
+    task = make_task("def f(x):\n    return x + 1\n", ["f(1)"])
+    first = BackendScorer(local_sandbox, cache=ReferenceCache(directory), limits=Limits(timeout_s=3.0))  # type: ignore[arg-type]
+    assert first.score(task, answer("def f(x):\n    return x + 1\n")).success
+    assert len(list(directory.glob("*.json"))) == 1
+    second = BackendScorer(local_sandbox, cache=ReferenceCache(directory), limits=Limits(timeout_s=3.0))  # type: ignore[arg-type]
+    assert second.cache.get(second._key(task)) is not None
+    assert second.score(task, answer("def f(x):\n    return x + 1\n")).success
+
+
+@pytest.mark.parametrize(
+    "text, code",
+    [
+        ("I WANT TO ANSWER:\ndef f():\n    return 1", "def f():\n    return 1"),
+        ("thoughts\nI WANT TO ANSWER:\n```python\ndef f():\n    return 1\n```\nbye", "def f():\n    return 1"),
+        ("I WANT TO ANSWER: ```py\ndef f(): return 2\n```", "def f(): return 2"),
+        ("def f():\n    return 3", "def f():\n    return 3"),
+        ("I WANT TO ANSWER:\n```\nx = 1\n```\n```python\ndef f():\n    return x\n```", "def f():\n    return x"),
+        ("I WANT TO ANSWER:\n```python\ndef f():\n    return 4\n", "def f():\n    return 4"),
+    ],
+)
+def test_extract_code(text: str, code: str) -> None:
+    assert extract_code(text) == code
