@@ -256,8 +256,9 @@ def test_processes_of_the_host_are_invisible(sandbox: Sandbox) -> None:
 def test_killing_the_parent_fails_only_that_test(sandbox: Sandbox, kill: str) -> None:
     code = f"import os\ndef f(x):\n    if x:\n        {kill}\n        return 99\n    return 1\n"
     out = values(sandbox, code, ["f(0)", "f(1)", "f(0)"], limits=Limits(timeout_s=1.0))
+    # The kill either fails (the runner is out of the test's reach) or costs the test itself; never its neighbours.
     assert out[0] == 1 and out[2] == 1
-    assert out[1] != 99
+    assert out[1] in (99, "raised", "crashed", "timeout")
     still_works(sandbox)
 
 
