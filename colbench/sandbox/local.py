@@ -392,6 +392,10 @@ class LocalSandbox:
         for worker in workers:
             worker.kill()
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> LocalSandbox:
+        # A sandbox is a shared service (Gymnasium deep-copies make() kwargs): copies share the same pool.
+        return self
+
     def __enter__(self) -> LocalSandbox:
         return self
 

@@ -178,6 +178,10 @@ class BackendScorer:
         self.reference_runs = reference_runs
         self.seed = seed
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> BackendScorer:
+        # Shared service (Gymnasium deep-copies make() kwargs): copies share the sandbox and reference cache.
+        return self
+
     def _key(self, task: Task) -> str:
         blob = json.dumps(
             [SCORER_VERSION, task.ground_truth, [e for _, e in task.test_cases], self.seed, self.reference_runs,

@@ -41,7 +41,8 @@ class BackendEnv(gym.Env[str, str]):
 
     ``step(text)`` ends the episode when ``text`` contains ``I WANT TO ANSWER:`` or when it is the
     ``max_turns``-th agent turn (then the whole text is the answer); the answer is scored and the reward is the
-    fraction of judgeable tests passed. Otherwise the simulated human answers and that answer is the next
+    fraction of judgeable tests passed. ``simulator`` is a spec (``openai:MODEL``, ``scripted``) with
+    ``simulator_options`` (``base_url``, ``api_key``, ``cache_dir``, ...), or any ``Simulator``. Otherwise the simulated human answers and that answer is the next
     observation. Infrastructure failures (sandbox, LLM endpoint) raise ``InfraError``: they are never a reward.
     """
 
@@ -53,6 +54,7 @@ class BackendEnv(gym.Env[str, str]):
         simulator: str | Simulator = "scripted",
         sandbox: str | Sandbox = "auto",
         *,
+        simulator_options: dict[str, Any] | None = None,
         max_turns: int = MAX_TURNS,
         expose_hidden: bool = False,
         scorer: BackendScorer | None = None,
@@ -66,7 +68,12 @@ class BackendEnv(gym.Env[str, str]):
         self._tasks: list[Task] | None = None if isinstance(tasks, str) else list(tasks)
         if self._tasks is not None:
             self._check_tasks(self._tasks)
-        self.simulator = make_simulator(simulator) if isinstance(simulator, str) else simulator
+        if isinstance(simulator, str):
+            self.simulator = make_simulator(simulator, **(simulator_options or {}))
+        elif simulator_options:
+            raise ConfigError("simulator_options apply to a simulator spec string, not to a Simulator instance")
+        else:
+            self.simulator = simulator
         self._sandbox_spec = sandbox
         self._scorer = scorer
         self.max_turns = max_turns

@@ -1,0 +1,76 @@
+"""The CLI contract (DESIGN.md section 5), run as a user would: ``colbench ...`` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from colbench.tasks import Task
+
+BUNDLED = Path(__file__).resolve().parents[1] / "colbench" / "data" / "backend_sample.jsonl"
+
+
+def colbench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "colbench.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_tasks_ls_ids_in_file_order(bundled_tasks: list[Task]) -> None:
+    res = colbench("tasks", "ls", str(BUNDLED), "--ids")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == [t.task_id for t in bundled_tasks]
+    named = colbench("tasks", "ls", "backend-sample", "--ids")
+    assert named.stdout == res.stdout
+
+
+def test_bad_inputs_give_one_line_errors(tmp_path: Path) -> None:
+    res = colbench("tasks", "ls", "no-such-split")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "known splits" in res.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"problem_description": "x"}\n')
+    res = colbench("tasks", "ls", str(bad))
+    assert res.returncode == 2 and f"{bad}:1: field 'ground_truth'" in res.stderr
+
+
+def test_score_backend(tmp_path: Path, bundled_tasks: list[Task]) -> None:
+    answers = tmp_path / "answers.jsonl"
+    rows = [
+        {"task_id": bundled_tasks[0].task_id, "answer": "I WANT TO ANSWER:\n" + bundled_tasks[0].ground_truth},
+        {"task_id": bundled_tasks[1].task_id, "answer": "I have no idea."},
+        {"task_id": bundled_tasks[2].task_id, "answer": "I WANT TO ANSWER:\n```python\n" + bundled_tasks[2].ground_truth + "\n```"},
+    ]
+    answers.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "results" / "r.jsonl"
+    res = colbench("score", "backend", "--tasks", str(BUNDLED), "--answers", str(answers), "--out", str(out),
+                   "--sandbox", "local", "--jobs", "2")
+    assert res.returncode == 0, res.stderr
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["task_id"] for r in results] == [r["task_id"] for r in rows]
+    assert set(results[0]) == {"task_id", "tests_passed", "tests_total", "pass_rate", "success", "status", "error"}
+    assert [(r["tests_passed"], r["success"], r["status"]) for r in results] == [(10, True, "ok"), (0, False, "ok"),
+                                                                                (10, True, "ok")]
+    assert "success 2/3" in res.stdout
+
+
+def test_score_backend_rejects_unknown_task(tmp_path: Path) -> None:
+    answers = tmp_path / "a.jsonl"
+    answers.write_text('{"task_id": "nope", "answer": "x"}\n')
+    res = colbench("score", "backend", "--tasks", str(BUNDLED), "--answers", str(answers), "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and f"{answers}:1: field 'task_id'" in res.stderr
+
+
+def test_score_backend_reports_a_broken_sandbox_as_infrastructure(tmp_path: Path, bundled_tasks: list[Task]) -> None:
+    answers = tmp_path / "a.jsonl"
+    answers.write_text(json.dumps({"task_id": bundled_tasks[0].task_id, "answer": "x"}) + "\n")
+    env = {"PATH": str(tmp_path)}  # no bubblewrap on PATH: the harness, not the agent, is at fault
+    res = subprocess.run([sys.executable, "-m", "colbench.cli", "score", "backend", "--tasks", str(BUNDLED),
+                          "--answers", str(answers), "--out", str(tmp_path / "o.jsonl"), "--sandbox", "local"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 3 and "bubblewrap" in res.stderr and "infrastructure" in res.stderr
+
+
+def test_tasks_check_runs_references() -> None:
+    res = colbench("tasks", "check", "backend-sample", "--sandbox", "local")
+    assert res.returncode == 0, res.stderr
+    assert "reference passes all judgeable tests on 20/20; 200/200 tests judgeable" in res.stdout

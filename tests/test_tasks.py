@@ -1,0 +1,76 @@
+"""Task validation: every bad row is named by file, line and field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from colbench.errors import DataError
+from colbench.tasks import content_id, load_tasks, task_from_row
+
+GOOD = {"problem_description": "Write f.", "ground_truth": "def f():\n    return 1", "test_cases": {"test1": "f()"}}
+
+
+def write(tmp_path: Path, lines: list[str]) -> Path:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    "row, field",
+    [
+        ({**GOOD, "problem_description": ""}, "problem_description"),
+        ({k: v for k, v in GOOD.items() if k != "ground_truth"}, "ground_truth"),
+        ({**GOOD, "test_cases": ["f()"]}, "test_cases"),
+        ({**GOOD, "test_cases": {"test1": 3}}, "test_cases.test1"),
+        ({**GOOD, "hidden_information": 5}, "hidden_information"),
+        ({**GOOD, "task_id": ""}, "task_id"),
+    ],
+)
+def test_bad_rows_name_file_line_and_field(tmp_path: Path, row: dict[str, object], field: str) -> None:
+    path = write(tmp_path, [json.dumps(GOOD), "", json.dumps(row)])
+    with pytest.raises(DataError) as err:
+        load_tasks(path, domain="backend")
+    assert str(err.value).startswith(f"{path}:3: field '{field}'")
+    assert "\n" not in str(err.value)
+
+
+def test_invalid_json_and_non_objects(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"tasks.jsonl:2: invalid JSON"):
+        load_tasks(write(tmp_path, [json.dumps(GOOD), "{oops"]))
+    with pytest.raises(DataError, match=r"tasks.jsonl:1: expected a JSON object, got list"):
+        load_tasks(write(tmp_path, ["[1, 2]"]))
+    with pytest.raises(DataError, match="cannot open"):
+        load_tasks(tmp_path / "missing.jsonl")
+    with pytest.raises(DataError, match="no tasks"):
+        load_tasks(write(tmp_path, [""]))
+
+
+def test_duplicate_ids_name_both_lines(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r":2: duplicate task_id .* \(first at .*:1\)"):
+        load_tasks(write(tmp_path, [json.dumps(GOOD), json.dumps(GOOD)]))
+
+
+def test_task_ids_are_stable_content_hashes() -> None:
+    a = task_from_row(GOOD)
+    b = task_from_row(dict(reversed(list(GOOD.items()))))
+    assert a.task_id == b.task_id == content_id("backend", GOOD) and len(a.task_id) == 12
+    assert task_from_row({**GOOD, "ground_truth": "def f():\n    return 2"}).task_id != a.task_id
+    assert task_from_row({**GOOD, "task_id": "mine"}).task_id == "mine"
+    assert a.hidden_information == a.ground_truth and a.domain == "backend"
+    frontend = task_from_row({"problem_description": "A page.", "ground_truth": "<html></html>"})
+    assert frontend.domain == "frontend" and frontend.test_cases == ()
+
+
+def test_rows_round_trip(tmp_path: Path) -> None:
+    task = task_from_row(GOOD)
+    path = write(tmp_path, [json.dumps(task.to_row())])
+    assert load_tasks(path)[0] == task.__class__(**{**task.__dict__, "source": f"{path}:1"})
+
+
+def test_the_real_sample_loads(shared_backend_sample: list[object]) -> None:
+    assert len(shared_backend_sample) == 300
+    assert len({t.task_id for t in shared_backend_sample}) == 300  # type: ignore[attr-defined]
