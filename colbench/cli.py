@@ -75,14 +75,16 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
         scorer = BackendScorer(sandbox)
         started = time.monotonic()
         full = judged = 0
-        for task, score in zip(tasks, _parallel(args.jobs, lambda t: scorer.score(t, t.ground_truth), tasks),
-                               strict=True):
+        for task, score in zip(
+            tasks, _parallel(args.jobs, lambda t: scorer.score(t, t.ground_truth), tasks), strict=True
+        ):
             judged += score.tests_total
             full += score.success
             skipped = [t for t in score.tests if not t.judgeable]
             if skipped or not score.success:
-                reasons = sorted({t.detail for t in skipped} | {t.detail for t in score.tests if t.judgeable
-                                                                 and not t.passed})
+                reasons = sorted(
+                    {t.detail for t in skipped} | {t.detail for t in score.tests if t.judgeable and not t.passed}
+                )
                 print(f"{task.task_id}\t{score.tests_passed}/{score.tests_total} judgeable\t{'; '.join(reasons)}")
     total_tests = sum(len(t.test_cases) for t in tasks)
     print(
@@ -107,10 +109,20 @@ def cmd_score_backend(args: argparse.Namespace) -> int:
         try:
             return scorer.score(task, answer).summary()
         except InfraError as exc:
-            return {"task_id": task.task_id, "tests_passed": 0, "tests_total": 0, "pass_rate": None,
-                    "success": None, "status": "infra_error", "error": str(exc)}
+            return {
+                "task_id": task.task_id,
+                "tests_passed": 0,
+                "tests_total": 0,
+                "pass_rate": None,
+                "success": None,
+                "status": "infra_error",
+                "error": str(exc),
+            }
 
-    with closing(make_sandbox(args.sandbox, workers=args.jobs)) as sandbox, open(args.out, "w", encoding="utf-8") as out:
+    with (
+        closing(make_sandbox(args.sandbox, workers=args.jobs)) as sandbox,
+        open(args.out, "w", encoding="utf-8") as out,
+    ):
         scorer = BackendScorer(sandbox)
         for row in _parallel(args.jobs, score_one, answers):
             _write_jsonl(out, row)

@@ -114,9 +114,7 @@ def parse_manifest(raw: Any, *, source: str = "<manifest>") -> dict[str, SplitSp
     """Validate a decoded manifest document (format 1) into split specs."""
     if not isinstance(raw, dict) or raw.get("format") != 1 or not isinstance(raw.get("splits"), dict):
         raise DataError(f'{source}: expected an object with "format": 1 and a "splits" object')
-    return {
-        name: _parse_split(name, entry, f"{source}: split {name!r}") for name, entry in raw["splits"].items()
-    }
+    return {name: _parse_split(name, entry, f"{source}: split {name!r}") for name, entry in raw["splits"].items()}
 
 
 def _parse_split(name: str, entry: Any, where: str) -> SplitSpec:
@@ -148,9 +146,7 @@ def _parse_split(name: str, entry: Any, where: str) -> SplitSpec:
         or not _is_count(rows[0])
         or not (rows[1] is None or (_is_count(rows[1]) and rows[1] > rows[0]))
     ):
-        raise DataError(
-            f"{where}: field 'rows': expected [start, stop] with 0 <= start < stop (stop may be null)"
-        )
+        raise DataError(f"{where}: field 'rows': expected [start, stop] with 0 <= start < stop (stop may be null)")
     expected = entry.get("expected_rows")
     if expected is not None and not _is_count(expected):
         raise DataError(f"{where}: field 'expected_rows': expected null or a non-negative integer")
@@ -220,13 +216,9 @@ def _read_pins(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         return {"format": 1, "files": {}}
     except (OSError, ValueError) as exc:
-        raise DataError(
-            f"{path}: unreadable pins file ({exc}); delete it to pin again on the next load"
-        ) from exc
+        raise DataError(f"{path}: unreadable pins file ({exc}); delete it to pin again on the next load") from exc
     if not isinstance(raw, dict) or raw.get("format") != 1 or not isinstance(raw.get("files"), dict):
-        raise DataError(
-            f"{path}: not a colbench pins file (format 1); delete it to pin again on the next load"
-        )
+        raise DataError(f"{path}: not a colbench pins file (format 1); delete it to pin again on the next load")
     return raw
 
 
@@ -416,8 +408,7 @@ def load_split(
     if expected is None:
         if commit is None:
             warnings.warn(
-                f"split {name!r}: could not tell the commit of {path}; "
-                f"sha256 {actual} was not checked or pinned",
+                f"split {name!r}: could not tell the commit of {path}; sha256 {actual} was not checked or pinned",
                 UnverifiedPinWarning,
                 stacklevel=2,
             )
@@ -460,26 +451,20 @@ def _parse_rows(spec: SplitSpec, data: bytes) -> tuple[list[Task], int]:
                 raise DataError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
             task = task_from_row(row, domain=spec.domain, where=where)
             if task.task_id in seen:
-                raise DataError(
-                    f"{where}: duplicate task_id {task.task_id!r} (first at {seen[task.task_id]})"
-                )
+                raise DataError(f"{where}: duplicate task_id {task.task_id!r} (first at {seen[task.task_id]})")
             seen[task.task_id] = where
             tasks.append(task)
         index += 1
     if spec.stop is not None and index < spec.stop:
         raise DataError(f"{prefix}: split wants rows {spec.row_range} but the file has only {index} rows")
     if spec.expected_rows is not None and len(tasks) != spec.expected_rows:
-        raise DataError(
-            f"{prefix}: expected {spec.expected_rows} rows in {spec.row_range}, found {len(tasks)}"
-        )
+        raise DataError(f"{prefix}: expected {spec.expected_rows} rows in {spec.row_range}, found {len(tasks)}")
     if not tasks:
         raise DataError(f"{prefix}: no tasks in rows {spec.row_range}")
     return tasks, index
 
 
-def resolve_tasks(
-    spec: str, *, cache_dir: str | None = None, local_files_only: bool | None = None
-) -> list[Task]:
+def resolve_tasks(spec: str, *, cache_dir: str | None = None, local_files_only: bool | None = None) -> list[Task]:
     """Tasks from a JSONL file path or a split name (``NAME`` or ``NAME@REVISION``), as the CLI takes them."""
     if not isinstance(spec, str) or not spec.strip():
         raise ConfigError(f"expected a task file or split name, got {spec!r}")
@@ -491,9 +476,5 @@ def resolve_tasks(
     splits = load_manifest()
     name, sep, revision = spec.partition("@")
     if name in splits and (not sep or revision):
-        return load_split(
-            name, revision=revision or None, cache_dir=cache_dir, local_files_only=local_files_only
-        )
-    raise ConfigError(
-        f"{spec!r} is not a file and not a split; known splits: {', '.join([*BUNDLED, *splits])}"
-    )
+        return load_split(name, revision=revision or None, cache_dir=cache_dir, local_files_only=local_files_only)
+    raise ConfigError(f"{spec!r} is not a file and not a split; known splits: {', '.join([*BUNDLED, *splits])}")

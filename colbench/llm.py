@@ -87,9 +87,7 @@ def endpoint_from_spec(spec: str, role: str, **overrides: Any) -> Endpoint:
     known = {f.name for f in dataclasses.fields(Endpoint)} - {"model"}
     unknown = sorted(set(overrides) - known)
     if unknown:
-        raise ConfigError(
-            f"unknown {role} endpoint option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
-        )
+        raise ConfigError(f"unknown {role} endpoint option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     prefix = f"COLBENCH_{role.upper()}_"
     for name in ("base_url", "api_key"):
         if overrides.get(name) is None:
@@ -269,9 +267,7 @@ class LLMClient:
         return min(exponential, ep.backoff_cap_s) * random.uniform(0.5, 1.0)
 
     def _exhausted(self, errors: int, last: Exception | None) -> LLMError:
-        return LLMError(
-            f"{self.endpoint.where}: gave up after {errors} attempt(s); last error: {self._describe(last)}"
-        )
+        return LLMError(f"{self.endpoint.where}: gave up after {errors} attempt(s); last error: {self._describe(last)}")
 
     def _describe(self, exc: BaseException | None) -> str:
         if exc is None:

@@ -68,8 +68,7 @@ class ResponseCache:
         self._db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(
-            "CREATE TABLE IF NOT EXISTS replies"
-            " (key TEXT PRIMARY KEY, model TEXT, text TEXT NOT NULL, created REAL)"
+            "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, model TEXT, text TEXT NOT NULL, created REAL)"
         )
 
     @staticmethod
@@ -127,9 +126,7 @@ def truncate(text: str, max_chars: int) -> str:
 class OpenAISimulator:
     """A chat model playing the human, via any OpenAI-compatible endpoint."""
 
-    def __init__(
-        self, client: LLMClient, *, max_chars: int = 400, cache: ResponseCache | None = None
-    ) -> None:
+    def __init__(self, client: LLMClient, *, max_chars: int = 400, cache: ResponseCache | None = None) -> None:
         self.client = client
         self.max_chars = max_chars
         self.cache = cache

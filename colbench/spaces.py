@@ -6,14 +6,14 @@ punctuation, other scripts) fall outside it and ``check_env`` fails. ``UnicodeTe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 from gymnasium.spaces import Space
 
 # Samples mix ASCII, punctuation, accented Latin, CJK and an emoji: enough variety to shake out encoding bugs.
-_SAMPLE_ALPHABET = list("abcdefghijklmnopqrstuvwxyz ABCXYZ0123456789.,:;?!()[]{}'\"\n\tàéîõüßñ漢字テスト") + ["🙂"]
+_SAMPLE_ALPHABET = [*list("abcdefghijklmnopqrstuvwxyz ABCXYZ0123456789.,:;?!()[]{}'\"\n\tàéîõüßñ漢字テスト"), "🙂"]
 
 
 class UnicodeText(Space[str]):
@@ -36,7 +36,7 @@ class UnicodeText(Space[str]):
     def contains(self, x: Any) -> bool:
         return isinstance(x, str) and (self.max_length is None or len(x) <= self.max_length)
 
-    def to_jsonable(self, sample_n: Sequence[str]) -> list[str]:
+    def to_jsonable(self, sample_n: Iterable[str]) -> list[str]:
         return list(sample_n)
 
     def from_jsonable(self, sample_n: list[str]) -> list[str]:

@@ -136,9 +136,7 @@ class StubOpenAIServer:
             "object": "chat.completion",
             "created": 0,
             "model": body.get("model", "stub"),
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-            ],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
             "usage": {
                 "prompt_tokens": _tokens(prompt),
                 "completion_tokens": _tokens(text),

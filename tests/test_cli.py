@@ -38,18 +38,36 @@ def test_score_backend(tmp_path: Path, bundled_tasks: list[Task]) -> None:
     rows = [
         {"task_id": bundled_tasks[0].task_id, "answer": "I WANT TO ANSWER:\n" + bundled_tasks[0].ground_truth},
         {"task_id": bundled_tasks[1].task_id, "answer": "I have no idea."},
-        {"task_id": bundled_tasks[2].task_id, "answer": "I WANT TO ANSWER:\n```python\n" + bundled_tasks[2].ground_truth + "\n```"},
+        {
+            "task_id": bundled_tasks[2].task_id,
+            "answer": "I WANT TO ANSWER:\n```python\n" + bundled_tasks[2].ground_truth + "\n```",
+        },
     ]
     answers.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "results" / "r.jsonl"
-    res = colbench("score", "backend", "--tasks", str(BUNDLED), "--answers", str(answers), "--out", str(out),
-                   "--sandbox", "local", "--jobs", "2")
+    res = colbench(
+        "score",
+        "backend",
+        "--tasks",
+        str(BUNDLED),
+        "--answers",
+        str(answers),
+        "--out",
+        str(out),
+        "--sandbox",
+        "local",
+        "--jobs",
+        "2",
+    )
     assert res.returncode == 0, res.stderr
     results = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["task_id"] for r in results] == [r["task_id"] for r in rows]
     assert set(results[0]) == {"task_id", "tests_passed", "tests_total", "pass_rate", "success", "status", "error"}
-    assert [(r["tests_passed"], r["success"], r["status"]) for r in results] == [(10, True, "ok"), (0, False, "ok"),
-                                                                                (10, True, "ok")]
+    assert [(r["tests_passed"], r["success"], r["status"]) for r in results] == [
+        (10, True, "ok"),
+        (0, False, "ok"),
+        (10, True, "ok"),
+    ]
     assert "success 2/3" in res.stdout
 
 
@@ -64,9 +82,27 @@ def test_score_backend_reports_a_broken_sandbox_as_infrastructure(tmp_path: Path
     answers = tmp_path / "a.jsonl"
     answers.write_text(json.dumps({"task_id": bundled_tasks[0].task_id, "answer": "x"}) + "\n")
     env = {"PATH": str(tmp_path)}  # no bubblewrap on PATH: the harness, not the agent, is at fault
-    res = subprocess.run([sys.executable, "-m", "colbench.cli", "score", "backend", "--tasks", str(BUNDLED),
-                          "--answers", str(answers), "--out", str(tmp_path / "o.jsonl"), "--sandbox", "local"],
-                         capture_output=True, text=True, env=env, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "colbench.cli",
+            "score",
+            "backend",
+            "--tasks",
+            str(BUNDLED),
+            "--answers",
+            str(answers),
+            "--out",
+            str(tmp_path / "o.jsonl"),
+            "--sandbox",
+            "local",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert res.returncode == 3 and "bubblewrap" in res.stderr and "infrastructure" in res.stderr
 
 

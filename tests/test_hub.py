@@ -42,9 +42,7 @@ def _sample_path() -> Path | None:
 def sample_rows() -> list[dict[str, Any]]:
     path = _sample_path()
     if path is None:
-        pytest.skip(
-            f"sample data ../shared/data/colbench/{SAMPLE_NAME} is absent (needed to build a fake hub cache)"
-        )
+        pytest.skip(f"sample data ../shared/data/colbench/{SAMPLE_NAME} is absent (needed to build a fake hub cache)")
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     assert len(rows) >= 100
     return rows
@@ -215,9 +213,7 @@ def test_verified_pin_loads_1000_tasks_with_load_tasks_ids(
     first = tmp_path / "first1000.jsonl"
     first.write_bytes(b"".join(test_file.splitlines(keepends=True)[:1000]))
     assert [t.task_id for t in tasks] == [t.task_id for t in load_tasks(first)]
-    assert [t.task_id for t in tasks] == [
-        t.task_id for t in hub.load_split("backend-test", cache_dir=str(cache))
-    ]
+    assert [t.task_id for t in tasks] == [t.task_id for t in hub.load_split("backend-test", cache_dir=str(cache))]
     assert all(t.domain == "backend" and len(t.test_cases) == 10 for t in tasks)
     assert tasks[6].source == f"backend-test:{TEST_FILE}:7"
     assert not hub.pins_path().exists()  # verified values need no trust-on-first-use record
@@ -384,9 +380,7 @@ def test_resolve_tasks_file_split_and_unknown(
     local.write_bytes(b"".join(test_file.splitlines(keepends=True)[:5]))
     assert [t.task_id for t in hub.resolve_tasks(str(local))] == [t.task_id for t in load_tasks(local)]
 
-    monkeypatch.setenv(
-        "HF_HUB_CACHE", str(cache)
-    )  # resolve_tasks takes the HF default cache, as the CLI does
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))  # resolve_tasks takes the HF default cache, as the CLI does
     monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(cache))
     with pytest.warns(hub.UnverifiedPinWarning):
         by_name = hub.resolve_tasks("backend-test")

@@ -78,9 +78,7 @@ def test_server_errors_are_retried_until_success(stub: StubOpenAIServer) -> None
 
 
 @pytest.mark.parametrize("fault", [("empty",), ("no_choices",), ("malformed",), ("disconnect",)])
-def test_unusable_replies_and_dropped_connections_are_retried(
-    stub: StubOpenAIServer, fault: tuple[str, ...]
-) -> None:
+def test_unusable_replies_and_dropped_connections_are_retried(stub: StubOpenAIServer, fault: tuple[str, ...]) -> None:
     stub.enqueue(fault, ("text", "good"))
     client = client_for(stub)
     reply = client.chat(HELLO)
@@ -208,9 +206,7 @@ class TestSpecs:
         assert endpoint.api_key == "env-key"  # None means "not given": the env var still applies
         assert (endpoint.timeout_s, endpoint.temperature) == (5.0, 1.0)
 
-    @pytest.mark.parametrize(
-        "spec", ["gpt-4o", "openai:", "openai:  ", "anthropic:claude", "", "OpenAI:gpt-4o"]
-    )
+    @pytest.mark.parametrize("spec", ["gpt-4o", "openai:", "openai:  ", "anthropic:claude", "", "OpenAI:gpt-4o"])
     def test_bad_spec_is_a_config_error_naming_it(self, spec: str) -> None:
         with pytest.raises(ConfigError) as info:
             endpoint_from_spec(spec, "agent")

@@ -157,7 +157,9 @@ def test_huge_return_value_fails(sandbox: Sandbox) -> None:
 
 
 def test_huge_and_binary_stdout_is_harmless(sandbox: Sandbox) -> None:
-    code = "import sys, os\ndef f():\n    os.write(1, os.urandom(1 << 20) * 8)\n    print('x' * 10 ** 7)\n    return 7\n"
+    code = (
+        "import sys, os\ndef f():\n    os.write(1, os.urandom(1 << 20) * 8)\n    print('x' * 10 ** 7)\n    return 7\n"
+    )
     assert values(sandbox, code, ["f()"]) == [7]
 
 
@@ -196,8 +198,15 @@ def test_host_environment_and_files_are_invisible(sandbox: Sandbox, tmp_path: ob
         )
         here = os.path.abspath(__file__)
         out = values(
-            sandbox, code,
-            ["env()", f"exists({here!r})", "exists('/etc/passwd')", "exists('/root/.bashrc')", "read('/proc/1/environ')"],
+            sandbox,
+            code,
+            [
+                "env()",
+                f"exists({here!r})",
+                "exists('/etc/passwd')",
+                "exists('/root/.bashrc')",
+                "read('/proc/1/environ')",
+            ],
         )
         assert "s3cr3t-key" not in repr(out[0])
         assert out[1:4] == [False, False, False]

@@ -16,7 +16,9 @@ def answer(code: str) -> str:
 
 
 @pytest.mark.slow
-def test_references_score_full_marks_on_the_real_sample(scorer: BackendScorer, shared_backend_sample: list[Task]) -> None:
+def test_references_score_full_marks_on_the_real_sample(
+    scorer: BackendScorer, shared_backend_sample: list[Task]
+) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(2) as pool:
@@ -31,7 +33,12 @@ def test_empty_syntax_error_and_wrong_answers_score_zero(scorer: BackendScorer, 
     task = bundled_tasks[0]
     name = re.search(r"def (\w+)", task.ground_truth)
     assert name is not None
-    for bad in ["", "I WANT TO ANSWER:", "I WANT TO ANSWER:\ndef broken(:\n", answer(f"def {name.group(1)}(*a, **k):\n    return 'nope'")]:
+    for bad in [
+        "",
+        "I WANT TO ANSWER:",
+        "I WANT TO ANSWER:\ndef broken(:\n",
+        answer(f"def {name.group(1)}(*a, **k):\n    return 'nope'"),
+    ]:
         score = scorer.score(task, bad)
         assert score.tests_passed == 0 and score.tests_total == 10 and score.pass_rate == 0.0 and not score.success
 

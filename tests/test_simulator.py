@@ -40,9 +40,7 @@ HIDDEN = textwrap.dedent(
         return f"{currency}{total:.2f} ${'{'}done{'}'}"
     """
 )
-PROBLEM = (
-    "Write a function that prices a basket of fruit. The signature of the function is: def price(items):"
-)
+PROBLEM = "Write a function that prices a basket of fruit. The signature of the function is: def price(items):"
 
 TASK = Task(
     task_id="t1",
@@ -157,28 +155,19 @@ def test_async_reply_uses_the_cache(stub: StubOpenAIServer, tmp_path: Path) -> N
     assert reply.cached and stub.request_count == 1
 
 
-def test_cache_persists_across_instances_and_keys_on_the_model(
-    stub: StubOpenAIServer, tmp_path: Path
-) -> None:
+def test_cache_persists_across_instances_and_keys_on_the_model(stub: StubOpenAIServer, tmp_path: Path) -> None:
     path = tmp_path / "sub" / "cache.sqlite"
     sim_for(stub, cache=ResponseCache(path)).reply(TASK, dialogue("Apple price?"))
     again = sim_for(stub, cache=ResponseCache(path)).reply(TASK, dialogue("Apple price?"))
     assert again.cached and stub.request_count == 1
-    other_model = sim_for(stub, model="other", cache=ResponseCache(path)).reply(
-        TASK, dialogue("Apple price?")
-    )
+    other_model = sim_for(stub, model="other", cache=ResponseCache(path)).reply(TASK, dialogue("Apple price?"))
     assert not other_model.cached and stub.request_count == 2
 
 
-def test_cache_stores_the_full_reply_and_truncates_on_the_way_out(
-    stub: StubOpenAIServer, tmp_path: Path
-) -> None:
+def test_cache_stores_the_full_reply_and_truncates_on_the_way_out(stub: StubOpenAIServer, tmp_path: Path) -> None:
     path = tmp_path / "c.sqlite"
     stub.enqueue(("text", "alpha beta gamma delta"))
-    assert (
-        sim_for(stub, cache=ResponseCache(path), max_chars=11).reply(TASK, dialogue("Q?")).text
-        == "alpha beta"
-    )
+    assert sim_for(stub, cache=ResponseCache(path), max_chars=11).reply(TASK, dialogue("Q?")).text == "alpha beta"
     wide = sim_for(stub, cache=ResponseCache(path), max_chars=400).reply(TASK, dialogue("Q?"))
     assert wide.cached and wide.text == "alpha beta gamma delta"
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from colbench.sandbox import runner
-from colbench.scoring.values import Opaque, Tolerance, decode, DecodeError, values_equal
+from colbench.scoring.values import DecodeError, Opaque, Tolerance, decode, values_equal
 
 
 def roundtrip(value: Any) -> Any:
@@ -113,8 +113,16 @@ def test_dataclasses_enums_and_types() -> None:
 
 @pytest.mark.parametrize(
     "node",
-    [{}, {"t": "int", "v": "x"}, {"t": "int", "v": 5}, {"t": "weird"}, {"t": "list", "v": [{"t": "nope"}]},
-     {"t": "ndarray", "shape": [3], "v": []}, {"t": "dict", "v": [[{"t": "none"}]]}, "string"],
+    [
+        {},
+        {"t": "int", "v": "x"},
+        {"t": "int", "v": 5},
+        {"t": "weird"},
+        {"t": "list", "v": [{"t": "nope"}]},
+        {"t": "ndarray", "shape": [3], "v": []},
+        {"t": "dict", "v": [[{"t": "none"}]]},
+        "string",
+    ],
 )
 def test_malformed_values_are_rejected(node: Any) -> None:
     with pytest.raises(DecodeError):

@@ -125,7 +125,7 @@ class _Worker:
     """One warm sandbox: a bubblewrap'd runner process speaking JSON lines over pipes."""
 
     def __init__(self, argv: list[str]) -> None:
-        self._stderr: IO[bytes] = tempfile.TemporaryFile()
+        self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the worker; closed in kill())
         try:
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, close_fds=True
@@ -210,10 +210,8 @@ class _Worker:
             log.warning("sandbox worker %d did not exit after SIGKILL", self.proc.pid)
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
-                try:
+                with contextlib.suppress(OSError):
                     stream.close()
-                except OSError:
-                    pass
         self._stderr.close()
 
 
@@ -347,8 +345,12 @@ class LocalSandbox:
         limits = limits or self.limits
         uid = UID_BASE + next(self._program_uids) if self.as_root else None
         max_procs = limits.max_processes + (0 if self.as_root else _own_process_count())
-        header = {"source": source, "timeout": limits.timeout_s, "memory_mb": limits.memory_mb,
-                  "max_processes": max_procs}
+        header = {
+            "source": source,
+            "timeout": limits.timeout_s,
+            "memory_mb": limits.memory_mb,
+            "max_processes": max_procs,
+        }
         payload = (json.dumps(header) + "\n").encode("utf-8") + stdin
         started = time.monotonic()
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:

@@ -21,6 +21,7 @@ Protocol (JSON lines). stdin: one job per line ``{"id", "code", "tests": [expr..
 from __future__ import annotations
 
 import builtins
+import contextlib
 import ctypes
 import dataclasses
 import datetime
@@ -40,9 +41,37 @@ import time
 import types
 
 PRELOAD = (
-    "numpy", "numpy.random", "bs4", "re", "math", "cmath", "json", "collections", "itertools", "functools", "datetime", "string",
-    "statistics", "heapq", "bisect", "decimal", "fractions", "sqlite3", "urllib.parse", "typing", "dataclasses",
-    "operator", "copy", "hashlib", "textwrap", "calendar", "csv", "io", "enum", "uuid", "time",
+    "numpy",
+    "numpy.random",
+    "bs4",
+    "re",
+    "math",
+    "cmath",
+    "json",
+    "collections",
+    "itertools",
+    "functools",
+    "datetime",
+    "string",
+    "statistics",
+    "heapq",
+    "bisect",
+    "decimal",
+    "fractions",
+    "sqlite3",
+    "urllib.parse",
+    "typing",
+    "dataclasses",
+    "operator",
+    "copy",
+    "hashlib",
+    "textwrap",
+    "calendar",
+    "csv",
+    "io",
+    "enum",
+    "uuid",
+    "time",
 )
 CHILD_OUTCOMES = ("value", "raised", "unserializable")
 CHILD_UID = None  # set by --child-uid: tests run as this uid, never as the runner's
@@ -62,7 +91,7 @@ def _type_name(t: type) -> str:
 def encode(v, depth=0):
     """Type-tagged JSON. Exact type checks and base-class methods only: a subclass's overrides never run here."""
     if depth > MAX_DEPTH:
-        raise Unserializable("value nested deeper than %d" % MAX_DEPTH)
+        raise Unserializable(f"value nested deeper than {MAX_DEPTH}")
     t = type(v)
     d = depth + 1
     if v is None:
@@ -90,7 +119,10 @@ def encode(v, depth=0):
     if isinstance(v, dict):
         return {"t": "dict", "v": [[encode(k, d), encode(x, d)] for k, x in dict.items(v)]}
     if isinstance(v, (set, frozenset)):
-        return {"t": "set", "v": [encode(x, d) for x in (set.__iter__ if isinstance(v, set) else frozenset.__iter__)(v)]}
+        return {
+            "t": "set",
+            "v": [encode(x, d) for x in (set.__iter__ if isinstance(v, set) else frozenset.__iter__)(v)],
+        }
     if t is fractions.Fraction:
         return {"t": "fraction", "v": [int.__repr__(v.numerator), int.__repr__(v.denominator)]}
     if t is decimal.Decimal:
@@ -103,7 +135,7 @@ def encode(v, depth=0):
     if np is not None:
         if isinstance(v, np.ndarray):
             if v.dtype.kind not in "biufcUSO":
-                raise Unserializable("numpy array of dtype %s" % v.dtype)
+                raise Unserializable(f"numpy array of dtype {v.dtype}")
             return {"t": "ndarray", "shape": list(v.shape), "v": [encode(x, d) for x in v.ravel().tolist()]}
         if isinstance(v, np.generic):
             return encode(v.item(), d)
@@ -166,10 +198,8 @@ def _remove_sysv_ipc():
 def _reap_all(kill_all):
     """Reap every child; with ``kill_all`` (PID namespace only) first kill whatever a test left running."""
     if kill_all:
-        try:
+        with contextlib.suppress(OSError):
             os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
     while True:
         try:
             pid, _ = os.waitpid(-1, 0 if kill_all else os.WNOHANG)
@@ -205,7 +235,7 @@ def _child(job, expr, wfd, workdir):
         with open("/proc/self/statm") as handle:
             mapped = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         mem = mapped + int(job["memory_mb"]) * 1024 * 1024
-        cpu = int(math.ceil(timeout)) + 1
+        cpu = math.ceil(timeout) + 1
         for lim, val in (
             (resource.RLIMIT_CPU, cpu),
             (resource.RLIMIT_AS, mem),
@@ -247,7 +277,7 @@ def _child(job, expr, wfd, workdir):
 
 
 def run_test(job, expr, sandboxed, max_bytes):
-    workdir = "/tmp/job-%d-%d" % (os.getpid(), random.getrandbits(48))
+    workdir = f"/tmp/job-{os.getpid()}-{random.getrandbits(48)}"
     rfd, wfd = os.pipe()
     started = time.monotonic()
     pid = os.fork()
@@ -285,10 +315,8 @@ def run_test(job, expr, sandboxed, max_bytes):
         finally:
             os.close(pidfd)
     with _privileged():
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         _, status = os.waitpid(pid, 0)
         _reap_all(sandboxed)
         if sandboxed:
@@ -296,9 +324,9 @@ def run_test(job, expr, sandboxed, max_bytes):
             _remove_sysv_ipc()
     elapsed = time.monotonic() - started
     if timed_out:
-        return {"outcome": "timeout", "error": "exceeded %.1fs" % float(job["timeout"]), "seconds": elapsed}
+        return {"outcome": "timeout", "error": "exceeded {:.1f}s".format(float(job["timeout"])), "seconds": elapsed}
     if too_large:
-        return {"outcome": "too_large", "error": "return value over %d bytes" % max_bytes, "seconds": elapsed}
+        return {"outcome": "too_large", "error": f"return value over {max_bytes} bytes", "seconds": elapsed}
     raw = b"".join(chunks)
     try:
         out = json.loads(raw.decode("utf-8"))
@@ -306,12 +334,12 @@ def run_test(job, expr, sandboxed, max_bytes):
             raise ValueError
     except ValueError:
         if os.WIFSIGNALED(status):
-            why = "killed by signal %d" % os.WTERMSIG(status)
+            why = f"killed by signal {os.WTERMSIG(status)}"
             if os.WTERMSIG(status) == signal.SIGXCPU:
                 return {"outcome": "timeout", "error": "CPU time limit", "seconds": elapsed}
         else:
-            why = "exited with status %d" % os.WEXITSTATUS(status)
-        return {"outcome": "crashed", "error": "test process %s before returning" % why, "seconds": elapsed}
+            why = f"exited with status {os.WEXITSTATUS(status)}"
+        return {"outcome": "crashed", "error": f"test process {why} before returning", "seconds": elapsed}
     # The child's message is untrusted: keep only the fields a test may report, so it cannot smuggle protocol
     # keys ("done", another test's index) into what the runner sends to the host.
     outcome = out.get("outcome")
@@ -367,7 +395,7 @@ def program_mode(uid):
         _drop_privileges(uid)
     timeout = float(header["timeout"])
     for lim, val in (
-        (resource.RLIMIT_CPU, int(math.ceil(timeout)) + 1),
+        (resource.RLIMIT_CPU, math.ceil(timeout) + 1),
         (resource.RLIMIT_AS, int(header["memory_mb"]) * 1024 * 1024),
         (resource.RLIMIT_FSIZE, 16 * 1024 * 1024),
         (resource.RLIMIT_NPROC, int(header["max_processes"])),
@@ -391,10 +419,8 @@ def main():
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.set_int_max_str_digits(0)
     for name in PRELOAD:
-        try:
+        with contextlib.suppress(Exception):
             __import__(name)
-        except Exception:
-            pass
     global CHILD_UID
     if uid is not None:
         CHILD_UID = int(args[args.index("--child-uid") + 1]) if "--child-uid" in args else None

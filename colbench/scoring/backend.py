@@ -184,8 +184,15 @@ class BackendScorer:
 
     def _key(self, task: Task) -> str:
         blob = json.dumps(
-            [SCORER_VERSION, task.ground_truth, [e for _, e in task.test_cases], self.seed, self.reference_runs,
-             self.limits.timeout_s, self.limits.memory_mb],
+            [
+                SCORER_VERSION,
+                task.ground_truth,
+                [e for _, e in task.test_cases],
+                self.seed,
+                self.reference_runs,
+                self.limits.timeout_s,
+                self.limits.memory_mb,
+            ],
         )
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

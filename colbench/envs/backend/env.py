@@ -41,12 +41,14 @@ class BackendEnv(gym.Env[str, str]):
 
     ``step(text)`` ends the episode when ``text`` contains ``I WANT TO ANSWER:`` or when it is the
     ``max_turns``-th agent turn (then the whole text is the answer); the answer is scored and the reward is the
-    fraction of judgeable tests passed. ``simulator`` is a spec (``openai:MODEL``, ``scripted``) with
-    ``simulator_options`` (``base_url``, ``api_key``, ``cache_dir``, ...), or any ``Simulator``. Otherwise the simulated human answers and that answer is the next
+    fraction of judgeable tests passed. Otherwise the simulated human answers and that answer is the next
     observation. Infrastructure failures (sandbox, LLM endpoint) raise ``InfraError``: they are never a reward.
+
+    ``simulator`` is a spec (``openai:MODEL``, ``scripted``) completed by ``simulator_options`` (``base_url``,
+    ``api_key``, ``cache_dir``, ...), or any ``Simulator``.
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 (Gymnasium's declared attribute)
 
     def __init__(
         self,
