@@ -12,6 +12,7 @@ from conftest import make_task
 from colbench.sandbox.base import Limits
 from colbench.sandbox.local import LocalSandbox
 from colbench.scoring.backend import BackendScorer
+from colbench.scoring.values import decode
 
 REFERENCE = "def f(x):\n    return 3 * x + 7\n"
 TASK = make_task(REFERENCE, [f"f({x})" for x in range(10)], task_id="attack")
@@ -154,9 +155,9 @@ def f(x):
     for _ in range(3):
         out = scorer.sandbox.run_tests(scan, ["f(0)"], limits=Limits(timeout_s=20.0))
         assert out[0].outcome == "value", out[0]
-        assert int(out[0].value["v"]) < 1000
+        assert decode(out[0].value) < 1000
     # Control: the scan does find such an output when it went through the answer's own worker.
     with LocalSandbox(workers=1) as single:
         single.run_tests(reference, ["f(0)"])
         out = single.run_tests(scan, ["f(0)"], limits=Limits(timeout_s=20.0))
-        assert int(out[0].value["v"]) >= 1000
+        assert decode(out[0].value) >= 1000

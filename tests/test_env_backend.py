@@ -139,6 +139,11 @@ def test_simulator_outage_is_an_infrastructure_error(bundled_tasks: list[Task], 
         env.reset(seed=0)
         with pytest.raises(LLMError):
             env.step("A question?")
+        # The failed step left no trace: once the endpoint recovers, the same step goes through.
+        assert env.dialogue == ()
+        server.script([("text", "Sure.")])
+        obs, _, terminated, _, info = env.step("A question?")
+        assert obs == "Sure." and not terminated and info["turn"] == 1
 
 
 def test_text_space() -> None:

@@ -58,6 +58,17 @@ def test_random_is_seeded_identically(sandbox: Sandbox) -> None:
     assert first == second
 
 
+def test_string_hashing_is_the_same_in_every_worker(sandbox: Sandbox) -> None:
+    code = "def f():\n    return list({'apple', 'banana', 'cherry', 'date', 'elder', 'fig'})\n"
+    seen = {tuple(values(sandbox, code, ["f()"])[0]) for _ in range(6)}  # type: ignore[arg-type]
+    seen |= {tuple(values(sandbox, code, ["f()"])[0]) for _ in range(2)}  # type: ignore[arg-type]
+    assert len(seen) == 1
+
+
+def test_large_integers_cross_the_boundary(sandbox: Sandbox) -> None:
+    assert values(sandbox, "def f():\n    return 7 ** 20000\n", ["f()"]) == [7**20000]
+
+
 def test_each_test_has_its_own_working_directory(sandbox: Sandbox) -> None:
     code = "import os\ndef f():\n    n = len(os.listdir('.'))\n    open('db.sqlite', 'w').write('x')\n    return n\n"
     assert values(sandbox, code, ["f()", "f()"]) == [0, 0]

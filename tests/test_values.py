@@ -43,6 +43,15 @@ def test_equality_follows_python_eq_with_nan(expected: Any, got: Any, equal: boo
     assert values_equal(roundtrip(expected), roundtrip(got)) is equal
 
 
+def test_int_enums_equal_their_values() -> None:
+    import enum
+
+    class Level(enum.IntEnum):
+        LOW = 1
+
+    assert values_equal(roundtrip(Level.LOW), roundtrip(1))
+
+
 def test_float_tolerance_is_opt_in() -> None:
     a, b = roundtrip(0.1 + 0.2), roundtrip(0.3)
     assert not values_equal(a, b)

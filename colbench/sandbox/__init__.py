@@ -31,10 +31,13 @@ def make_sandbox(kind: str = "auto", *, workers: int | None = None, limits: Limi
 
 def shared_sandbox(kind: str = "auto") -> Sandbox:
     """The process-wide sandbox of ``kind`` (created on first use, closed at exit)."""
+    if kind not in KINDS:
+        raise ConfigError(f"unknown sandbox {kind!r}; expected one of: {', '.join(KINDS)}")
+    resolved = "local" if kind == "auto" else kind  # one pool per runtime, whatever name asked for it
     with _lock:
-        if kind not in _shared:
-            _shared[kind] = make_sandbox(kind)
-        return _shared[kind]
+        if resolved not in _shared:
+            _shared[resolved] = make_sandbox(resolved)
+        return _shared[resolved]
 
 
 @atexit.register

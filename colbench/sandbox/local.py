@@ -1,16 +1,18 @@
-"""The local runtime: bubblewrap namespaces + rlimits + an unprivileged uid per worker, with warm workers.
+"""The local runtime: bubblewrap namespaces + rlimits + unprivileged uids, with warm workers.
 
-Isolation per worker: new PID, network (no interfaces but a down loopback), IPC and UTS namespaces; a root filesystem
-made of read-only binds of ``/usr`` and the Python installation only (no ``/etc``, ``/home``, ``/root`` or the
-project); a private size-capped ``/tmp``; an empty environment. When the harness runs as root, each worker drops to
-its own uid (``UID_BASE + slot``) so ``RLIMIT_NPROC`` bounds that worker alone; as an ordinary user the sandbox
-runs in a user namespace and the process limit is shared with the user's other processes (weaker, and said so).
+Isolation per worker: new PID, network (loopback only, nothing else reachable), IPC and UTS namespaces; a root
+filesystem made of read-only binds of ``/usr`` and the Python installation only (no ``/etc``, ``/home``, ``/root``
+or the project); a private size-capped ``/tmp``; an empty environment. When the harness runs as root, each worker
+slot has two uids of its own (``UID_BASE + 2 * slot`` for the runner, the next one for its tests), so
+``RLIMIT_NPROC`` bounds that worker alone and a test can neither signal nor inspect its runner; as an ordinary user
+the sandbox runs in a user namespace with one uid, and the process limit is shared with the user's other processes
+(weaker, and said so in a warning).
 
 Warm workers: the in-sandbox runner forks a fresh child per test, so a worker serves many jobs without any job
 seeing another's processes, files or memory (see ``runner.py``). A worker that dies, hangs or misbehaves is
-discarded; the tests it had not reported are re-run one per fresh worker, so an answer that kills its worker only
-fails its own test. Workers belong to one pool for life: reference runs and answer runs never share a process, so an
-answer cannot find a reference's code or outputs in memory it inherited from its worker.
+discarded; the tests it had not reported are re-run one job each, so an answer that kills its worker only fails its
+own test. Workers belong to one pool for life: reference runs and answer runs never share a process, so an answer
+cannot find a reference's code or outputs in memory it inherited from its worker.
 """
 
 from __future__ import annotations
@@ -104,7 +106,9 @@ def bwrap_argv(*, as_root: bool, limits: Limits) -> list[str]:
     argv += ["--clearenv"]
     for key, value in ENV.items():
         argv += ["--setenv", key, value]
-    argv += ["--chdir", "/tmp", "--", sys.executable, "-I", RUNNER_IN_SANDBOX]
+    # -s -P rather than -I: isolated mode would also ignore PYTHONHASHSEED, and every worker must hash strings
+    # alike (set order is part of many return values). The environment is ours alone (--clearenv).
+    argv += ["--chdir", "/tmp", "--", sys.executable, "-s", "-P", RUNNER_IN_SANDBOX]
     return argv
 
 
@@ -226,15 +230,20 @@ class LocalSandbox:
         self.as_root = os.geteuid() == 0
         if not self.as_root:
             log.warning(
-                "local sandbox running without root: process limits are shared with your own processes; "
-                "prefer the Docker runtime for untrusted code at scale"
+                "local sandbox running without root: tests share your uid, so process limits count your own "
+                "processes and a test can signal its runner (which costs only that test); run as root for full "
+                "isolation"
             )
         self._argv = bwrap_argv(as_root=self.as_root, limits=self.limits)
         self._idle: dict[str, queue.LifoQueue[_Worker]] = {p: queue.LifoQueue() for p in POOLS}
-        self._slots: queue.Queue[int] = queue.Queue()
-        for slot in range(self.workers):
-            self._slots.put(slot)
-        self._program_uids = itertools.count(2 * self.workers)
+        # Each pool (and one-shot programs) has its own slots, hence its own uids; a semaphore keeps the number of
+        # jobs running at once to ``workers``, while idle workers of both pools stay warm.
+        self._slots: dict[str, queue.Queue[int]] = {}
+        for index, name in enumerate((*POOLS, "program")):
+            self._slots[name] = queue.Queue()
+            for slot in range(index * self.workers, (index + 1) * self.workers):
+                self._slots[name].put(slot)
+        self._running = threading.BoundedSemaphore(self.workers)
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._all: set[_Worker] = set()
@@ -247,15 +256,18 @@ class LocalSandbox:
             argv += ["--drop-to", str(uid)]
         return argv
 
-    def _spawn(self, slot: int) -> _Worker:
-        if self.as_root:
+    def _uid(self, slot: int) -> int | None:
+        """The runner's uid for ``slot`` (its tests run as the next uid); None outside root mode."""
+        return UID_BASE + 2 * slot if self.as_root else None
+
+    def _spawn(self, pool: str, slot: int) -> _Worker:
+        uid = self._uid(slot)
+        extra = ["--sandboxed"]
+        if uid is not None:
             # Runner and tests get different uids, so a test cannot signal or inspect its runner.
-            uid = UID_BASE + 2 * slot
-            extra = ["--sandboxed", "--child-uid", str(uid + 1)]
-        else:
-            uid, extra = None, ["--sandboxed"]
+            extra += ["--child-uid", str(uid + 1)]
         worker = _Worker(self._argv_for(uid, extra))
-        worker.slot = slot  # type: ignore[attr-defined]
+        worker.pool, worker.slot = pool, slot  # type: ignore[attr-defined]
         with self._lock:
             self._all.add(worker)
         return worker
@@ -264,28 +276,21 @@ class LocalSandbox:
         worker.kill()
         with self._lock:
             self._all.discard(worker)
-        self._slots.put(worker.slot)  # type: ignore[attr-defined]
+        self._slots[worker.pool].put(worker.slot)  # type: ignore[attr-defined]
 
     def _acquire(self, pool: str) -> _Worker:
-        """An idle worker of ``pool``, else a new one; a free slot may be taken from another pool's idle worker."""
+        """An idle worker of ``pool``, else a new one (the caller holds a ``_running`` permit, so a slot is free)."""
         if self._closed:
             raise SandboxError("sandbox is closed")
         while True:
             try:
                 worker = self._idle[pool].get_nowait()
             except queue.Empty:
+                slot = self._slots[pool].get()
                 try:
-                    slot = self._slots.get(timeout=0.05)
-                except queue.Empty:
-                    for other in POOLS:
-                        if other != pool:
-                            with contextlib.suppress(queue.Empty):
-                                self._discard(self._idle[other].get_nowait())
-                    continue
-                try:
-                    return self._spawn(slot)
+                    return self._spawn(pool, slot)
                 except BaseException:
-                    self._slots.put(slot)
+                    self._slots[pool].put(slot)
                     raise
             if worker.alive():
                 return worker
@@ -303,10 +308,15 @@ class LocalSandbox:
             "memory_mb": limits.memory_mb,
             "max_processes": max_procs,
             "seed": seed,
+            "max_bytes": limits.max_output_bytes,
         }
 
     def _run_on_worker(self, job: dict[str, Any], results: dict[int, TestOutcome], pool: str) -> bool:
         """Run ``job`` on a worker of ``pool``; False when the worker died (it is discarded)."""
+        with self._running:
+            return self._run_with_permit(job, results, pool)
+
+    def _run_with_permit(self, job: dict[str, Any], results: dict[int, TestOutcome], pool: str) -> bool:
         worker = self._acquire(pool)
         deadline = time.monotonic() + len(job["tests"]) * (job["timeout"] + 2.0) + 10.0
         try:
@@ -343,7 +353,13 @@ class LocalSandbox:
 
     def run_program(self, source: str, *, stdin: bytes = b"", limits: Limits | None = None) -> ExecResult:
         limits = limits or self.limits
-        uid = UID_BASE + next(self._program_uids) if self.as_root else None
+        slot = self._slots["program"].get()
+        try:
+            return self._run_program(source, stdin, limits, self._uid(slot))
+        finally:
+            self._slots["program"].put(slot)
+
+    def _run_program(self, source: str, stdin: bytes, limits: Limits, uid: int | None) -> ExecResult:
         max_procs = limits.max_processes + (0 if self.as_root else _own_process_count())
         header = {
             "source": source,

@@ -3,8 +3,10 @@
 Trust model. This process is trusted until it forks; every forked child runs untrusted code (an agent answer or a
 task reference) and is treated as hostile. The runner therefore:
 
-* makes itself non-dumpable, so a child of the same uid can neither ptrace it nor open ``/proc/<pid>/mem`` or
-  ``/proc/<pid>/fd/*``;
+* runs each child as a uid of its own when started as root (``--child-uid``; the runner keeps root only as its
+  saved uid, to switch children and clean up), so a child can neither signal nor inspect the runner;
+* makes itself non-dumpable, so even a child of the same uid (non-root mode) can neither ptrace it nor open
+  ``/proc/<pid>/mem`` or ``/proc/<pid>/fd/*``;
 * gives each test a fresh child (fork), a fresh working directory, rlimits, and a private pipe: the child's only
   way out is that pipe, and the runner knows which test a pipe belongs to, so a child cannot report for another
   test; whatever a child writes is only a *claim about its own return value*, decoded and compared by the host;
@@ -98,12 +100,13 @@ def encode(v, depth=0):
         return {"t": "none"}
     if t is bool:
         return {"t": "bool", "v": bool(v)}
-    if isinstance(v, enum.Enum):
-        return {"t": "enum", "type": _type_name(t), "v": object.__getattribute__(v, "_name_")}
     if isinstance(v, bool):
         return {"t": "bool", "v": int.__bool__(v)}
-    if isinstance(v, int):
-        return {"t": "int", "v": int.__repr__(v)}
+    if isinstance(v, int):  # IntEnum and IntFlag members too: they equal their value
+        # Hex: the host's int() limits decimal strings to 4300 digits, not hexadecimal ones.
+        return {"t": "int", "v": int.__format__(v, "x")}
+    if isinstance(v, enum.Enum):
+        return {"t": "enum", "type": _type_name(t), "v": object.__getattribute__(v, "_name_")}
     if isinstance(v, float):
         return {"t": "float", "v": float.__repr__(v)}
     if isinstance(v, complex):
@@ -124,7 +127,7 @@ def encode(v, depth=0):
             "v": [encode(x, d) for x in (set.__iter__ if isinstance(v, set) else frozenset.__iter__)(v)],
         }
     if t is fractions.Fraction:
-        return {"t": "fraction", "v": [int.__repr__(v.numerator), int.__repr__(v.denominator)]}
+        return {"t": "fraction", "v": [int.__format__(v.numerator, "x"), int.__format__(v.denominator, "x")]}
     if t is decimal.Decimal:
         return {"t": "decimal", "v": decimal.Decimal.__str__(v)}
     if t in (datetime.datetime, datetime.date, datetime.time):
@@ -403,7 +406,7 @@ def program_mode(uid):
     ):
         resource.setrlimit(lim, (val, val))
     os.chdir("/tmp")
-    os.execv(sys.executable, [sys.executable, "-I", "/tmp/main.py"])
+    os.execv(sys.executable, [sys.executable, "-s", "-P", "/tmp/main.py"])
 
 
 def main():
@@ -415,7 +418,6 @@ def main():
     # Only inside a sandbox of its own (PID namespace, private /tmp) may the runner kill every other process and
     # wipe the scratch directories; run elsewhere (tests, debugging) it leaves the machine alone.
     sandboxed = "--sandboxed" in args
-    max_bytes = 1_000_000
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.set_int_max_str_digits(0)
     for name in PRELOAD:
@@ -435,7 +437,7 @@ def main():
             continue
         job = json.loads(line)
         for i, expr in enumerate(job["tests"]):
-            result = run_test(job, expr, sandboxed, max_bytes)
+            result = run_test(job, expr, sandboxed, int(job.get("max_bytes", 1_000_000)))
             result.update({"id": job["id"], "i": i})
             _emit(result)
         _emit({"id": job["id"], "done": True})

@@ -72,7 +72,7 @@ def decode(node: Any, depth: int = 0) -> Any:
         if tag == "bool" and isinstance(v, bool):
             return v
         if tag == "int" and isinstance(v, str):
-            return int(v)
+            return int(v, 16)
         if tag == "float" and isinstance(v, str):
             return float(v)
         if tag == "complex" and isinstance(v, list) and len(v) == 2:
@@ -94,7 +94,7 @@ def decode(node: Any, depth: int = 0) -> Any:
                 out[decode(pair[0], d)] = decode(pair[1], d)
             return out
         if tag == "fraction" and isinstance(v, list) and len(v) == 2:
-            return Fraction(int(v[0]), int(v[1]))
+            return Fraction(int(v[0], 16), int(v[1], 16))
         if tag == "decimal" and isinstance(v, str):
             return Decimal(v)
         if tag in ("datetime", "date", "time") and isinstance(v, str):

@@ -147,11 +147,12 @@ class BackendEnv(gym.Env[str, str]):
             raise ColbenchError("episode is over: call reset() to start a new one")
         if not isinstance(action, str):
             raise ConfigError(f"action must be a str, got {type(action).__name__}")
-        episode.dialogue.append(Turn("agent", action))
-        turn = len([t for t in episode.dialogue if t.role == "agent"])
+        # An infrastructure error below leaves the episode as it was before this step, so the step can be retried.
+        turn = 1 + sum(t.role == "agent" for t in episode.dialogue)
         if ANSWER_MARKER in action or turn >= self.max_turns:
-            episode.done = True
             score = self.scorer.score(episode.task, action)
+            episode.dialogue.append(Turn("agent", action))
+            episode.done = True
             info = self._info()
             info.update(
                 termination="answered" if ANSWER_MARKER in action else "turn_limit",
@@ -163,16 +164,16 @@ class BackendEnv(gym.Env[str, str]):
                 tests_total=score.tests_total,
             )
             return "", float(score.pass_rate), True, False, info
-        reply = self.simulator.reply(episode.task, episode.dialogue)
+        reply = self.simulator.reply(episode.task, [*episode.dialogue, Turn("agent", action)])
         episode.usage.add(reply.usage)
-        episode.dialogue.append(Turn("human", reply.text))
+        episode.dialogue += [Turn("agent", action), Turn("human", reply.text)]
         return reply.text, 0.0, False, False, self._info()
 
     def _info(self) -> dict[str, Any]:
         episode = self._require_episode()
         info: dict[str, Any] = {
             "task_id": episode.task.task_id,
-            "turn": len([t for t in episode.dialogue if t.role == "agent"]),
+            "turn": sum(t.role == "agent" for t in episode.dialogue),
             "usage": {"simulator": episode.usage.as_dict()},
         }
         if self.expose_hidden:
