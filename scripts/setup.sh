@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs everything colbench needs on a fresh Debian/Ubuntu machine: system packages, then the package itself
+# with its development extras. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+if ! command -v bwrap >/dev/null 2>&1; then
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap
+fi
+
+python3 -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+echo "colbench installed: $(command -v colbench)"
