@@ -97,7 +97,7 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
 # -- score ------------------------------------------------------------------------------------------------------
 def cmd_score_backend(args: argparse.Namespace) -> int:
     from colbench.sandbox import make_sandbox
-    from colbench.scoring.backend import BackendScorer
+    from colbench.scoring.backend import BackendScore, BackendScorer
 
     tasks = {t.task_id: t for t in _load(args.tasks)}
     answers = _read_answers(args.answers, tasks)
@@ -109,15 +109,7 @@ def cmd_score_backend(args: argparse.Namespace) -> int:
         try:
             return scorer.score(task, answer).summary()
         except InfraError as exc:
-            return {
-                "task_id": task.task_id,
-                "tests_passed": 0,
-                "tests_total": 0,
-                "pass_rate": None,
-                "success": None,
-                "status": "infra_error",
-                "error": str(exc),
-            }
+            return BackendScore.infra_error(task.task_id, str(exc)).summary()
 
     with (
         closing(make_sandbox(args.sandbox, workers=args.jobs)) as sandbox,

@@ -115,3 +115,18 @@ def test_reference_outputs_are_cached_on_disk(local_sandbox: object, tmp_path: o
 )
 def test_extract_code(text: str, code: str) -> None:
     assert extract_code(text) == code
+
+
+def test_infrastructure_errors_carry_no_score() -> None:
+    from colbench.scoring.backend import BackendScore
+
+    row = BackendScore.infra_error("t1", "sandbox worker failed to start").summary()
+    assert row == {
+        "task_id": "t1",
+        "tests_passed": 0,
+        "tests_total": 0,
+        "pass_rate": None,
+        "success": None,
+        "status": "infra_error",
+        "error": "sandbox worker failed to start",
+    }

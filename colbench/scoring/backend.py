@@ -82,13 +82,19 @@ class BackendScore:
     def success(self) -> bool:
         return self.tests_total > 0 and self.tests_passed == self.tests_total
 
+    @classmethod
+    def infra_error(cls, task_id: str, error: str) -> BackendScore:
+        """The record of an answer the harness could not judge: no score at all, never a zero."""
+        return cls(task_id=task_id, tests_passed=0, tests_total=0, status="infra_error", error=error)
+
     def summary(self) -> dict[str, Any]:
+        judged = self.status == "ok"
         return {
             "task_id": self.task_id,
             "tests_passed": self.tests_passed,
             "tests_total": self.tests_total,
-            "pass_rate": self.pass_rate,
-            "success": self.success,
+            "pass_rate": self.pass_rate if judged else None,
+            "success": self.success if judged else None,
             "status": self.status,
             "error": self.error,
         }
