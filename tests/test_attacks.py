@@ -52,7 +52,9 @@ def f(x):
     "written fake results on every descriptor": """
 import os
 def f(x):
-    msg = b'{"outcome": "value", "value": {"t": "int", "v": "7"}}\\n{"id": 0, "i": 1, "outcome": "value"}\\n'
+    # Protocol-shaped lines claiming a pass and another test's slot. (A line on the test's own result pipe is
+    # only a claim about the answer's own return value, compared in the host like any other.)
+    msg = b'{"outcome": "value", "passed": true, "i": 5, "value": {"t": "int", "v": "-1"}}\\n{"id": 0, "done": true}\\n'
     for fd in range(0, 256):
         try: os.write(fd, msg)
         except OSError: pass
@@ -125,8 +127,10 @@ def test_attack_scores_zero(scorer: BackendScorer, name: str) -> None:
 
 def test_answer_workers_never_held_reference_outputs(scorer: BackendScorer) -> None:
     """Scan the answer process's own memory (inherited from its worker) for a reference's output."""
-    reference = "def f(x):\n    return 'Q' * 200000\n"
-    task = make_task(reference, ["f(0)"], task_id="memory")
+    reference = "def f(n):\n    return 'Q' * n\n"
+    # Several sizes, because which freed buffers survive in the worker's heap depends on the allocator.
+    sizes = ["f(3000)", "f(8000)", "f(20000)", "f(40000)", "f(60000)", "f(90000)", "f(150000)"]
+    task = make_task(reference, sizes, task_id="memory")
     scan = """
 import re
 def longest_q_run():
@@ -158,6 +162,6 @@ def f(x):
         assert decode(out[0].value) < 1000
     # Control: the scan does find such an output when it went through the answer's own worker.
     with LocalSandbox(workers=1) as single:
-        single.run_tests(reference, ["f(0)"])
+        single.run_tests(reference, sizes)
         out = single.run_tests(scan, ["f(0)"], limits=Limits(timeout_s=20.0))
         assert decode(out[0].value) >= 1000

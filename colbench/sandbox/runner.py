@@ -214,34 +214,36 @@ def _reap_all(kill_all):
             return
 
 
-def _child(job, expr, wfd, workdir):
-    """Runs in the forked child: untrusted from the first line of ``code`` on."""
+def _child(job, start, wfd):
+    """Runs in the forked child, untrusted from the first line of ``code`` on: tests ``start..`` in order.
+
+    Each test gets a fresh module (the code re-executed in a new namespace), a fresh working directory and
+    re-seeded generators; its result goes to the runner as one JSON line. The runner times each test from the
+    previous line, so a test that hangs, crashes or exits is stopped and charged alone, and the remaining tests
+    continue in a new child.
+    """
     try:
-        keep = {wfd}
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
-        keep.update((0, 1, 2))
         os.closerange(3, wfd)
         os.closerange(wfd + 1, 65536)
         if CHILD_UID is not None:
-            # Regain root through the saved uid only to give it up for good: the test runs as a uid that can
+            # Regain root through the saved uid only to give it up for good: the tests run as a uid that can
             # neither signal nor inspect the runner (whose real uid differs and whose saved uid is root).
             os.seteuid(0)
             os.setgroups([])
             os.setresgid(CHILD_UID, CHILD_UID, CHILD_UID)
             os.setresuid(CHILD_UID, CHILD_UID, CHILD_UID)
-        os.mkdir(workdir, 0o700)
-        os.chdir(workdir)
         os.setsid()
+        tests = job["tests"]
         timeout = float(job["timeout"])
         with open("/proc/self/statm") as handle:
             mapped = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        mem = mapped + int(job["memory_mb"]) * 1024 * 1024
-        cpu = math.ceil(timeout) + 1
+        cpu = math.ceil((len(tests) - start) * (timeout + 1))  # a backstop: the runner's wall clock rules
         for lim, val in (
             (resource.RLIMIT_CPU, cpu),
-            (resource.RLIMIT_AS, mem),
+            (resource.RLIMIT_AS, mapped + int(job["memory_mb"]) * 1024 * 1024),
             (resource.RLIMIT_FSIZE, 16 * 1024 * 1024),
             (resource.RLIMIT_NOFILE, 64),
             (resource.RLIMIT_CORE, 0),
@@ -249,109 +251,133 @@ def _child(job, expr, wfd, workdir):
         ):
             resource.setrlimit(lim, (val, val))
         seed = int(job.get("seed", 0))
-        random.seed(seed)
-        np = sys.modules.get("numpy")
-        if np is not None:
-            np.random.seed(seed)
-        module = types.ModuleType("solution")
-        module.__dict__["__builtins__"] = builtins
-        module.__file__ = os.path.join(workdir, "solution.py")
-        sys.modules["solution"] = module
-        try:
-            exec(compile(job["code"], "solution.py", "exec"), module.__dict__)
-            value = eval(compile(expr, "<test>", "eval"), module.__dict__)
-            out = {"outcome": "value", "value": encode(value)}
-        except Unserializable as exc:
-            out = {"outcome": "unserializable", "error": str(exc)[:MAX_ERROR]}
-        except BaseException as exc:  # SystemExit and KeyboardInterrupt included: a test outcome, not a crash
-            name = _type_name(type(exc))
+        code = None
+        for i in range(start, len(tests)):
+            workdir = f"/tmp/test-{os.getpid()}-{i}"
+            os.mkdir(workdir, 0o700)
+            os.chdir(workdir)
+            random.seed(seed)
+            np = sys.modules.get("numpy")
+            if np is not None:
+                np.random.seed(seed)
+            module = types.ModuleType("solution")
+            module.__dict__["__builtins__"] = builtins
+            module.__file__ = os.path.join(workdir, "solution.py")
+            sys.modules["solution"] = module
             try:
-                msg = str(exc)[:MAX_ERROR]
-            except BaseException:
-                msg = ""
-            out = {"outcome": "raised", "error": (name + ": " + msg) if msg else name}
-        data = json.dumps(out).encode("utf-8")
-        view = memoryview(data)
-        while view:
-            n = os.write(wfd, view)
-            view = view[n:]
+                if code is None:
+                    code = compile(job["code"], "solution.py", "exec")
+                exec(code, module.__dict__)
+                value = eval(compile(tests[i], "<test>", "eval"), module.__dict__)
+                out = {"outcome": "value", "value": encode(value)}
+            except Unserializable as exc:
+                out = {"outcome": "unserializable", "error": str(exc)[:MAX_ERROR]}
+            except BaseException as exc:  # SystemExit and KeyboardInterrupt included: a test outcome, not a crash
+                name = _type_name(type(exc))
+                try:
+                    msg = str(exc)[:MAX_ERROR]
+                except BaseException:
+                    msg = ""
+                out = {"outcome": "raised", "error": (name + ": " + msg) if msg else name}
+            view = memoryview(json.dumps(out).encode("utf-8") + b"\n")
+            while view:
+                n = os.write(wfd, view)
+                view = view[n:]
     finally:
         os._exit(0)
 
 
-def run_test(job, expr, sandboxed, max_bytes):
-    workdir = f"/tmp/job-{os.getpid()}-{random.getrandbits(48)}"
-    rfd, wfd = os.pipe()
-    started = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        os.close(rfd)
-        _child(job, expr, wfd, workdir)
-    os.close(wfd)
-    deadline = started + float(job["timeout"])
-    chunks, size, timed_out, too_large = [], 0, False, False
-    try:
-        while True:
+class _Lines:
+    """Newline-delimited messages from one child, read against deadlines, each line capped in size."""
+
+    def __init__(self, fd, max_bytes):
+        self.fd, self.max_bytes, self.buf, self.eof = fd, max_bytes, b"", False
+
+    def next(self, deadline):
+        """A line (bytes), or one of "timeout", "too_large", "eof"."""
+        while b"\n" not in self.buf:
+            if self.eof:
+                return "eof"
+            if len(self.buf) > self.max_bytes:
+                return "too_large"
             left = deadline - time.monotonic()
             if left <= 0:
-                timed_out = True
-                break
-            ready, _, _ = select.select([rfd], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(rfd, 65536)
-            if not chunk:
-                break
-            size += len(chunk)
-            if size > max_bytes:
-                too_large = True
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(rfd)
-    if not (timed_out or too_large):
-        # EOF: the child closed its pipe. It should be exiting; a child that closed the pipe and carried on is
-        # given until the test's deadline (plus a grace second), then killed.
-        pidfd = os.pidfd_open(pid)
-        try:
-            select.select([pidfd], [], [], max(0.0, deadline - time.monotonic()) + 1.0)
-        finally:
-            os.close(pidfd)
-    with _privileged():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-        _reap_all(sandboxed)
-        if sandboxed:
-            _wipe_scratch()
-            _remove_sysv_ipc()
-    elapsed = time.monotonic() - started
-    if timed_out:
-        return {"outcome": "timeout", "error": "exceeded {:.1f}s".format(float(job["timeout"])), "seconds": elapsed}
-    if too_large:
-        return {"outcome": "too_large", "error": f"return value over {max_bytes} bytes", "seconds": elapsed}
-    raw = b"".join(chunks)
+                return "timeout"
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if ready:
+                chunk = os.read(self.fd, 1 << 16)
+                self.eof = not chunk
+                self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return "too_large" if len(line) > self.max_bytes else line
+
+
+def _parse(line, elapsed):
+    """A child's line is untrusted: keep only the fields a test may report, so it cannot smuggle protocol keys
+    ("done", another test's index) into what the runner sends to the host."""
     try:
-        out = json.loads(raw.decode("utf-8"))
-        if not isinstance(out, dict):
-            raise ValueError
+        out = json.loads(line.decode("utf-8"))
     except ValueError:
-        if os.WIFSIGNALED(status):
-            why = f"killed by signal {os.WTERMSIG(status)}"
-            if os.WTERMSIG(status) == signal.SIGXCPU:
-                return {"outcome": "timeout", "error": "CPU time limit", "seconds": elapsed}
-        else:
-            why = f"exited with status {os.WEXITSTATUS(status)}"
-        return {"outcome": "crashed", "error": f"test process {why} before returning", "seconds": elapsed}
-    # The child's message is untrusted: keep only the fields a test may report, so it cannot smuggle protocol
-    # keys ("done", another test's index) into what the runner sends to the host.
-    outcome = out.get("outcome")
-    if outcome not in CHILD_OUTCOMES:
+        out = None
+    if not isinstance(out, dict) or out.get("outcome") not in CHILD_OUTCOMES:
         return {"outcome": "crashed", "error": "test process sent an invalid result", "seconds": elapsed}
-    clean = {"outcome": outcome, "error": str(out.get("error", ""))[:MAX_ERROR], "seconds": elapsed}
-    if outcome == "value":
+    clean = {"outcome": out["outcome"], "error": str(out.get("error", ""))[:MAX_ERROR], "seconds": elapsed}
+    if out["outcome"] == "value":
         clean["value"] = out.get("value")
     return clean
+
+
+def _failure(why, status, job, elapsed):
+    """The outcome of the test a child was running when it stopped answering."""
+    if why == "timeout":
+        return {"outcome": "timeout", "error": f"exceeded {float(job['timeout']):.1f}s", "seconds": elapsed}
+    if why == "too_large":
+        return {"outcome": "too_large", "error": "return value too large", "seconds": elapsed}
+    if os.WIFSIGNALED(status):
+        if os.WTERMSIG(status) == signal.SIGXCPU:
+            return {"outcome": "timeout", "error": "CPU time limit", "seconds": elapsed}
+        cause = f"killed by signal {os.WTERMSIG(status)}"
+    else:
+        cause = f"exited with status {os.WEXITSTATUS(status)}"
+    return {"outcome": "crashed", "error": f"test process {cause} before returning", "seconds": elapsed}
+
+
+def run_job(job, sandboxed, emit):
+    """Run every test of ``job``, calling ``emit(i, result)`` as each finishes; one child per uninterrupted run."""
+    tests, timeout = job["tests"], float(job["timeout"])
+    max_bytes = int(job.get("max_bytes", 1_000_000))
+    i = 0
+    while i < len(tests):
+        rfd, wfd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(rfd)
+            _child(job, i, wfd)
+        os.close(wfd)
+        lines = _Lines(rfd, max_bytes)
+        why = None
+        try:
+            while i < len(tests):
+                started = time.monotonic()
+                line = lines.next(started + timeout)
+                if isinstance(line, str):
+                    why = line
+                    break
+                emit(i, _parse(line, time.monotonic() - started))
+                i += 1
+        finally:
+            os.close(rfd)
+        with _privileged():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+            _reap_all(sandboxed)
+            if sandboxed:
+                _wipe_scratch()
+                _remove_sysv_ipc()
+        if why is not None:
+            emit(i, _failure(why, status, job, time.monotonic() - started))
+            i += 1
 
 
 def _drop_privileges(uid, keep_saved_root=False):
@@ -436,10 +462,7 @@ def main():
         if not line.strip():
             continue
         job = json.loads(line)
-        for i, expr in enumerate(job["tests"]):
-            result = run_test(job, expr, sandboxed, int(job.get("max_bytes", 1_000_000)))
-            result.update({"id": job["id"], "i": i})
-            _emit(result)
+        run_job(job, sandboxed, lambda i, result, job_id=job["id"]: _emit({**result, "id": job_id, "i": i}))
         _emit({"id": job["id"], "done": True})
 
 

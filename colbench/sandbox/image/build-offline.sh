@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# Builds the colbench sandbox image without a container registry: a minimal Debian bookworm root filesystem made
+# with debootstrap from this machine's apt mirror, Debian's python3 + python3-numpy + python3-bs4, stripped, then
+# `docker import`ed. The image honours the same contract as the Dockerfile next to this script (see
+# colbench/sandbox/image.py). Usually run through `colbench sandbox build --method offline`.
+#
+# Usage: build-offline.sh [--tag NAME:TAG] [--force]
+#   --tag    image to create (default: $COLBENCH_SANDBOX_IMAGE or colbench-sandbox:1)
+#   --force  rebuild the root filesystem even when a cached one exists
+# Environment:
+#   COLBENCH_DEBIAN_MIRROR           Debian mirror (default: the one apt uses here for bookworm, else deb.debian.org)
+#   COLBENCH_DEBIAN_SECURITY_MIRROR  security mirror (default: apt's bookworm-security source, else none)
+#   COLBENCH_HOME                    cache folder (default: $XDG_CACHE_HOME/colbench or ~/.cache/colbench); the
+#                                    stripped rootfs is kept there as sandbox-rootfs-<key>.tar, so a rebuild of an
+#                                    unchanged recipe is a `docker import` of seconds
+# Needs: docker (a reachable daemon); root or sudo, and debootstrap (installed with apt-get when missing), only
+# when no cached root filesystem exists yet.
+set -euo pipefail
+
+TAG="${COLBENCH_SANDBOX_IMAGE:-colbench-sandbox:1}"
+CONTRACT=1
+SUITE=bookworm
+PACKAGES="python3 python3-numpy python3-bs4"
+RECIPE=1 # bump whenever the root filesystem recipe below changes: it is part of the cache key
+FORCE=0
+
+die() {
+  echo "build-offline: error: $*" >&2
+  exit 1
+}
+log() { echo "build-offline: $*" >&2; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --tag) [ $# -ge 2 ] || die "--tag needs a value"; TAG="$2"; shift 2 ;;
+    --tag=*) TAG="${1#--tag=}"; shift ;;
+    --force) FORCE=1; shift ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument: $1 (see --help)" ;;
+  esac
+done
+
+# -- prerequisites ---------------------------------------------------------------------------------------------
+command -v docker >/dev/null 2>&1 ||
+  die "docker not found: install Docker Engine (Debian/Ubuntu: apt-get install docker.io) and start its daemon"
+docker info >/dev/null 2>&1 ||
+  die "the Docker daemon is not reachable (is it running, and may this user use it? try: docker info)"
+
+SUDO=""
+as_root() {
+  if [ "$(id -u)" -ne 0 ] && [ -z "$SUDO" ]; then
+    command -v sudo >/dev/null 2>&1 || die "building the root filesystem needs root: run this script as root"
+    SUDO="sudo"
+  fi
+}
+
+ARCH="$(dpkg --print-architecture 2>/dev/null || true)"
+if [ -z "$ARCH" ]; then
+  case "$(uname -m)" in
+    x86_64) ARCH=amd64 ;;
+    aarch64 | arm64) ARCH=arm64 ;;
+    *) die "unsupported architecture $(uname -m)" ;;
+  esac
+fi
+
+KEY="$(printf 'recipe=%s\nsuite=%s\narch=%s\npackages=%s\n' "$RECIPE" "$SUITE" "$ARCH" "$PACKAGES" |
+  sha256sum | cut -c1-16)"
+CACHE="${COLBENCH_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/colbench}"
+TARBALL="$CACHE/sandbox-rootfs-$KEY.tar"
+mkdir -p "$CACHE"
+
+# One build at a time per cache folder (two concurrent imports of the same tag would race).
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$CACHE/sandbox-build.lock"
+  flock 9
+fi
+
+# -- already there? ----------------------------------------------------------------------------------------------
+have_key="$(docker image inspect --format '{{ index .Config.Labels "org.colbench.rootfs" }}' "$TAG" 2>/dev/null || true)"
+if [ "$FORCE" -eq 0 ] && [ "$have_key" = "$KEY" ]; then
+  log "$TAG is up to date (rootfs $KEY)"
+  echo "$TAG"
+  exit 0
+fi
+
+# -- the mirror apt uses here --------------------------------------------------------------------------------------
+# Prints the first URI of an enabled `deb` source that serves suite $1, from one-line (.list) and deb822 (.sources)
+# files alike.
+apt_uri_for() {
+  local suite="$1" f
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -f "$f" ] || continue
+    awk -v suite="$suite" '
+      { sub(/#.*/, "") }
+      $1 == "deb" {
+        i = 2
+        if ($i ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+        if ($(i + 1) == suite) { print $i; exit }
+      }' "$f"
+  done
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    awk -v suite="$suite" '
+      function flush() {
+        if (types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " suite " ") && tolower(enabled) != "no" && uris != "") {
+          split(uris, u, " "); print u[1]; found = 1
+        }
+        types = ""; uris = ""; suites = ""; enabled = ""
+      }
+      /^[ \t]*#/ { next }
+      /^[ \t]*$/ { flush(); if (found) exit; next }
+      /^[A-Za-z-]+:/ {
+        key = tolower(substr($0, 1, index($0, ":") - 1)); val = substr($0, index($0, ":") + 1)
+        gsub(/^[ \t]+|[ \t]+$/, "", val); gsub(/[ \t]+/, " ", val)
+        if (key == "types") types = val; else if (key == "uris") uris = val
+        else if (key == "suites") suites = val; else if (key == "enabled") enabled = val
+      }
+      END { if (!found) flush() }' "$f"
+  done
+}
+
+MIRROR="${COLBENCH_DEBIAN_MIRROR:-$(apt_uri_for "$SUITE" | head -n1)}"
+if [ -z "$MIRROR" ]; then
+  MIRROR="http://deb.debian.org/debian"
+  log "no apt source for $SUITE on this machine; using $MIRROR (set COLBENCH_DEBIAN_MIRROR to choose)"
+fi
+MIRROR="${MIRROR%/}"
+SECURITY="${COLBENCH_DEBIAN_SECURITY_MIRROR-$(apt_uri_for "$SUITE-security" | head -n1)}"
+SECURITY="${SECURITY%/}"
+UPDATES="$(apt_uri_for "$SUITE-updates" | head -n1)"
+UPDATES="${UPDATES%/}"
+if [ -n "${COLBENCH_DEBIAN_MIRROR:-}" ] || [ -z "$UPDATES" ]; then UPDATES="$MIRROR"; fi
+
+# Snapshot mirrors serve expired Release files; follow apt's own setting here, and always accept them from
+# snapshot.debian.org.
+VALID_UNTIL="$(apt-config dump 2>/dev/null | sed -n 's/^Acquire::Check-Valid-Until "\(.*\)";$/\1/p' | tail -n1)"
+case "$MIRROR" in *snapshot.debian.org*) VALID_UNTIL=false ;; esac
+case "$VALID_UNTIL" in false | no | 0) VALID_UNTIL=false ;; *) VALID_UNTIL=true ;; esac
+# A proxy apt is configured with is one debootstrap's wget and the chroot's apt need too.
+if [ -z "${http_proxy:-}" ]; then
+  proxy="$(apt-config dump 2>/dev/null | sed -n 's/^Acquire::http::Proxy "\(.*\)";$/\1/p' | tail -n1)"
+  if [ -n "$proxy" ] && [ "$proxy" != "DIRECT" ]; then export http_proxy="$proxy"; fi
+fi
+
+# -- the root filesystem (cached) ----------------------------------------------------------------------------------
+build_rootfs() {
+  as_root
+  if ! command -v debootstrap >/dev/null 2>&1 && ! [ -x /usr/sbin/debootstrap ]; then
+    command -v apt-get >/dev/null 2>&1 ||
+      die "debootstrap not found and no apt-get to install it: install debootstrap, or use the Dockerfile build"
+    log "installing debootstrap"
+    $SUDO apt-get update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+  fi
+  local debootstrap
+  debootstrap="$(command -v debootstrap || echo /usr/sbin/debootstrap)"
+
+  WORK="$(mktemp -d "$CACHE/sandbox-build-$KEY.XXXXXX")"
+  local root="$WORK/rootfs"
+  trap 'cleanup' EXIT
+
+  log "debootstrap --variant=minbase $SUITE from $MIRROR"
+  $SUDO "$debootstrap" --variant=minbase --arch="$ARCH" "$SUITE" "$root" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 || {
+    tail -n 30 "$WORK/debootstrap.log" >&2
+    [ -f "$root/debootstrap/debootstrap.log" ] && $SUDO tail -n 30 "$root/debootstrap/debootstrap.log" >&2
+    die "debootstrap failed (mirror $MIRROR)"
+  }
+
+  {
+    echo "deb $MIRROR $SUITE main"
+    echo "deb $UPDATES $SUITE-updates main"
+    if [ -n "$SECURITY" ]; then echo "deb $SECURITY $SUITE-security main"; fi
+  } | $SUDO tee "$root/etc/apt/sources.list" >/dev/null
+  if [ -z "$SECURITY" ]; then log "warning: no $SUITE-security source found; the image gets no security updates"; fi
+  # No daemons may start in the chroot, and apt keeps no caches or translations.
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$root/usr/sbin/policy-rc.d" >/dev/null
+  $SUDO chmod 0755 "$root/usr/sbin/policy-rc.d"
+  printf 'Acquire::Languages "none";\nAcquire::Check-Valid-Until "%s";\nAPT::Install-Recommends "false";\n' \
+    "$VALID_UNTIL" | $SUDO tee "$root/etc/apt/apt.conf.d/90colbench" >/dev/null
+
+  $SUDO mount -t proc proc "$root/proc"
+  local in_root=($SUDO chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8
+    DEBIAN_FRONTEND=noninteractive ${http_proxy:+http_proxy=$http_proxy})
+  log "apt-get install $PACKAGES (with $SUITE-updates${SECURITY:+ and $SUITE-security})"
+  {
+    "${in_root[@]}" apt-get update -q &&
+      "${in_root[@]}" apt-get -y -q --no-install-recommends dist-upgrade &&
+      # shellcheck disable=SC2086
+      "${in_root[@]}" apt-get -y -q --no-install-recommends install $PACKAGES &&
+      "${in_root[@]}" python3 -c "import numpy, bs4, sqlite3, json, sys; assert sys.version_info[:2] == (3, 11)"
+  } >"$WORK/apt.log" 2>&1 || {
+    tail -n 40 "$WORK/apt.log" >&2
+    die "installing $PACKAGES in the root filesystem failed"
+  }
+  $SUDO umount "$root/proc"
+
+  log "stripping the root filesystem"
+  $SUDO rm -f "$root/usr/sbin/policy-rc.d" "$root/etc/apt/apt.conf.d/90colbench"
+  $SUDO sh -c "
+    cd '$root' || exit 1
+    rm -rf var/lib/apt/lists/* var/cache/apt/* var/cache/debconf/*-old var/lib/dpkg/*-old var/log/* \
+      var/cache/ldconfig/* usr/share/man/* usr/share/info/* usr/share/lintian usr/share/locale/* \
+      usr/share/bash-completion debootstrap tmp/* root/.cache etc/machine-id var/lib/dbus/machine-id
+    find usr/share/doc -mindepth 1 ! -type d ! -name copyright -delete
+    find usr/share/doc -mindepth 1 -type d -empty -delete
+    mkdir -p opt/colbench tmp
+    chmod 0755 opt opt/colbench
+    chmod 1777 tmp
+  "
+  log "packing the root filesystem into $TARBALL"
+  $SUDO tar --numeric-owner -C "$root" -cf "$WORK/rootfs.tar" \
+    --exclude='./proc/*' --exclude='./sys/*' --exclude='./dev/*' .
+  $SUDO chown "$(id -u):$(id -g)" "$WORK/rootfs.tar"
+  mv -f "$WORK/rootfs.tar" "$TARBALL"
+}
+
+WORK=""
+cleanup() {
+  if [ -n "$WORK" ] && [ -d "$WORK" ]; then
+    if [ -d "$WORK/rootfs/proc" ] && mountpoint -q "$WORK/rootfs/proc" 2>/dev/null; then
+      $SUDO umount -l "$WORK/rootfs/proc" || true
+    fi
+    $SUDO rm -rf --one-file-system "$WORK"
+  fi
+}
+
+started=$(date +%s)
+if [ "$FORCE" -eq 1 ] || ! [ -s "$TARBALL" ]; then
+  build_rootfs
+else
+  log "using the cached root filesystem $TARBALL"
+fi
+
+# -- the image -----------------------------------------------------------------------------------------------------
+log "docker import -> $TAG"
+docker import \
+  --change "LABEL org.colbench.sandbox=1" \
+  --change "LABEL org.colbench.contract=$CONTRACT" \
+  --change "LABEL org.colbench.build=offline" \
+  --change "LABEL org.colbench.rootfs=$KEY" \
+  --change "ENV PATH=/usr/local/bin:/usr/bin:/bin" \
+  --change "ENV LANG=C.UTF-8" \
+  --change "ENV TZ=UTC" \
+  --change "ENV HOME=/tmp" \
+  --change "ENV PYTHONHASHSEED=0" \
+  --change "ENV PYTHONDONTWRITEBYTECODE=1" \
+  --change "ENV OPENBLAS_NUM_THREADS=1" \
+  --change "ENV OMP_NUM_THREADS=1" \
+  --change "ENV MKL_NUM_THREADS=1" \
+  --change "WORKDIR /tmp" \
+  --change 'CMD ["python3"]' \
+  --message "colbench sandbox, contract $CONTRACT, offline build ($SUITE: $PACKAGES)" \
+  "$TARBALL" "$TAG" >/dev/null
+
+docker run --rm --network none --user 1500000000:1500000000 "$TAG" python3 -s -P -c \
+  "import numpy, bs4, sqlite3, json, os, sys; assert sys.version_info[:2] == (3, 11); assert os.listdir('/opt/colbench') == []" ||
+  die "the imported image $TAG fails its own check"
+log "built $TAG in $(($(date +%s) - started))s"
+echo "$TAG"
