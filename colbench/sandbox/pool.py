@@ -1,0 +1,256 @@
+"""Warm runner workers and the pool that schedules jobs on them, whatever the runtime underneath.
+
+A worker is one sandbox (a bubblewrap process tree, a container) running ``runner.py``, spoken to in JSON lines.
+Runtimes only say how to start a worker and how to move bytes; the job protocol, deadlines, the two trust pools
+and the recovery when a job kills its worker live here, once, so every runtime behaves the same.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import queue
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+from colbench.errors import SandboxError
+from colbench.sandbox.base import POOLS, ExecResult, Limits, TestOutcome
+
+log = logging.getLogger(__name__)
+
+HANDSHAKE_S = 60.0
+# The runner reports each test within its time limit plus cleanup; a silent worker (stopped, wedged) is dead.
+REPORT_GRACE_S = 5.0
+MAX_LINE = 4 * 1024 * 1024
+
+
+class WorkerDied(Exception):
+    """The worker stopped answering after its handshake: caused by the job it was running."""
+
+
+class Worker(ABC):
+    """The JSON-lines side of one warm sandbox; subclasses move the bytes."""
+
+    pool: str = ""
+    slot: int = -1
+
+    def __init__(self) -> None:
+        self._buf = b""
+
+    # -- transport ---------------------------------------------------------------------------------------------
+    @abstractmethod
+    def _send(self, data: bytes) -> None:
+        """Write to the runner's stdin (raise OSError when it is gone)."""
+
+    @abstractmethod
+    def _recv(self, timeout: float) -> bytes | None:
+        """Some stdout bytes; ``b""`` at end of stream; None when nothing came within ``timeout``."""
+
+    @abstractmethod
+    def alive(self) -> bool: ...
+
+    @abstractmethod
+    def kill(self) -> None: ...
+
+    @abstractmethod
+    def stderr_tail(self) -> str: ...
+
+    # -- protocol ----------------------------------------------------------------------------------------------
+    def handshake(self) -> None:
+        """Wait for the runner's ready line; a worker that never gets there is an infrastructure error."""
+        try:
+            hello = self._read_line(time.monotonic() + HANDSHAKE_S)
+        except WorkerDied:
+            hello = None
+        if hello != {"ready": True}:
+            detail = self.stderr_tail() or f"no handshake (got {hello!r})"
+            self.kill()
+            raise SandboxError(f"sandbox worker failed to start: {detail}")
+
+    def _read_line(self, deadline: float) -> Any:
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WorkerDied("worker did not answer in time")
+            chunk = self._recv(left)
+            if chunk is None:
+                continue
+            if not chunk:
+                raise WorkerDied("worker exited")
+            self._buf += chunk
+            if len(self._buf) > MAX_LINE:
+                raise WorkerDied("worker sent an oversized line")
+        line, self._buf = self._buf.split(b"\n", 1)
+        try:
+            return json.loads(line)
+        except ValueError as exc:
+            raise WorkerDied("worker sent malformed output") from exc
+
+    def run(self, job: dict[str, Any], results: dict[int, TestOutcome], deadline: float) -> None:
+        """Send one job; fill ``results`` as outcomes arrive so a death mid-job keeps what finished."""
+        try:
+            self._send((json.dumps(job) + "\n").encode("utf-8"))
+        except OSError as exc:
+            raise WorkerDied("worker stdin closed") from exc
+        while True:
+            msg = self._read_line(min(deadline, time.monotonic() + job["timeout"] + REPORT_GRACE_S))
+            if not isinstance(msg, dict) or msg.get("id") != job["id"]:
+                raise WorkerDied(f"worker answered out of protocol: {str(msg)[:200]}")
+            if msg.get("done"):
+                if len(results) < len(job["tests"]):
+                    raise WorkerDied("worker finished a job without reporting every test")
+                return
+            i = msg.get("i")
+            if not isinstance(i, int) or not 0 <= i < len(job["tests"]):
+                raise WorkerDied("worker reported an unknown test index")
+            results[i] = TestOutcome(
+                outcome=msg.get("outcome", "crashed"),
+                value=msg.get("value"),
+                error=str(msg.get("error", ""))[:500],
+                seconds=float(msg.get("seconds", 0.0)),
+            )
+
+
+class WorkerPool(ABC):
+    """At most ``workers`` jobs at once on warm workers; each pool (and one-shot programs) has its own slots."""
+
+    name = ""
+
+    def __init__(self, *, workers: int, limits: Limits) -> None:
+        self.limits = limits
+        self.workers = max(1, workers)
+        self._idle: dict[str, queue.LifoQueue[Worker]] = {p: queue.LifoQueue() for p in POOLS}
+        # Slots are numbered across pools so each maps to uids of its own; idle workers of both pools stay warm.
+        self._slots: dict[str, queue.Queue[int]] = {}
+        for index, name in enumerate((*POOLS, "program")):
+            self._slots[name] = queue.Queue()
+            for slot in range(index * self.workers, (index + 1) * self.workers):
+                self._slots[name].put(slot)
+        self._running = threading.BoundedSemaphore(self.workers)
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+        self._all: set[Worker] = set()
+        self._closed = False
+
+    # -- what a runtime provides -------------------------------------------------------------------------------
+    @abstractmethod
+    def _start_worker(self, slot: int) -> Worker:
+        """A started, handshaken worker for ``slot`` (raise SandboxError when the runtime cannot)."""
+
+    @abstractmethod
+    def _run_program(self, source: str, stdin: bytes, limits: Limits, slot: int) -> ExecResult: ...
+
+    def _max_processes(self, limits: Limits) -> int:
+        """The RLIMIT_NPROC a test gets (a runtime sharing its uid with other processes adds their count)."""
+        return limits.max_processes
+
+    # -- scheduling --------------------------------------------------------------------------------------------
+    def _spawn(self, pool: str, slot: int) -> Worker:
+        worker = self._start_worker(slot)
+        worker.pool, worker.slot = pool, slot
+        with self._lock:
+            self._all.add(worker)
+        return worker
+
+    def _discard(self, worker: Worker) -> None:
+        worker.kill()
+        with self._lock:
+            self._all.discard(worker)
+        self._slots[worker.pool].put(worker.slot)
+
+    def _acquire(self, pool: str) -> Worker:
+        """An idle worker of ``pool``, else a new one (the caller holds a ``_running`` permit, so a slot is free)."""
+        if self._closed:
+            raise SandboxError("sandbox is closed")
+        while True:
+            try:
+                worker = self._idle[pool].get_nowait()
+            except queue.Empty:
+                slot = self._slots[pool].get()
+                try:
+                    return self._spawn(pool, slot)
+                except BaseException:
+                    self._slots[pool].put(slot)
+                    raise
+            if worker.alive():
+                return worker
+            self._discard(worker)
+
+    def _job(self, code: str, tests: Sequence[str], limits: Limits, seed: int) -> dict[str, Any]:
+        return {
+            "id": next(self._ids),
+            "code": code,
+            "tests": list(tests),
+            "timeout": limits.timeout_s,
+            "memory_mb": limits.memory_mb,
+            "max_processes": self._max_processes(limits),
+            "seed": seed,
+            "max_bytes": limits.max_output_bytes,
+        }
+
+    def _run_on_worker(self, job: dict[str, Any], results: dict[int, TestOutcome], pool: str) -> bool:
+        """Run ``job`` on a worker of ``pool``; False when the worker died (it is discarded)."""
+        with self._running:
+            worker = self._acquire(pool)
+            deadline = time.monotonic() + len(job["tests"]) * (job["timeout"] + 2.0) + 10.0
+            try:
+                worker.run(job, results, deadline)
+            except WorkerDied as exc:
+                log.info("sandbox worker died during job %s: %s", job["id"], exc)
+                self._discard(worker)
+                return False
+            except BaseException:
+                self._discard(worker)
+                raise
+            self._idle[pool].put(worker)
+            return True
+
+    # -- the Sandbox protocol ----------------------------------------------------------------------------------
+    def run_tests(
+        self, code: str, tests: Sequence[str], *, limits: Limits | None = None, seed: int = 0, pool: str = "answer"
+    ) -> list[TestOutcome]:
+        if pool not in POOLS:
+            raise ValueError(f"unknown pool {pool!r}; expected one of {POOLS}")
+        limits = limits or self.limits
+        results: dict[int, TestOutcome] = {}
+        if not self._run_on_worker(self._job(code, tests, limits, seed), results, pool):
+            # The worker died: re-run each unreported test alone, so only the test that kills its worker fails.
+            for i in range(len(tests)):
+                if i in results:
+                    continue
+                single: dict[int, TestOutcome] = {}
+                if self._run_on_worker(self._job(code, [tests[i]], limits, seed), single, pool) and 0 in single:
+                    results[i] = single[0]
+                else:
+                    results[i] = TestOutcome("crashed", error="the test killed its sandbox worker")
+        return [results[i] for i in range(len(tests))]
+
+    def run_program(self, source: str, *, stdin: bytes = b"", limits: Limits | None = None) -> ExecResult:
+        limits = limits or self.limits
+        slot = self._slots["program"].get()
+        try:
+            return self._run_program(source, stdin, limits, slot)
+        finally:
+            self._slots["program"].put(slot)
+
+    def close(self) -> None:
+        self._closed = True
+        with self._lock:
+            workers = list(self._all)
+            self._all.clear()
+        for worker in workers:
+            worker.kill()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> WorkerPool:
+        # A sandbox is a shared service (Gymnasium deep-copies make() kwargs): copies share the same pool.
+        return self
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
