@@ -240,12 +240,12 @@ def build_image(
         started = time.monotonic()
         status, tail = _stream(argv, env, say)
     if status != 0:
-        detail = "\n".join(tail)
+        detail = "\n".join(tail[-12:])
         raise SandboxError(f"the {resolved} build of {image} failed (exit status {status}):\n{detail}")
     labels = _cli_labels(docker, image)
     if labels.get(LABEL_SANDBOX) != "1" or labels.get(LABEL_CONTRACT) != CONTRACT:
         raise SandboxError(f"the {resolved} build produced {image} without the contract labels (got {labels})")
-    say(f"built {image} ({resolved} build) in {time.monotonic() - started:.0f}s")
+    say(f"{image} is ready ({resolved} build, {time.monotonic() - started:.0f}s)")
     return image
 
 

@@ -4,12 +4,14 @@
 # `docker import`ed. The image honours the same contract as the Dockerfile next to this script (see
 # colbench/sandbox/image.py). Usually run through `colbench sandbox build --method offline`.
 #
-# Usage: build-offline.sh [--tag NAME:TAG] [--force]
-#   --tag    image to create (default: $COLBENCH_SANDBOX_IMAGE or colbench-sandbox:1)
-#   --force  rebuild the root filesystem even when a cached one exists
+# Usage: build-offline.sh [--tag NAME:TAG] [--force] [--print-mirrors]
+#   --tag            image to create (default: $COLBENCH_SANDBOX_IMAGE or colbench-sandbox:1)
+#   --force          rebuild the root filesystem even when a cached one exists
+#   --print-mirrors  print the mirrors a build would use (main, updates, security) and exit
 # Environment:
 #   COLBENCH_DEBIAN_MIRROR           Debian mirror (default: the one apt uses here for bookworm, else deb.debian.org)
 #   COLBENCH_DEBIAN_SECURITY_MIRROR  security mirror (default: apt's bookworm-security source, else none)
+#   COLBENCH_APT_ETC                 where apt's sources are read from (default: /etc/apt)
 #   COLBENCH_HOME                    cache folder (default: $XDG_CACHE_HOME/colbench or ~/.cache/colbench); the
 #                                    stripped rootfs is kept there as sandbox-rootfs-<key>.tar, so a rebuild of an
 #                                    unchanged recipe is a `docker import` of seconds
@@ -23,6 +25,8 @@ SUITE=bookworm
 PACKAGES="python3 python3-numpy python3-bs4"
 RECIPE=1 # bump whenever the root filesystem recipe below changes: it is part of the cache key
 FORCE=0
+PRINT_MIRRORS=0
+APT_ETC="${COLBENCH_APT_ETC:-/etc/apt}"
 
 die() {
   echo "build-offline: error: $*" >&2
@@ -35,10 +39,78 @@ while [ $# -gt 0 ]; do
     --tag) [ $# -ge 2 ] || die "--tag needs a value"; TAG="$2"; shift 2 ;;
     --tag=*) TAG="${1#--tag=}"; shift ;;
     --force) FORCE=1; shift ;;
+    --print-mirrors) PRINT_MIRRORS=1; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
+
+# -- the mirror apt uses here --------------------------------------------------------------------------------------
+# Prints the first URI of an enabled `deb` source that serves suite $1, from one-line (.list) and deb822 (.sources)
+# files alike (one-line files first, as apt reads them).
+apt_uri_for() {
+  local suite="$1" f uri
+  for f in "$APT_ETC/sources.list" "$APT_ETC"/sources.list.d/*.list; do
+    [ -f "$f" ] || continue
+    uri="$(awk -v suite="$suite" '
+      { sub(/#.*/, "") }
+      $1 == "deb" {
+        i = 2
+        if ($i ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+        if ($(i + 1) == suite) { print $i; exit }
+      }' "$f")"
+    if [ -n "$uri" ]; then echo "$uri"; return; fi
+  done
+  for f in "$APT_ETC"/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    uri="$(awk -v suite="$suite" '
+      function flush() {
+        if (types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " suite " ") && tolower(enabled) != "no" && uris != "") {
+          split(uris, u, " "); print u[1]; found = 1
+        }
+        types = ""; uris = ""; suites = ""; enabled = ""
+      }
+      /^[ \t]*#/ { next }
+      /^[ \t]*$/ { flush(); if (found) exit; next }
+      /^[A-Za-z-]+:/ {
+        key = tolower(substr($0, 1, index($0, ":") - 1)); val = substr($0, index($0, ":") + 1)
+        gsub(/^[ \t]+|[ \t]+$/, "", val); gsub(/[ \t]+/, " ", val)
+        if (key == "types") types = val; else if (key == "uris") uris = val
+        else if (key == "suites") suites = val; else if (key == "enabled") enabled = val
+      }
+      END { if (!found) flush() }' "$f")"
+    if [ -n "$uri" ]; then echo "$uri"; return; fi
+  done
+}
+
+MIRROR="${COLBENCH_DEBIAN_MIRROR:-$(apt_uri_for "$SUITE")}"
+if [ -z "$MIRROR" ]; then
+  MIRROR="http://deb.debian.org/debian"
+  [ "$PRINT_MIRRORS" -eq 1 ] ||
+    log "no apt source for $SUITE on this machine; using $MIRROR (set COLBENCH_DEBIAN_MIRROR to choose)"
+fi
+MIRROR="${MIRROR%/}"
+SECURITY="${COLBENCH_DEBIAN_SECURITY_MIRROR-$(apt_uri_for "$SUITE-security")}"
+SECURITY="${SECURITY%/}"
+UPDATES="$(apt_uri_for "$SUITE-updates")"
+UPDATES="${UPDATES%/}"
+if [ -n "${COLBENCH_DEBIAN_MIRROR:-}" ] || [ -z "$UPDATES" ]; then UPDATES="$MIRROR"; fi
+
+# Snapshot mirrors serve expired Release files; follow apt's own setting here, and always accept them from
+# snapshot.debian.org.
+VALID_UNTIL="$(apt-config dump 2>/dev/null | sed -n 's/^Acquire::Check-Valid-Until "\(.*\)";$/\1/p' | tail -n1)"
+case "$MIRROR" in *snapshot.debian.org*) VALID_UNTIL=false ;; esac
+case "$VALID_UNTIL" in false | no | 0) VALID_UNTIL=false ;; *) VALID_UNTIL=true ;; esac
+# A proxy apt is configured with is one debootstrap's wget and the chroot's apt need too.
+if [ -z "${http_proxy:-}" ]; then
+  proxy="$(apt-config dump 2>/dev/null | sed -n 's/^Acquire::http::Proxy "\(.*\)";$/\1/p' | tail -n1)"
+  if [ -n "$proxy" ] && [ "$proxy" != "DIRECT" ]; then export http_proxy="$proxy"; fi
+fi
+
+if [ "$PRINT_MIRRORS" -eq 1 ]; then
+  printf 'main %s\nupdates %s\nsecurity %s\n' "$MIRROR" "$UPDATES" "${SECURITY:-none}"
+  exit 0
+fi
 
 # -- prerequisites ---------------------------------------------------------------------------------------------
 command -v docker >/dev/null 2>&1 ||
@@ -83,65 +155,6 @@ if [ "$FORCE" -eq 0 ] && [ "$have_key" = "$KEY" ]; then
   exit 0
 fi
 
-# -- the mirror apt uses here --------------------------------------------------------------------------------------
-# Prints the first URI of an enabled `deb` source that serves suite $1, from one-line (.list) and deb822 (.sources)
-# files alike.
-apt_uri_for() {
-  local suite="$1" f
-  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-    [ -f "$f" ] || continue
-    awk -v suite="$suite" '
-      { sub(/#.*/, "") }
-      $1 == "deb" {
-        i = 2
-        if ($i ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
-        if ($(i + 1) == suite) { print $i; exit }
-      }' "$f"
-  done
-  for f in /etc/apt/sources.list.d/*.sources; do
-    [ -f "$f" ] || continue
-    awk -v suite="$suite" '
-      function flush() {
-        if (types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " suite " ") && tolower(enabled) != "no" && uris != "") {
-          split(uris, u, " "); print u[1]; found = 1
-        }
-        types = ""; uris = ""; suites = ""; enabled = ""
-      }
-      /^[ \t]*#/ { next }
-      /^[ \t]*$/ { flush(); if (found) exit; next }
-      /^[A-Za-z-]+:/ {
-        key = tolower(substr($0, 1, index($0, ":") - 1)); val = substr($0, index($0, ":") + 1)
-        gsub(/^[ \t]+|[ \t]+$/, "", val); gsub(/[ \t]+/, " ", val)
-        if (key == "types") types = val; else if (key == "uris") uris = val
-        else if (key == "suites") suites = val; else if (key == "enabled") enabled = val
-      }
-      END { if (!found) flush() }' "$f"
-  done
-}
-
-MIRROR="${COLBENCH_DEBIAN_MIRROR:-$(apt_uri_for "$SUITE" | head -n1)}"
-if [ -z "$MIRROR" ]; then
-  MIRROR="http://deb.debian.org/debian"
-  log "no apt source for $SUITE on this machine; using $MIRROR (set COLBENCH_DEBIAN_MIRROR to choose)"
-fi
-MIRROR="${MIRROR%/}"
-SECURITY="${COLBENCH_DEBIAN_SECURITY_MIRROR-$(apt_uri_for "$SUITE-security" | head -n1)}"
-SECURITY="${SECURITY%/}"
-UPDATES="$(apt_uri_for "$SUITE-updates" | head -n1)"
-UPDATES="${UPDATES%/}"
-if [ -n "${COLBENCH_DEBIAN_MIRROR:-}" ] || [ -z "$UPDATES" ]; then UPDATES="$MIRROR"; fi
-
-# Snapshot mirrors serve expired Release files; follow apt's own setting here, and always accept them from
-# snapshot.debian.org.
-VALID_UNTIL="$(apt-config dump 2>/dev/null | sed -n 's/^Acquire::Check-Valid-Until "\(.*\)";$/\1/p' | tail -n1)"
-case "$MIRROR" in *snapshot.debian.org*) VALID_UNTIL=false ;; esac
-case "$VALID_UNTIL" in false | no | 0) VALID_UNTIL=false ;; *) VALID_UNTIL=true ;; esac
-# A proxy apt is configured with is one debootstrap's wget and the chroot's apt need too.
-if [ -z "${http_proxy:-}" ]; then
-  proxy="$(apt-config dump 2>/dev/null | sed -n 's/^Acquire::http::Proxy "\(.*\)";$/\1/p' | tail -n1)"
-  if [ -n "$proxy" ] && [ "$proxy" != "DIRECT" ]; then export http_proxy="$proxy"; fi
-fi
-
 # -- the root filesystem (cached) ----------------------------------------------------------------------------------
 build_rootfs() {
   as_root
@@ -179,14 +192,16 @@ build_rootfs() {
     "$VALID_UNTIL" | $SUDO tee "$root/etc/apt/apt.conf.d/90colbench" >/dev/null
 
   $SUDO mount -t proc proc "$root/proc"
-  local in_root=($SUDO chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8
-    DEBIAN_FRONTEND=noninteractive ${http_proxy:+http_proxy=$http_proxy})
+  local in_root=(chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8
+    DEBIAN_FRONTEND=noninteractive ${http_proxy:+"http_proxy=$http_proxy"})
+  if [ -n "$SUDO" ]; then in_root=("$SUDO" "${in_root[@]}"); fi
+  local packages
+  read -r -a packages <<<"$PACKAGES"
   log "apt-get install $PACKAGES (with $SUITE-updates${SECURITY:+ and $SUITE-security})"
   {
     "${in_root[@]}" apt-get update -q &&
       "${in_root[@]}" apt-get -y -q --no-install-recommends dist-upgrade &&
-      # shellcheck disable=SC2086
-      "${in_root[@]}" apt-get -y -q --no-install-recommends install $PACKAGES &&
+      "${in_root[@]}" apt-get -y -q --no-install-recommends install "${packages[@]}" &&
       "${in_root[@]}" python3 -c "import numpy, bs4, sqlite3, json, sys; assert sys.version_info[:2] == (3, 11)"
   } >"$WORK/apt.log" 2>&1 || {
     tail -n 40 "$WORK/apt.log" >&2
