@@ -14,3 +14,11 @@ fi
 
 python3 -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 echo "colbench installed: $(command -v colbench)"
+
+# The Docker sandbox image, where a Docker daemon answers (offline build from Debian packages where no registry
+# is reachable; see colbench/sandbox/image.py). Without Docker the local bubblewrap runtime is used.
+if docker info >/dev/null 2>&1; then
+  colbench sandbox build
+else
+  echo "no Docker daemon: skipping the sandbox image (the local bubblewrap runtime will be used)"
+fi

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.sandbox.base import Limits
+from colbench.sandbox.base import Limits, Sandbox
 from colbench.sandbox.local import LocalSandbox
 from colbench.scoring.backend import BackendScorer
 from colbench.tasks import Task, load_tasks
@@ -38,6 +38,26 @@ def local_sandbox() -> Iterator[LocalSandbox]:
     sandbox = LocalSandbox(workers=2, limits=Limits(timeout_s=3.0))
     yield sandbox
     sandbox.close()
+
+
+@pytest.fixture(scope="session")
+def docker_sandbox() -> Iterator[Sandbox]:
+    """The Docker runtime; skipped (saying why) where no daemon answers or the image is not built."""
+    from colbench.errors import ConfigError, SandboxError
+    from colbench.sandbox.docker import DockerSandbox
+
+    try:
+        sandbox = DockerSandbox(workers=2, limits=Limits(timeout_s=3.0))
+    except (SandboxError, ConfigError) as exc:
+        pytest.skip(f"Docker runtime unavailable: {exc}")
+    yield sandbox
+    sandbox.close()
+
+
+@pytest.fixture(params=[pytest.param("local"), pytest.param("docker", marks=pytest.mark.docker)])
+def any_sandbox(request: pytest.FixtureRequest) -> Sandbox:
+    """Every runtime in turn: the conformance and attack suites run against each."""
+    return request.getfixturevalue(f"{request.param}_sandbox")  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="session")

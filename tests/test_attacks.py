@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from conftest import make_task
 
-from colbench.sandbox.base import Limits
+from colbench.sandbox.base import Limits, Sandbox
 from colbench.sandbox.local import LocalSandbox
 from colbench.scoring.backend import BackendScorer
 from colbench.scoring.values import decode
@@ -91,11 +91,31 @@ def f(x): return None
     "infinite loop": "def f(x):\n    while True: pass\n",
     "memory bomb": "def f(x):\n    return bytearray(1 << 40)\n",
     "fork bomb": "import os\ndef f(x):\n    while True:\n        try: os.fork()\n        except OSError: pass\n",
-    "reads the reference from disk": """
+}
+
+
+@pytest.fixture
+def scorer(any_sandbox: Sandbox) -> BackendScorer:
+    """Every runtime; a short time limit keeps the runaway attacks quick (nothing honest here needs a second)."""
+    return BackendScorer(any_sandbox, limits=Limits(timeout_s=1.0))
+
+
+@pytest.mark.parametrize("name", list(ATTACKS))
+def test_attack_scores_zero(scorer: BackendScorer, name: str) -> None:
+    score = scorer.score(TASK, "I WANT TO ANSWER:\n" + ATTACKS[name])
+    assert score.tests_total == 10
+    assert score.tests_passed == 0, [t for t in score.tests if t.passed]
+    honest = scorer.score(TASK, "I WANT TO ANSWER:\n" + REFERENCE)
+    assert honest.tests_passed == 10
+
+
+def test_the_reference_is_nowhere_on_disk(scorer: BackendScorer) -> None:
+    """Search every file the answer can read for the reference's code; the search must finish and find nothing."""
+    hunt = """
 import os
 def f(x):
     for root, dirs, files in os.walk('/'):
-        if root.startswith(('/proc', '/sys', '/dev')):
+        if root.startswith(('/proc', '/sys', '/dev', '/usr')) or 'python3' in root:
             dirs[:] = []
             continue
         for name in files:
@@ -106,23 +126,10 @@ def f(x):
             if 'return 3 * x + 7' in text:
                 return 3 * x + 7
     return None
-""",
-}
-
-
-@pytest.fixture(scope="module")
-def scorer(local_sandbox: LocalSandbox) -> BackendScorer:
-    """A short time limit keeps the runaway attacks quick; nothing honest here needs more than a few ms."""
-    return BackendScorer(local_sandbox, limits=Limits(timeout_s=1.0))
-
-
-@pytest.mark.parametrize("name", list(ATTACKS))
-def test_attack_scores_zero(scorer: BackendScorer, name: str) -> None:
-    score = scorer.score(TASK, "I WANT TO ANSWER:\n" + ATTACKS[name])
-    assert score.tests_total == 10
-    assert score.tests_passed == 0, [t for t in score.tests if t.passed]
-    honest = scorer.score(TASK, "I WANT TO ANSWER:\n" + REFERENCE)
-    assert honest.tests_passed == 10
+"""
+    score = scorer.score(TASK, "I WANT TO ANSWER:\n" + hunt)
+    assert [t.outcome for t in score.tests] == ["value"] * 10  # the search completed
+    assert score.tests_passed == 0
 
 
 def test_answer_workers_never_held_reference_outputs(scorer: BackendScorer) -> None:

@@ -1,4 +1,4 @@
-"""One conformance + adversarial suite for every sandbox runtime (parametrised over ``RUNTIMES``).
+"""One conformance + adversarial suite for every sandbox runtime (the ``any_sandbox`` fixture: local, docker).
 
 Each attack states what it must yield: a failed test (never a pass), a bounded run, and a harness that keeps
 working for the next job. The scorer-level attacks (answers that try to pass) are in test_attacks.py.
@@ -9,21 +9,19 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from colbench.sandbox.base import Limits, Sandbox
 from colbench.scoring.values import decode
 
-RUNTIMES = ["local"]
 FAST = Limits(timeout_s=2.0)
 
 
-@pytest.fixture(params=RUNTIMES)
-def sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
-    if request.param == "local":
-        yield request.getfixturevalue("local_sandbox")
+@pytest.fixture
+def sandbox(any_sandbox: Sandbox) -> Sandbox:
+    return any_sandbox
 
 
 def values(sandbox: Sandbox, code: str, tests: list[str], limits: Limits = FAST) -> list[object]:
@@ -200,32 +198,41 @@ def test_no_state_survives_into_the_next_job(sandbox: Sandbox) -> None:
 
 
 # -- secrets, files, network --------------------------------------------------------------------------------------
-def test_host_environment_and_files_are_invisible(sandbox: Sandbox, tmp_path: object) -> None:
+def test_host_environment_and_files_are_invisible(sandbox: Sandbox) -> None:
     os.environ["COLBENCH_TEST_SECRET"] = "s3cr3t-key"
+    probe = Path.home() / ".colbench-secret-probe"
+    probe.write_text("s3cr3t-file")
     try:
         code = (
             "import os\n"
             "def env():\n    return sorted(os.environ.items())\n"
-            "def read(p):\n    return open(p).read()\n"
             "def exists(p):\n    return os.path.exists(p)\n"
+            "def grep(root):\n"
+            "    for top, dirs, files in os.walk(root):\n"
+            "        if top.startswith(('/proc', '/sys', '/dev', '/usr')) or 'python3' in top:\n"
+            "            dirs[:] = []\n"
+            "            continue\n"
+            "        for name in files:\n"
+            "            try:\n"
+            "                if b's3cr3t-' in open(os.path.join(top, name), 'rb').read(1 << 16):\n"
+            "                    return os.path.join(top, name)\n"
+            "            except OSError:\n"
+            "                pass\n"
+            "    return None\n"
         )
         here = os.path.abspath(__file__)
         out = values(
             sandbox,
             code,
-            [
-                "env()",
-                f"exists({here!r})",
-                "exists('/etc/passwd')",
-                "exists('/root/.bashrc')",
-                "read('/proc/1/environ')",
-            ],
+            ["env()", f"exists({here!r})", f"exists({str(probe)!r})", "exists('/root/.bashrc')", "grep('/')"],
+            limits=Limits(timeout_s=20.0),
         )
         assert "s3cr3t-key" not in repr(out[0])
         assert out[1:4] == [False, False, False]
-        assert out[4] in ("raised",) or "s3cr3t-key" not in repr(out[4])
+        assert out[4] is None
     finally:
         del os.environ["COLBENCH_TEST_SECRET"]
+        probe.unlink()
 
 
 def test_network_and_dns_are_unreachable(sandbox: Sandbox) -> None:

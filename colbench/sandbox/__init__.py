@@ -7,33 +7,55 @@ shares its warm workers; it is closed at interpreter exit.
 from __future__ import annotations
 
 import atexit
+import logging
 import threading
 
 from colbench.errors import ConfigError
 from colbench.sandbox.base import ExecResult, Limits, Sandbox, TestOutcome
 
-KINDS = ("auto", "local")
+KINDS = ("auto", "docker", "local")
 
-__all__ = ["KINDS", "ExecResult", "Limits", "Sandbox", "TestOutcome", "make_sandbox", "shared_sandbox"]
+__all__ = ["KINDS", "ExecResult", "Limits", "Sandbox", "TestOutcome", "make_sandbox", "resolve_kind", "shared_sandbox"]
 
+log = logging.getLogger(__name__)
 _shared: dict[str, Sandbox] = {}
 _lock = threading.Lock()
 
 
+def resolve_kind(kind: str) -> str:
+    """``auto`` is Docker when its daemon answers and the sandbox image is there, else local (with a warning)."""
+    if kind not in KINDS:
+        raise ConfigError(f"unknown sandbox {kind!r}; expected one of: {', '.join(KINDS)}")
+    if kind != "auto":
+        return kind
+    from colbench.errors import SandboxError
+    from colbench.sandbox.image import docker_client, image_present
+
+    try:
+        if image_present(docker_client(timeout=5.0)):
+            return "docker"
+        why = "the sandbox image is not built (colbench sandbox build)"
+    except (SandboxError, ConfigError) as exc:
+        why = str(exc)
+    log.warning("sandbox 'auto': using the local bubblewrap runtime, not Docker: %s", why)
+    return "local"
+
+
 def make_sandbox(kind: str = "auto", *, workers: int | None = None, limits: Limits | None = None) -> Sandbox:
     """A new sandbox of ``kind``; ``auto`` picks the strongest runtime this machine offers."""
-    if kind in ("auto", "local"):
-        from colbench.sandbox.local import LocalSandbox
+    kind = resolve_kind(kind)
+    if kind == "docker":
+        from colbench.sandbox.docker import DockerSandbox
 
-        return LocalSandbox(workers=workers, limits=limits)
-    raise ConfigError(f"unknown sandbox {kind!r}; expected one of: {', '.join(KINDS)}")
+        return DockerSandbox(workers=workers, limits=limits)
+    from colbench.sandbox.local import LocalSandbox
+
+    return LocalSandbox(workers=workers, limits=limits)
 
 
 def shared_sandbox(kind: str = "auto") -> Sandbox:
     """The process-wide sandbox of ``kind`` (created on first use, closed at exit)."""
-    if kind not in KINDS:
-        raise ConfigError(f"unknown sandbox {kind!r}; expected one of: {', '.join(KINDS)}")
-    resolved = "local" if kind == "auto" else kind  # one pool per runtime, whatever name asked for it
+    resolved = resolve_kind(kind)  # one pool per runtime, whatever name asked for it
     with _lock:
         if resolved not in _shared:
             _shared[resolved] = make_sandbox(resolved)
