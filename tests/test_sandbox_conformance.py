@@ -309,3 +309,38 @@ def test_syntax_errors_and_a_large_source(sandbox: Sandbox) -> None:
     big = "X = [" + ",".join(str(i) for i in range(170_000)) + "]\ndef f():\n    return len(X)\n"
     assert len(big) > 1_000_000
     assert values(sandbox, big, ["f()"], limits=Limits(timeout_s=10.0)) == [170_000]
+
+
+def test_mutated_inputs_do_not_leak_between_tests(sandbox: Sandbox) -> None:
+    code = "DATA = [1, 2, 3]\ndef f(xs):\n    xs.append(len(xs))\n    DATA.append(0)\n    return (xs, len(DATA))\n"
+    assert values(sandbox, code, ["f([0])", "f([0])", "f(DATA)"]) == [([0, 1], 4), ([0, 1], 4), ([1, 2, 3, 3, 0], 5)]
+
+
+def test_a_worker_killed_from_outside_is_replaced_and_the_job_retried(sandbox: Sandbox) -> None:
+    """An infrastructure event (the worker's process or container dies under it) costs time, never a verdict."""
+    import time
+
+    from colbench.sandbox.pool import WorkerPool
+
+    assert isinstance(sandbox, WorkerPool)
+    code = "import time\ndef f(x):\n    time.sleep(0.3)\n    return x\n"
+    result: list[object] = []
+    worker_thread = threading.Thread(target=lambda: result.append(values(sandbox, code, [f"f({i})" for i in range(6)])))
+    worker_thread.start()
+    time.sleep(0.6)
+    with sandbox._lock:
+        busy = [w for w in sandbox._all if w.pool == "answer"]
+    for worker in busy:
+        worker.kill()  # from outside the job: the harness side loses the worker mid-job
+    worker_thread.join(timeout=60)
+    assert result == [[0, 1, 2, 3, 4, 5]]
+
+
+def test_an_unreachable_docker_daemon_is_an_infrastructure_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("docker")
+    from colbench.errors import InfraError
+    from colbench.sandbox.docker import DockerSandbox
+
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    with pytest.raises(InfraError, match="Docker daemon is not reachable"):
+        DockerSandbox(workers=1)

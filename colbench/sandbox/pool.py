@@ -76,7 +76,10 @@ class Worker(ABC):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise WorkerDied("worker did not answer in time")
-            chunk = self._recv(left)
+            try:
+                chunk = self._recv(left)
+            except (OSError, ValueError) as exc:  # the transport was closed under us (the worker was killed)
+                raise WorkerDied(f"worker connection lost: {exc}") from exc
             if chunk is None:
                 continue
             if not chunk:
@@ -94,7 +97,7 @@ class Worker(ABC):
         """Send one job; fill ``results`` as outcomes arrive so a death mid-job keeps what finished."""
         try:
             self._send((json.dumps(job) + "\n").encode("utf-8"))
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             raise WorkerDied("worker stdin closed") from exc
         while True:
             msg = self._read_line(min(deadline, time.monotonic() + job["timeout"] + REPORT_GRACE_S))
