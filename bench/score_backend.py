@@ -88,7 +88,9 @@ def main() -> int:
 
     n = len(tasks)
     base = rate(n, unsafe_s)
-    print(f"{n} tasks, {sum(len(t.test_cases) for t in tasks)} tests, {args.jobs} sandbox workers, {os.cpu_count()} cores")
+    print(
+        f"{n} tasks, {sum(len(t.test_cases) for t in tasks)} tests, {args.jobs} sandbox workers, {os.cpu_count()} cores"
+    )
     print(f"{'mode':<14}{'tasks/s':>10}{'ratio to exec':>16}{'tests passed':>15}")
     print(f"{'exec (unsafe)':<14}{base:>10.1f}{1.0:>16.3f}{unsafe_passed:>15}")
     for label, seconds in timings.items():

@@ -130,3 +130,18 @@ def test_infrastructure_errors_carry_no_score() -> None:
         "status": "infra_error",
         "error": "sandbox worker failed to start",
     }
+
+
+def test_tests_written_as_comparisons_are_judged_on_the_call(scorer: BackendScorer) -> None:
+    from colbench.scoring.backend import judged_expression
+
+    assert judged_expression("f(1, [2]) == 175") == "f(1, [2])"
+    assert judged_expression(" f(0) == f(1)") == "f(0)"
+    assert judged_expression("f(1) < 3") == "f(1) < 3"
+    assert judged_expression("f(1)") == "f(1)"
+    # The reference fails its own literal (it returns 250): a wrong answer must not "match" that False.
+    task = make_task("def f(x):\n    return x * 125\n", ["f(2) == 175", "f(0) == 0"])
+    wrong = scorer.score(task, answer("def f(x):\n    return 'nope'\n"))
+    assert (wrong.tests_passed, wrong.tests_total) == (0, 2)
+    right = scorer.score(task, answer("def f(x):\n    return 125 * x\n"))
+    assert right.success and right.tests[0].expression == "f(2) == 175"

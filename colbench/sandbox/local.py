@@ -150,6 +150,15 @@ class _ProcessWorker(Worker):
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def stop(self) -> None:
+        # Closing stdin ends the runner's loop; every process then exits and is reaped in order. SIGKILL on the
+        # outer bubblewrap instead orphans its in-namespace init, which only the host's PID 1 can reap.
+        with contextlib.suppress(OSError):
+            self._in.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        self.kill()
+
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()

@@ -56,6 +56,10 @@ class Worker(ABC):
     @abstractmethod
     def kill(self) -> None: ...
 
+    def stop(self) -> None:
+        """End an idle worker politely (its runner exits at end of input); by default the same as ``kill``."""
+        self.kill()
+
     @abstractmethod
     def stderr_tail(self) -> str: ...
 
@@ -246,7 +250,7 @@ class WorkerPool(ABC):
             workers = list(self._all)
             self._all.clear()
         for worker in workers:
-            worker.kill()
+            worker.stop()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> WorkerPool:
         # A sandbox is a shared service (Gymnasium deep-copies make() kwargs): copies share the same pool.

@@ -7,6 +7,7 @@ Semantics (docs/scoring.md has the reasons):
 * The answer runs as a real module, fresh for every test, so imports, helpers and recursion work and no test sees
   another's state; ``random`` and ``numpy.random`` are seeded identically for reference and answer.
 * Expected values come from running the reference the same way (twice, to catch nondeterminism), cached per task.
+  A test written as ``call(...) == literal`` is judged on the call's value (``judged_expression``).
 * A test counts only if the reference returns a value, the same one both times. Tests where the reference raises,
   times out or is nondeterministic are *unjudgeable*: reported, excluded from ``tests_total``.
 * A test passes when the answer returns a value equal to the expected one (``values.values_equal``).
@@ -14,6 +15,7 @@ Semantics (docs/scoring.md has the reasons):
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import re
@@ -29,7 +31,7 @@ from colbench.scoring.values import EXACT, DecodeError, Tolerance, decode, value
 from colbench.tasks import Task
 
 ANSWER_MARKER = "I WANT TO ANSWER:"
-SCORER_VERSION = "1"
+SCORER_VERSION = "2"
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 
 
@@ -42,6 +44,27 @@ def extract_code(text: str) -> str:
         with_def = [b for b in blocks if re.search(r"^\s*(def|class|import|from)\s", b, re.MULTILINE)]
         text = (with_def or blocks)[0]
     return text.strip("\n")
+
+
+def judged_expression(expr: str) -> str:
+    """The expression whose value is compared: for a test written as ``call(...) == literal``, the call alone.
+
+    Expected values come from running the reference, so the literal adds nothing, and judging the boolean would be
+    wrong both ways: where the reference itself fails the assertion (its literal is off), any wrong answer would
+    "match" its ``False``. Some tasks of the real test split are written this way.
+    """
+    try:
+        node = ast.parse(expr.strip(), mode="eval").body
+    except SyntaxError:
+        return expr
+    if (
+        isinstance(node, ast.Compare)
+        and len(node.ops) == 1
+        and isinstance(node.ops[0], ast.Eq)
+        and isinstance(node.left, ast.Call)
+    ):
+        return ast.get_source_segment(expr.strip(), node.left) or expr
+    return expr
 
 
 @dataclass(frozen=True)
@@ -207,7 +230,7 @@ class BackendScorer:
         key = self._key(task)
         runs = self.cache.get(key)
         if runs is None:
-            tests = [expr for _, expr in task.test_cases]
+            tests = [judged_expression(expr) for _, expr in task.test_cases]
             runs = [
                 self.sandbox.run_tests(task.ground_truth, tests, limits=self.limits, seed=self.seed, pool="reference")
                 for _ in range(self.reference_runs)
@@ -221,7 +244,7 @@ class BackendScorer:
         code = extract_code(answer)
         if code.strip():
             outcomes = self.sandbox.run_tests(
-                code, [expr for _, expr in task.test_cases], limits=self.limits, seed=self.seed
+                code, [judged_expression(expr) for _, expr in task.test_cases], limits=self.limits, seed=self.seed
             )
         else:
             outcomes = [TestOutcome("raised", error="empty answer")] * len(task.test_cases)
