@@ -1,15 +1,16 @@
-"""Scoring throughput: the local sandbox against plain in-process ``exec`` (the original's unsafe way), one run.
+"""Scoring throughput and latency: each sandbox runtime against plain in-process ``exec``, in one run.
 
-    python bench/score_backend.py [TASKS.jsonl] [--jobs N]
+    python bench/score_backend.py [TASKS.jsonl] [--jobs N] [--runtimes local,docker]
 
-Scores every task's reference solution as the answer. Three measurements, each in tasks per second:
+Scores every task's reference solution as the answer. Measured, in tasks per second:
 
 * ``exec``: the original release's approach, in this process: exec the reference and the answer, eval each test,
   compare with ``==``. No isolation, no time limits; the baseline every ratio is against.
-* ``sandbox cold``: the local sandbox with an empty reference cache (each reference runs twice to check
-  determinism, then the answer runs), ``--jobs`` workers.
-* ``sandbox warm``: the same answers again with the reference outputs cached (the RL-training case).
+* ``<runtime> cold``: an empty reference cache (each reference runs twice to check determinism, then the answer
+  runs), ``--jobs`` workers.
+* ``<runtime> warm``: the same answers again with the reference outputs cached (the RL-training case).
 
+Then the latency of one scoring call on a warm pool (reference cached, one call at a time): p50 and p99.
 Machines differ and are noisy: compare the ratios, which are measured in one run on one machine.
 """
 
@@ -21,10 +22,11 @@ import random
 import sys
 import tempfile
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from colbench.sandbox.local import LocalSandbox
+from colbench.sandbox import make_sandbox
 from colbench.scoring.backend import BackendScorer
 from colbench.tasks import Task, load_tasks
 
@@ -58,6 +60,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tasks", nargs="?", default=str(DEFAULT_TASKS))
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--runtimes", default="local,docker", help="comma-separated: local, docker")
     args = parser.parse_args()
     if not Path(args.tasks).exists():
         print(f"no task file at {args.tasks}: pass a ColBench backend JSONL", file=sys.stderr)
@@ -68,6 +71,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         cwd = os.getcwd()
         os.chdir(scratch)  # references write files into their working directory
+        warnings.simplefilter("ignore")  # numpy warnings from references (NaN) would clutter the table
         try:
             started = time.perf_counter()
             unsafe_passed = sum(unsafe_exec_score(t, t.ground_truth) for t in tasks)
@@ -75,27 +79,38 @@ def main() -> int:
         finally:
             os.chdir(cwd)
 
-    with LocalSandbox(workers=args.jobs) as sandbox:
-        scorer = BackendScorer(sandbox)
-        sandbox.run_tests("x = 1", ["x"])  # start one worker so start-up is not billed to the first task
-        timings = {}
-        for label in ("cold", "warm"):
-            started = time.perf_counter()
-            with ThreadPoolExecutor(args.jobs) as pool:
-                scores = list(pool.map(scorer.score, tasks, answers))
-            timings[label] = time.perf_counter() - started
-    sandbox_passed = sum(s.tests_passed for s in scores)
-
     n = len(tasks)
     base = rate(n, unsafe_s)
     print(
         f"{n} tasks, {sum(len(t.test_cases) for t in tasks)} tests, {args.jobs} sandbox workers, {os.cpu_count()} cores"
     )
-    print(f"{'mode':<14}{'tasks/s':>10}{'ratio to exec':>16}{'tests passed':>15}")
-    print(f"{'exec (unsafe)':<14}{base:>10.1f}{1.0:>16.3f}{unsafe_passed:>15}")
-    for label, seconds in timings.items():
-        r = rate(n, seconds)
-        print(f"{'sandbox ' + label:<14}{r:>10.1f}{r / base:>16.3f}{sandbox_passed:>15}")
+    print(f"{'mode':<16}{'tasks/s':>10}{'ratio to exec':>16}{'tests passed':>15}")
+    print(f"{'exec (unsafe)':<16}{base:>10.1f}{1.0:>16.3f}{unsafe_passed:>15}")
+    latencies = {}
+    for runtime in args.runtimes.split(","):
+        sandbox = make_sandbox(runtime, workers=args.jobs)
+        try:
+            scorer = BackendScorer(sandbox)
+            sandbox.run_tests("x = 1", ["x"])  # start one worker so start-up is not billed to the first task
+            for label in ("cold", "warm"):
+                started = time.perf_counter()
+                with ThreadPoolExecutor(args.jobs) as pool:
+                    scores = list(pool.map(scorer.score, tasks, answers))
+                r = rate(n, time.perf_counter() - started)
+                passed = sum(s.tests_passed for s in scores)
+                print(f"{runtime + ' ' + label:<16}{r:>10.1f}{r / base:>16.3f}{passed:>15}", flush=True)
+            one = []
+            for task, answer in zip(tasks, answers, strict=True):
+                started = time.perf_counter()
+                scorer.score(task, answer)
+                one.append(time.perf_counter() - started)
+            latencies[runtime] = one
+        finally:
+            sandbox.close()
+    for runtime, one in latencies.items():
+        ms = sorted(x * 1000 for x in one)
+        p50, p99 = ms[len(ms) // 2], ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+        print(f"latency of one scoring call, {runtime} warm pool: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
     return 0
 
 
