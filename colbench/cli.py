@@ -167,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls.set_defaults(func=cmd_tasks_ls)
     check = tasks.add_parser("check", help="run the references in the sandbox and report unjudgeable tests")
     check.add_argument("source", metavar="FILE_OR_SPLIT")
-    check.add_argument("--sandbox", default="auto", help="auto | local")
+    check.add_argument("--sandbox", default="auto", help="auto (Docker when available, else local) | docker | local")
     check.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     check.set_defaults(func=cmd_tasks_check)
 
@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     backend.add_argument("--tasks", required=True, metavar="FILE_OR_SPLIT")
     backend.add_argument("--answers", required=True, help='JSONL of {"task_id", "answer"}')
     backend.add_argument("--out", required=True, help="JSONL results, one per answer, in answer order")
-    backend.add_argument("--sandbox", default="auto", help="auto | local")
+    backend.add_argument("--sandbox", default="auto", help="auto (Docker when available, else local) | docker | local")
     backend.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     backend.set_defaults(func=cmd_score_backend)
 
