@@ -18,6 +18,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
+# The whole environment untrusted code sees, in every runtime: no host variables (API keys!) ever reach it. The
+# hash seed is fixed so every worker iterates sets of strings alike; one BLAS thread keeps forks safe.
+SANDBOX_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+    "TZ": "UTC",
+    "PYTHONHASHSEED": "0",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
 # Trust domains: a worker process serves one pool for life (answers never run where references ran).
 POOLS = ("answer", "reference")
 

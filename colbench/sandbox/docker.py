@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from colbench.errors import SandboxError
-from colbench.sandbox.base import ExecResult, Limits
+from colbench.sandbox.base import SANDBOX_ENV, ExecResult, Limits
 from colbench.sandbox.image import IMAGE, RUNNER, RUNNER_IN_IMAGE, docker_client, image_present
 from colbench.sandbox.pool import Worker, WorkerPool
 
@@ -33,17 +33,6 @@ LABEL_WORKER = "org.colbench.worker"
 LABEL_OWNER = "org.colbench.owner"
 RUNNER_CAPS = ["SETUID", "SETGID", "KILL", "FOWNER", "DAC_OVERRIDE"]
 OVERHEAD_MB = 256  # the runner with numpy preloaded, on top of what a test may use
-ENV = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "HOME": "/tmp",
-    "LANG": "C.UTF-8",
-    "TZ": "UTC",
-    "PYTHONHASHSEED": "0",
-    "PYTHONDONTWRITEBYTECODE": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-}
 
 
 def _owner() -> str:
@@ -205,7 +194,7 @@ class DockerSandbox(WorkerPool):
                 log_config={"Type": "none", "Config": {}},
                 labels={LABEL_WORKER: "1", LABEL_OWNER: _owner()},
                 volumes={str(RUNNER): {"bind": RUNNER_IN_IMAGE, "mode": "ro"}},
-                environment=ENV,
+                environment=SANDBOX_ENV,
                 working_dir="/tmp",
                 auto_remove=not keep,
             )

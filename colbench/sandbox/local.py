@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import IO
 
 from colbench.errors import SandboxError
-from colbench.sandbox.base import ExecResult, Limits
+from colbench.sandbox.base import SANDBOX_ENV, ExecResult, Limits
 from colbench.sandbox.pool import Worker, WorkerPool
 
 log = logging.getLogger(__name__)
@@ -42,17 +42,6 @@ log = logging.getLogger(__name__)
 RUNNER = Path(__file__).with_name("runner.py")
 RUNNER_IN_SANDBOX = "/opt/colbench/runner.py"
 UID_BASE = 1_500_000_000
-ENV = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "HOME": "/tmp",
-    "LANG": "C.UTF-8",
-    "TZ": "UTC",
-    "PYTHONHASHSEED": "0",
-    "PYTHONDONTWRITEBYTECODE": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-}
 
 
 def _python_roots() -> list[str]:
@@ -94,7 +83,7 @@ def bwrap_argv(*, as_root: bool, limits: Limits) -> list[str]:
     argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += ["--perms", "1777", "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp"]
     argv += ["--clearenv"]
-    for key, value in ENV.items():
+    for key, value in SANDBOX_ENV.items():
         argv += ["--setenv", key, value]
     # -s -P rather than -I: isolated mode would also ignore PYTHONHASHSEED, and every worker must hash strings
     # alike (set order is part of many return values). The environment is ours alone (--clearenv).
