@@ -7,9 +7,15 @@ cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
-if ! command -v bwrap >/dev/null 2>&1; then
+# bubblewrap for the local sandbox; Chromium and fonts for the frontend renderer (Playwright drives the system's
+# Chromium: its own browser download is not needed).
+APT_PACKAGES=""
+if ! command -v bwrap >/dev/null 2>&1; then APT_PACKAGES="$APT_PACKAGES bubblewrap"; fi
+if ! command -v chromium >/dev/null 2>&1; then APT_PACKAGES="$APT_PACKAGES chromium fonts-dejavu-core fonts-liberation"; fi
+if [ -n "$APT_PACKAGES" ]; then
   $SUDO apt-get update -qq
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap
+  # shellcheck disable=SC2086 # word splitting of the package list is intended
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $APT_PACKAGES
 fi
 
 python3 -m pip install --quiet --disable-pip-version-check -e '.[dev]'
