@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 # The whole environment untrusted code sees, in every runtime: no host variables (API keys!) ever reach it. The
@@ -31,6 +32,13 @@ SANDBOX_ENV = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
+
+# The in-sandbox runner, mounted read-only at the same path by every runtime, so it always matches this colbench.
+RUNNER = Path(__file__).with_name("runner.py")
+RUNNER_IN_SANDBOX = "/opt/colbench/runner.py"
+# Sandbox uids start here (runtimes take ranges above it): far from any real user's uid, so RLIMIT_NPROC counts
+# only sandbox processes.
+SANDBOX_UID_BASE = 1_500_000_000
 
 # Trust domains: a worker process serves one pool for life (answers never run where references ran).
 POOLS = ("answer", "reference")

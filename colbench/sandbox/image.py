@@ -54,6 +54,7 @@ from types import ModuleType
 from typing import Any, Literal
 
 from colbench.errors import ConfigError, SandboxError
+from colbench.sandbox.base import RUNNER, RUNNER_IN_SANDBOX, SANDBOX_UID_BASE
 
 IMAGE = "colbench-sandbox:1"
 CONTRACT = "1"
@@ -62,9 +63,7 @@ LABEL_CONTRACT = "org.colbench.contract"
 LABEL_BUILD = "org.colbench.build"
 METHODS = ("auto", "dockerfile", "offline")
 BUILD_ENV = "COLBENCH_SANDBOX_BUILD"
-RUNNER = Path(__file__).with_name("runner.py")
-RUNNER_IN_IMAGE = "/opt/colbench/runner.py"
-PROBE_UID = 1_500_000_000  # the local runtime's UID_BASE: a uid with no passwd entry anywhere
+PROBE_UID = SANDBOX_UID_BASE  # a uid with no passwd entry anywhere
 DOCKER_TIMEOUT_S = 120.0
 
 Method = Literal["auto", "dockerfile", "offline"]
@@ -167,8 +166,8 @@ def run_argv(image: str = IMAGE, *, uid: int = PROBE_UID, memory_mb: int = 512, 
         "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "KILL", "--cap-add", "FOWNER",
         "--cap-add", "DAC_OVERRIDE", "--security-opt", "no-new-privileges",
         "--pids-limit", str(pids), "--memory", f"{memory_mb}m", "--memory-swap", f"{memory_mb}m", "--init",
-        "-v", f"{RUNNER}:{RUNNER_IN_IMAGE}:ro",
-        image, "python3", "-s", "-P", RUNNER_IN_IMAGE, "--sandboxed",
+        "-v", f"{RUNNER}:{RUNNER_IN_SANDBOX}:ro",
+        image, "python3", "-s", "-P", RUNNER_IN_SANDBOX, "--sandboxed",
         "--drop-to", str(uid), "--child-uid", str(uid + 1),
     ]  # fmt: skip
 

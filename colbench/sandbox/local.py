@@ -34,14 +34,12 @@ from pathlib import Path
 from typing import IO
 
 from colbench.errors import SandboxError
-from colbench.sandbox.base import SANDBOX_ENV, ExecResult, Limits
+from colbench.sandbox.base import RUNNER, RUNNER_IN_SANDBOX, SANDBOX_ENV, SANDBOX_UID_BASE, ExecResult, Limits
 from colbench.sandbox.pool import Worker, WorkerPool
 
 log = logging.getLogger(__name__)
 
-RUNNER = Path(__file__).with_name("runner.py")
-RUNNER_IN_SANDBOX = "/opt/colbench/runner.py"
-UID_BASE = 1_500_000_000
+UID_BASE = SANDBOX_UID_BASE
 
 
 def _python_roots() -> list[str]:
