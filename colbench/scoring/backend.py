@@ -23,6 +23,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ def extract_code(text: str) -> str:
     return text.strip("\n")
 
 
+@lru_cache(maxsize=65_536)
 def judged_expression(expr: str) -> str:
     """The expression whose value is compared: for a test written as ``call(...) == literal``, the call alone.
 
