@@ -66,10 +66,21 @@ class ResponseCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, model TEXT, text TEXT NOT NULL, created REAL)"
-        )
+        # Switching a new file to WAL can fail with "database is locked" at once, without SQLite's busy handler,
+        # when another process is doing the same: retry within the connection's own 30 s budget.
+        deadline = time.monotonic() + 30.0
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS replies"
+                    " (key TEXT PRIMARY KEY, model TEXT, text TEXT NOT NULL, created REAL)"
+                )
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     @staticmethod
     def key(request: Mapping[str, Any]) -> str:
