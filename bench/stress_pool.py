@@ -30,7 +30,7 @@ from pathlib import Path
 
 from colbench.errors import InfraError
 from colbench.sandbox import make_sandbox
-from colbench.sandbox.base import Limits, Sandbox
+from colbench.sandbox.base import SANDBOX_UID_BASE, Limits, Sandbox
 from colbench.scoring.backend import BackendScorer
 from colbench.tasks import Task, load_tasks
 
@@ -105,7 +105,7 @@ def make_jobs(tasks: list[Task], n: int, seed: int) -> list[tuple[str, Task, str
 
 
 def sandbox_processes() -> int:
-    """Live processes of the sandbox uids (both runtimes use uids from 1_500_000_000 up) or bubblewrap.
+    """Live processes of the sandbox uids (both runtimes use uids from SANDBOX_UID_BASE up) or bubblewrap.
 
     Zombies are not counted: an exited process waiting for its parent (or the host's PID 1) to reap it holds no
     resources but a process-table slot.
@@ -120,7 +120,7 @@ def sandbox_processes() -> int:
         except OSError:
             continue
         comm, state = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2]
-        if (uid >= 1_500_000_000 or comm == "bwrap") and state != "Z":
+        if (uid >= SANDBOX_UID_BASE or comm == "bwrap") and state != "Z":
             count += 1
     return count
 
