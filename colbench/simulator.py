@@ -24,7 +24,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from colbench.errors import ConfigError
 from colbench.llm import LLMClient, Usage, endpoint_from_spec
-from colbench.tasks import Task
+from colbench.tasks import Domain, Task
 
 SIMULATOR_SPECS = "'openai:MODEL' or 'scripted'"
 DEFAULT_SCRIPTED_REPLY = "I don't know."
@@ -32,8 +32,11 @@ DEFAULT_SCRIPTED_REPLY = "I don't know."
 
 @dataclass(frozen=True)
 class Turn:
+    """One message of the dialogue. ``image`` is the PNG of the page an agent turn produced (frontend only)."""
+
     role: Literal["agent", "human"]
     text: str
+    image: bytes | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -45,11 +48,17 @@ class SimReply:
 
 @runtime_checkable
 class Simulator(Protocol):
-    """Answers the agent's last turn as the human who knows ``task.hidden_information``."""
+    """Answers the agent's last turn as the human who knows ``task.hidden_information``.
 
-    def reply(self, task: Task, dialogue: Sequence[Turn]) -> SimReply: ...
+    The frontend env also passes ``reference_image``, the PNG of the page the human wants (the agent's pages are
+    on the agent turns, ``Turn.image``); text simulators ignore both.
+    """
 
-    async def areply(self, task: Task, dialogue: Sequence[Turn]) -> SimReply: ...
+    def reply(self, task: Task, dialogue: Sequence[Turn], *, reference_image: bytes | None = None) -> SimReply: ...
+
+    async def areply(
+        self, task: Task, dialogue: Sequence[Turn], *, reference_image: bytes | None = None
+    ) -> SimReply: ...
 
 
 class ResponseCache:
@@ -142,36 +151,39 @@ class OpenAISimulator:
         self.max_chars = max_chars
         self.cache = cache
 
-    def messages(self, task: Task, dialogue: Sequence[Turn]) -> list[dict[str, str]]:
+    def messages(
+        self, task: Task, dialogue: Sequence[Turn], reference_image: bytes | None = None
+    ) -> list[dict[str, Any]]:
+        """The chat request for the human's next reply (subclasses show the model other things)."""
         if not dialogue or dialogue[-1].role != "agent":
             raise ConfigError("the simulator answers the agent: the dialogue must end with an agent turn")
-        chat = [{"role": "system", "content": system_prompt(task)}]
+        chat: list[dict[str, Any]] = [{"role": "system", "content": system_prompt(task)}]
         chat += [{"role": "user" if t.role == "agent" else "assistant", "content": t.text} for t in dialogue]
         return chat
 
-    def reply(self, task: Task, dialogue: Sequence[Turn]) -> SimReply:
-        messages = self.messages(task, dialogue)
+    def reply(self, task: Task, dialogue: Sequence[Turn], *, reference_image: bytes | None = None) -> SimReply:
+        messages = self.messages(task, dialogue, reference_image)
         hit = self._cached(messages)
         if hit is not None:
             return hit
         answer = self.client.chat(messages)
         return self._store(messages, answer.text, answer.usage)
 
-    async def areply(self, task: Task, dialogue: Sequence[Turn]) -> SimReply:
-        messages = self.messages(task, dialogue)
+    async def areply(self, task: Task, dialogue: Sequence[Turn], *, reference_image: bytes | None = None) -> SimReply:
+        messages = self.messages(task, dialogue, reference_image)
         hit = self._cached(messages)
         if hit is not None:
             return hit
         answer = await self.client.achat(messages)
         return self._store(messages, answer.text, answer.usage)
 
-    def _cached(self, messages: list[dict[str, str]]) -> SimReply | None:
+    def _cached(self, messages: list[dict[str, Any]]) -> SimReply | None:
         if self.cache is None:
             return None
         text = self.cache.get(self.client.request(messages))
         return None if text is None else SimReply(truncate(text, self.max_chars), Usage(), cached=True)
 
-    def _store(self, messages: list[dict[str, str]], text: str, usage: Usage) -> SimReply:
+    def _store(self, messages: list[dict[str, Any]], text: str, usage: Usage) -> SimReply:
         # The model's full text is cached, truncation applied after: the cache serves any max_chars.
         if self.cache is not None:
             self.cache.put(self.client.request(messages), text)
@@ -191,7 +203,7 @@ class ScriptedSimulator:
             raise ConfigError("ScriptedSimulator takes a list of replies or a callable, not a single string")
         self._replies = replies
 
-    def reply(self, task: Task, dialogue: Sequence[Turn]) -> SimReply:
+    def reply(self, task: Task, dialogue: Sequence[Turn], *, reference_image: bytes | None = None) -> SimReply:
         if callable(self._replies):
             return SimReply(self._replies(task, dialogue))
         if not self._replies:
@@ -199,22 +211,36 @@ class ScriptedSimulator:
         answered = sum(1 for turn in dialogue if turn.role == "human")
         return SimReply(self._replies[min(answered, len(self._replies) - 1)])
 
-    async def areply(self, task: Task, dialogue: Sequence[Turn]) -> SimReply:
-        return self.reply(task, dialogue)
+    async def areply(self, task: Task, dialogue: Sequence[Turn], *, reference_image: bytes | None = None) -> SimReply:
+        return self.reply(task, dialogue, reference_image=reference_image)
 
 
-def make_simulator(spec: str, *, cache_dir: str | Path | None = None, **endpoint_overrides: Any) -> Simulator:
+def make_simulator(
+    spec: str,
+    *,
+    domain: Domain = "backend",
+    cache_dir: str | Path | None = None,
+    **endpoint_overrides: Any,
+) -> Simulator:
     """Build a simulator from a spec string (the CLI's ``--simulator``).
 
     ``openai:MODEL`` uses any OpenAI-compatible endpoint (see :func:`colbench.llm.endpoint_from_spec` for the
     base URL / key resolution; ``endpoint_overrides`` are :class:`~colbench.llm.Endpoint` fields) and caches
-    replies under ``cache_dir`` when given. ``scripted`` always answers "I don't know." (offline checks).
-    An embedded local model (``local``) is a further branch here.
+    replies under ``cache_dir`` when given; for the frontend it is a vision model (``image_mode`` picks how the
+    pages are shown, see :class:`colbench.envs.frontend.simulator.PageSimulator`). ``scripted`` always answers
+    "I don't know." (offline checks). An embedded local model (``local``) is a further branch here.
     """
     if spec == "scripted":
         return ScriptedSimulator([])
     if spec.startswith("openai:"):
+        page_options = {k: endpoint_overrides.pop(k) for k in ("image_mode",) if k in endpoint_overrides}
         endpoint = endpoint_from_spec(spec, "simulator", **endpoint_overrides)
         cache = ResponseCache(Path(cache_dir) / "simulator.sqlite") if cache_dir is not None else None
+        if domain == "frontend":
+            from colbench.envs.frontend.simulator import PageSimulator
+
+            return PageSimulator(LLMClient(endpoint), cache=cache, **page_options)
+        if page_options:
+            raise ConfigError(f"simulator option(s) {', '.join(page_options)} apply to frontend tasks only")
         return OpenAISimulator(LLMClient(endpoint), cache=cache)
     raise ConfigError(f"bad simulator spec {spec!r}: expected {SIMULATOR_SPECS}")

@@ -45,7 +45,7 @@ def extract_html(text: str) -> str | None:
             return page
     for lang, body in fenced:
         if lang in ("html", "htm", "xhtml") and body.lstrip().startswith("<"):
-            return body.strip()
+            return str(body).strip()
     return None
 
 

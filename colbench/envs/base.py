@@ -1,0 +1,189 @@
+"""What both ColBench domains share: task selection, the dialogue, the turn cap, ``info``, text rendering.
+
+A domain env says how a turn ends the episode and how the final answer is scored; the episode contract (seeded
+``reset`` without LLM calls, the answer marker or the turn cap ending with ``terminated=True``, infrastructure
+errors raised and leaving the episode as it was) lives here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from string import Template
+from typing import Any
+
+import gymnasium as gym
+
+from colbench.errors import ColbenchError, ConfigError
+from colbench.llm import Usage
+from colbench.simulator import Simulator, Turn, make_simulator
+from colbench.spaces import UnicodeText
+from colbench.tasks import Domain, Task
+
+MAX_TURNS = 10
+ANSWER_MARKER = "I WANT TO ANSWER:"
+
+
+def agent_prompt(task: Task, max_turns: int = MAX_TURNS) -> str:
+    """The agent's first observation: the domain's instructions and the problem, never the hidden information."""
+    template = resources.files("colbench.envs").joinpath(task.domain, "prompts", "agent.txt").read_text("utf-8")
+    return Template(template).safe_substitute(problem_description=task.problem_description, max_turns=max_turns)
+
+
+@dataclass
+class Episode:
+    task: Task
+    dialogue: list[Turn] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    done: bool = False
+
+    @property
+    def agent_turns(self) -> int:
+        return sum(t.role == "agent" for t in self.dialogue)
+
+
+class ColbenchEnv(gym.Env[str, str]):
+    """One episode = one task; actions and observations are plain text (``UnicodeText``).
+
+    Subclasses set ``domain`` and implement ``_finish`` (score the final turn) and, where the simulator needs more
+    than the dialogue, ``_human_reply``.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 (Gymnasium's declared attribute)
+    domain: Domain
+    default_tasks: str
+
+    def __init__(
+        self,
+        tasks: str | Sequence[Task] | None = None,
+        simulator: str | Simulator = "scripted",
+        *,
+        simulator_options: dict[str, Any] | None = None,
+        max_turns: int = MAX_TURNS,
+        expose_hidden: bool = False,
+        render_mode: str | None = None,
+    ) -> None:
+        if max_turns < 1:
+            raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
+        if render_mode not in (None, "ansi"):
+            raise ConfigError(f"render_mode {render_mode!r} not supported; use 'ansi' or None")
+        self._tasks_spec = self.default_tasks if tasks is None else tasks
+        self._tasks: list[Task] | None = None if isinstance(self._tasks_spec, str) else list(self._tasks_spec)
+        if self._tasks is not None:
+            self._check_tasks(self._tasks)
+        if isinstance(simulator, str):
+            self.simulator = make_simulator(simulator, domain=self.domain, **(simulator_options or {}))
+        elif simulator_options:
+            raise ConfigError("simulator_options apply to a simulator spec string, not to a Simulator instance")
+        else:
+            self.simulator = simulator
+        self.max_turns = max_turns
+        self.expose_hidden = expose_hidden
+        self.render_mode = render_mode
+        self.observation_space = UnicodeText()
+        self.action_space = UnicodeText()
+        self._episode: Episode | None = None
+
+    # -- lazily loaded tasks: making an env must be cheap and offline ------------------------------------------
+    @property
+    def tasks(self) -> list[Task]:
+        if self._tasks is None:
+            from colbench.hub import resolve_tasks
+
+            assert isinstance(self._tasks_spec, str)
+            tasks = resolve_tasks(self._tasks_spec)
+            self._check_tasks(tasks)
+            self._tasks = tasks
+        return self._tasks
+
+    def _check_tasks(self, tasks: Sequence[Task]) -> None:
+        if not tasks:
+            raise ConfigError("no tasks given")
+        bad = next((t for t in tasks if t.domain != self.domain), None)
+        if bad is not None:
+            raise ConfigError(
+                f"task {bad.task_id} ({bad.source}) is a {bad.domain} task; this env needs {self.domain} tasks"
+            )
+
+    @property
+    def task(self) -> Task:
+        return self._require_episode().task
+
+    @property
+    def dialogue(self) -> tuple[Turn, ...]:
+        return tuple(self._require_episode().dialogue)
+
+    def _require_episode(self) -> Episode:
+        if self._episode is None:
+            raise ColbenchError("call reset() before step()")
+        return self._episode
+
+    # -- the Gymnasium API ------------------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        options = options or {}
+        tasks = self.tasks
+        if "task_id" in options:
+            wanted = str(options["task_id"])
+            task = next((t for t in tasks if t.task_id == wanted), None)
+            if task is None:
+                raise ConfigError(f"reset(options={{'task_id': {wanted!r}}}): no such task in {len(tasks)} tasks")
+        else:
+            task = tasks[int(self.np_random.integers(len(tasks)))]
+        self._episode = self._new_episode(task)
+        return agent_prompt(task, self.max_turns), self._info()
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        episode = self._require_episode()
+        if episode.done:
+            raise ColbenchError("episode is over: call reset() to start a new one")
+        if not isinstance(action, str):
+            raise ConfigError(f"action must be a str, got {type(action).__name__}")
+        # Everything that can fail runs before the episode changes, so a step that raised can be retried.
+        answered = ANSWER_MARKER in action
+        if answered or episode.agent_turns + 1 >= self.max_turns:
+            reward, details = self._finish(episode, action)
+            episode.dialogue.append(self._agent_turn(episode, action))
+            episode.done = True
+            info = self._info()
+            info.update(termination="answered" if answered else "turn_limit", answer=action, **details)
+            return "", reward, True, False, info
+        turn = self._agent_turn(episode, action)
+        reply = self._human_reply(episode, turn)
+        episode.usage.add(reply.usage)
+        episode.dialogue += [turn, Turn("human", reply.text)]
+        return reply.text, 0.0, False, False, self._info()
+
+    # -- what a domain decides -------------------------------------------------------------------------------
+    def _new_episode(self, task: Task) -> Episode:
+        return Episode(task=task)
+
+    def _agent_turn(self, episode: Episode, action: str) -> Turn:
+        return Turn("agent", action)
+
+    def _human_reply(self, episode: Episode, turn: Turn) -> Any:
+        return self.simulator.reply(episode.task, [*episode.dialogue, turn])
+
+    def _finish(self, episode: Episode, action: str) -> tuple[float, dict[str, Any]]:
+        """Score the final turn: the reward and the ``info`` entries that describe the score."""
+        raise NotImplementedError
+
+    def _info(self) -> dict[str, Any]:
+        episode = self._require_episode()
+        info: dict[str, Any] = {
+            "task_id": episode.task.task_id,
+            "turn": episode.agent_turns,
+            "usage": {"simulator": episode.usage.as_dict()},
+        }
+        if self.expose_hidden:
+            info["hidden_information"] = episode.task.hidden_information
+            info["ground_truth"] = episode.task.ground_truth
+        return info
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi" or self._episode is None:
+            return None
+        lines = [f"[task {self._episode.task.task_id}]"]
+        lines += [f"{t.role}: {t.text}" for t in self._episode.dialogue]
+        return "\n".join(lines)
