@@ -17,7 +17,7 @@ import gymnasium as gym
 
 from colbench.errors import ColbenchError, ConfigError
 from colbench.llm import Usage
-from colbench.simulator import Simulator, Turn, make_simulator
+from colbench.simulator import SimReply, Simulator, Turn, make_simulator
 from colbench.spaces import UnicodeText
 from colbench.tasks import Domain, Task
 
@@ -142,17 +142,18 @@ class ColbenchEnv(gym.Env[str, str]):
             raise ConfigError(f"action must be a str, got {type(action).__name__}")
         # Everything that can fail runs before the episode changes, so a step that raised can be retried.
         answered = ANSWER_MARKER in action
+        turn = self._agent_turn(episode, action)
         if answered or episode.agent_turns + 1 >= self.max_turns:
-            reward, details = self._finish(episode, action)
-            episode.dialogue.append(self._agent_turn(episode, action))
+            reward, details = self._finish(episode, turn)
+            episode.dialogue.append(turn)
             episode.done = True
             info = self._info()
             info.update(termination="answered" if answered else "turn_limit", answer=action, **details)
             return "", reward, True, False, info
-        turn = self._agent_turn(episode, action)
         reply = self._human_reply(episode, turn)
         episode.usage.add(reply.usage)
         episode.dialogue += [turn, Turn("human", reply.text)]
+        self._turn_done(episode, turn)
         return reply.text, 0.0, False, False, self._info()
 
     # -- what a domain decides -------------------------------------------------------------------------------
@@ -160,12 +161,16 @@ class ColbenchEnv(gym.Env[str, str]):
         return Episode(task=task)
 
     def _agent_turn(self, episode: Episode, action: str) -> Turn:
+        """The agent's turn as the simulator sees it (must not change the episode)."""
         return Turn("agent", action)
 
-    def _human_reply(self, episode: Episode, turn: Turn) -> Any:
+    def _human_reply(self, episode: Episode, turn: Turn) -> SimReply:
         return self.simulator.reply(episode.task, [*episode.dialogue, turn])
 
-    def _finish(self, episode: Episode, action: str) -> tuple[float, dict[str, Any]]:
+    def _turn_done(self, episode: Episode, turn: Turn) -> None:
+        """Called once a non-final turn has been answered (the step can no longer fail)."""
+
+    def _finish(self, episode: Episode, turn: Turn) -> tuple[float, dict[str, Any]]:
         """Score the final turn: the reward and the ``info`` entries that describe the score."""
         raise NotImplementedError
 

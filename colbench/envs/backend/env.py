@@ -8,7 +8,7 @@ from typing import Any
 from colbench.envs.base import ANSWER_MARKER, MAX_TURNS, ColbenchEnv, Episode
 from colbench.sandbox import Sandbox, shared_sandbox
 from colbench.scoring.backend import BackendScorer
-from colbench.simulator import Simulator
+from colbench.simulator import Simulator, Turn
 from colbench.tasks import Task
 
 DEFAULT_TASKS = "backend-test"
@@ -57,8 +57,8 @@ class BackendEnv(ColbenchEnv):
             self._scorer = BackendScorer(shared_sandbox(spec) if isinstance(spec, str) else spec)
         return self._scorer
 
-    def _finish(self, episode: Episode, action: str) -> tuple[float, dict[str, Any]]:
-        score = self.scorer.score(episode.task, action)
+    def _finish(self, episode: Episode, turn: Turn) -> tuple[float, dict[str, Any]]:
+        score = self.scorer.score(episode.task, turn.text)
         return float(score.pass_rate), {
             "score": score.details(),
             "success": score.success,
