@@ -1,0 +1,1 @@
+"""The frontend (Tailwind web page) domain: environment, its page-seeing simulator and their prompt templates."""
