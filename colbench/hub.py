@@ -32,6 +32,7 @@ from colbench.errors import ConfigError, DataError, InfraError
 from colbench.tasks import DOMAINS, Domain, Task, load_tasks, task_from_row
 
 __all__ = [
+    "BUNDLED",
     "HF_FILE",
     "PINS_FILENAME",
     "SplitSpec",
@@ -173,8 +174,12 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-# Small samples shipped inside the package, for offline demos and smoke runs (see colbench/data/README.md).
-BUNDLED = {"backend-sample": "data/backend_sample.jsonl"}
+# Small samples shipped inside the package, for offline demos and smoke runs (see colbench/data/README.md):
+# name -> (path inside the package, domain its rows are validated as).
+BUNDLED: dict[str, tuple[str, Domain]] = {
+    "backend-sample": ("data/backend_sample.jsonl", "backend"),
+    "frontend-sample": ("data/frontend_sample.jsonl", "frontend"),
+}
 
 
 def known_splits() -> list[str]:
@@ -471,8 +476,9 @@ def resolve_tasks(spec: str, *, cache_dir: str | None = None, local_files_only: 
     if Path(spec).is_file():
         return load_tasks(spec)
     if spec in BUNDLED:
-        with resources.as_file(resources.files("colbench").joinpath(BUNDLED[spec])) as path:
-            return load_tasks(path)
+        resource, domain = BUNDLED[spec]
+        with resources.as_file(resources.files("colbench").joinpath(resource)) as path:
+            return load_tasks(path, domain=domain)
     splits = load_manifest()
     name, sep, revision = spec.partition("@")
     if name in splits and (not sep or revision):

@@ -74,3 +74,28 @@ def test_rows_round_trip(tmp_path: Path) -> None:
 def test_the_real_sample_loads(shared_backend_sample: list[object]) -> None:
     assert len(shared_backend_sample) == 300
     assert len({t.task_id for t in shared_backend_sample}) == 300  # type: ignore[attr-defined]
+
+
+def test_bundled_frontend_sample_loads_as_frontend() -> None:
+    from colbench.hub import BUNDLED, resolve_tasks
+
+    tasks = resolve_tasks("frontend-sample")
+    assert BUNDLED["frontend-sample"][1] == "frontend" and len(tasks) == 20
+    assert {t.domain for t in tasks} == {"frontend"} and all(t.test_cases == () for t in tasks)
+    assert all(t.hidden_information == t.ground_truth for t in tasks)
+    path = Path(__file__).resolve().parents[1] / "colbench" / "data" / "frontend_sample.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert all(set(row) == {"problem_description", "ground_truth"} for row in rows)
+    assert [t.task_id for t in tasks] == [content_id("frontend", row) for row in rows]
+    assert [t.task_id for t in tasks] == [t.task_id for t in load_tasks(path)]  # inferred domain, same ids
+    assert all("tailwindcss@2.2.19" in t.ground_truth for t in tasks)
+    backend = resolve_tasks("backend-sample")
+    assert {t.domain for t in backend} == {"backend"} and len(backend) == 20
+
+
+def test_bundled_frontend_sample_is_the_start_of_the_shared_sample() -> None:
+    shared = Path(__file__).resolve().parents[2] / "shared" / "data" / "colbench" / "frontend_test_sample.jsonl"
+    if not shared.is_file():
+        pytest.skip(f"the ColBench frontend sample is not present at {shared}")
+    bundled = Path(__file__).resolve().parents[1] / "colbench" / "data" / "frontend_sample.jsonl"
+    assert bundled.read_bytes() == b"".join(shared.read_bytes().splitlines(keepends=True)[:20])
