@@ -2,6 +2,8 @@
 
 The packaged manifest (``colbench/manifests/colbench.json``) names each split: which file of which hub
 repository, which rows, and, where a published value was verified, the commit and SHA-256 of the file.
+Frontend splits (kind ``hf-websight``) are built from the parquet shards of ``HuggingFaceM4/WebSight`` by
+:mod:`colbench.websight`, pinned and hash-checked the same way, shard by shard.
 Where the manifest has no verified pin the loader *trusts on first use*: the first download records the
 commit it resolved and the file's SHA-256 in ``colbench_home()/hub-pins.json`` (with an
 :class:`UnverifiedPinWarning`); every later load asks for that commit and checks that hash. A hash mismatch
@@ -14,6 +16,7 @@ actually loaded.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import hashlib
 import io
 import json
@@ -34,6 +37,7 @@ from colbench.tasks import DOMAINS, Domain, Task, load_tasks, task_from_row
 __all__ = [
     "BUNDLED",
     "HF_FILE",
+    "HF_WEBSIGHT",
     "PINS_FILENAME",
     "SplitSpec",
     "UnverifiedPinWarning",
@@ -48,7 +52,9 @@ __all__ = [
 ]
 
 PINS_FILENAME = "hub-pins.json"
-HF_FILE = "hf-file"  # the manifest ``kind`` this version can load: one JSONL file in a hub repository
+HF_FILE = "hf-file"  # a manifest ``kind`` this version can load: one JSONL file in a hub repository
+HF_WEBSIGHT = "hf-websight"  # rows of the WebSight parquet shards, built into frontend tasks (colbench.websight)
+_HUB_KINDS = (HF_FILE, HF_WEBSIGHT)
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -66,6 +72,10 @@ class SplitSpec:
     ``start``/``stop`` are the half-open range ``[start, stop)`` of JSON rows (blank lines do not count;
     ``stop=None`` means to the end of the file). ``revision``/``sha256`` are ``None`` unless verified:
     then the pins are taken on first use.
+
+    ``hf-websight`` splits have no ``filename``: ``data_files`` is the glob of the config's parquet shards,
+    ``shards`` the shard files in row order when the manifest names them (else they are listed on the hub),
+    ``shard_sha256`` the verified SHA-256 of named shards, and the row range counts rows across the shards.
     """
 
     name: str
@@ -81,11 +91,15 @@ class SplitSpec:
     expected_rows: int | None
     license: str
     description: str = ""
+    config: str = ""
+    data_files: str = ""
+    shards: tuple[str, ...] = ()
+    shard_sha256: tuple[tuple[str, str], ...] = ()
 
     @property
     def pin_key(self) -> str:
-        """The key of this split's file in the pins file (splits sharing a file share its pin)."""
-        return f"{self.repo_type}:{self.repo_id}:{self.filename}"
+        """The key of this split's file (or shard glob) in the pins file (splits sharing it share its pin)."""
+        return f"{self.repo_type}:{self.repo_id}:{self.filename or self.data_files}"
 
     @property
     def row_range(self) -> str:
@@ -151,23 +165,61 @@ def _parse_split(name: str, entry: Any, where: str) -> SplitSpec:
     expected = entry.get("expected_rows")
     if expected is not None and not _is_count(expected):
         raise DataError(f"{where}: field 'expected_rows': expected null or a non-negative integer")
-    hf = kind == HF_FILE
+    hf = kind in _HUB_KINDS
+    websight = kind == HF_WEBSIGHT
+    shards: tuple[str, ...] = ()
+    shard_sha256: tuple[tuple[str, str], ...] = ()
+    if websight:
+        shards, shard_sha256 = _parse_shards(entry, text("data_files"), where)
     return SplitSpec(
         name=name,
         kind=kind,
         domain=domain,
         repo_id=text("repo_id", required=hf),
         repo_type=text("repo_type", required=False) or "dataset",
-        filename=text("filename", required=hf),
+        filename=text("filename", required=kind == HF_FILE),
         # a revision may be a branch or tag for kinds built from other sources; hub files pin commits only
         revision=optional("revision", _COMMIT if hf else re.compile(r"\S+"), "a 40-hex commit"),
-        sha256=optional("sha256", _SHA256, "64 lowercase hex digits"),
+        sha256=None if websight else optional("sha256", _SHA256, "64 lowercase hex digits"),
         start=rows[0],
         stop=rows[1],
         expected_rows=expected,
         license=text("license"),
         description=text("description", required=False),
+        config=text("config", required=websight),
+        data_files=text("data_files", required=websight),
+        shards=shards,
+        shard_sha256=shard_sha256,
     )
+
+
+def _parse_shards(
+    entry: dict[str, Any], pattern: str, where: str
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """``shards`` (null or a list of files matching ``data_files``) and ``sha256`` (null or {shard: hex})."""
+    raw = entry.get("shards")
+    if raw is None:
+        shards: tuple[str, ...] = ()
+    elif (
+        not isinstance(raw, list)
+        or not raw
+        or not all(isinstance(s, str) and fnmatch.fnmatchcase(s, pattern) for s in raw)
+        or len(set(raw)) != len(raw)
+    ):
+        raise DataError(f"{where}: field 'shards': expected null or a list of distinct files matching {pattern!r}")
+    else:
+        shards = tuple(raw)
+    sums = entry.get("sha256")
+    if sums is None:
+        return shards, ()
+    if not isinstance(sums, dict):
+        raise DataError(f"{where}: field 'sha256': expected null or an object {{shard file: sha256}}")
+    for shard, digest in sums.items():
+        if not fnmatch.fnmatchcase(shard, pattern) or not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+            raise DataError(
+                f"{where}: field 'sha256.{shard}': expected a shard matching {pattern!r} -> 64 lowercase hex digits"
+            )
+    return shards, tuple(sorted(sums.items()))
 
 
 def _is_count(value: Any) -> bool:
@@ -283,9 +335,10 @@ def _offline_default() -> bool:
 
 
 def _download(
-    spec: SplitSpec, revision: str, *, cache_dir: str | None, local_files_only: bool
+    spec: SplitSpec, revision: str, *, cache_dir: str | None, local_files_only: bool, filename: str | None = None
 ) -> tuple[Path, str | None]:
-    """Fetch (or find in the HF cache) the split's file at ``revision``: ``(local path, resolved commit)``."""
+    """Fetch (or find in the HF cache) the split's file (or ``filename``) at ``revision``: ``(path, commit)``."""
+    filename = filename or spec.filename
     try:
         from huggingface_hub import hf_hub_download
     except ImportError as exc:
@@ -309,11 +362,11 @@ def _download(
             RevisionNotFoundError,
         )
 
-    target = f"{spec.repo_id}:{spec.filename}@{revision}"
+    target = f"{spec.repo_id}:{filename}@{revision}"
     try:
         local = hf_hub_download(
             spec.repo_id,
-            spec.filename,
+            filename,
             repo_type=spec.repo_type,
             revision=revision,
             cache_dir=cache_dir,
@@ -339,7 +392,7 @@ def _download(
     except OSError as exc:  # network errors, HTTP 5xx, unwritable cache dir
         raise InfraError(f"split {spec.name!r}: cannot fetch {target}: {_first_line(exc)}") from exc
     path = Path(str(local))
-    return path, _commit_of(path, spec.filename)
+    return path, _commit_of(path, filename)
 
 
 def _commit_of(path: Path, filename: str) -> str | None:
@@ -372,10 +425,11 @@ def load_split(
     ``revision`` overrides the pinned commit (a commit, branch or tag of the hub repository).
     ``cache_dir`` is the Hugging Face cache folder (default: the hub's own, ``HF_HUB_CACHE``).
     ``local_files_only`` never touches the network; ``None`` means: only when ``HF_HUB_OFFLINE`` is set.
-    Row errors name ``split:file:line`` and the field.
+    Row errors name ``split:file:line`` and the field. Splits of kind ``hf-websight`` are built from WebSight's
+    parquet shards by :func:`colbench.websight.load_websight_split` (errors name ``split:shard: row N``).
     """
     spec = split_spec(name)
-    if spec.kind != HF_FILE:
+    if spec.kind not in _HUB_KINDS:
         raise ConfigError(
             f"split {name!r} is of kind {spec.kind!r}, which this version of colbench cannot load "
             "(build it into a JSONL file and pass that file instead)"
@@ -383,6 +437,10 @@ def load_split(
     if revision is not None and (not isinstance(revision, str) or not revision.strip()):
         raise ConfigError(f"split {name!r}: revision must be a non-empty string, got {revision!r}")
     offline = _offline_default() if local_files_only is None else local_files_only
+    if spec.kind == HF_WEBSIGHT:
+        from colbench.websight import load_websight_split
+
+        return load_websight_split(spec, revision=revision, cache_dir=cache_dir, local_files_only=offline)
     lock = pins_path()
     pins = _read_pins(lock)
     requested = revision or spec.revision or _pinned_commit(pins, spec.pin_key) or "main"
@@ -395,22 +453,21 @@ def load_split(
     except OSError as exc:
         raise InfraError(f"split {name!r}: cannot read {path}: {exc.strerror or exc}") from exc
     actual = hashlib.sha256(data).hexdigest()
-
-    expected, origin = None, ""
-    if spec.sha256 is not None and (spec.revision is None or spec.revision == commit):
-        expected, origin = spec.sha256, "the packaged manifest (verified)"
-    elif commit is not None and (recorded := _recorded_hash(pins, spec.pin_key, commit)) is not None:
-        expected, origin = recorded, f"the pin recorded on first use in {lock}"
-    if expected is not None and actual != expected:
-        raise DataError(
-            f"split {name!r}: sha256 mismatch for {spec.repo_id}:{spec.filename}@{commit or requested} "
-            f"(local file {path}): expected {expected} (from {origin}), got {actual}; the cached copy is "
-            "corrupt or was modified: delete it and load again"
-        )
+    checked = _check_sha256(
+        spec,
+        spec.filename,
+        path,
+        actual,
+        verified=spec.sha256,
+        key=spec.pin_key,
+        pins=pins,
+        commit=commit,
+        requested=requested,
+    )
 
     tasks, file_rows = _parse_rows(spec, data)
 
-    if expected is None:
+    if not checked:
         if commit is None:
             warnings.warn(
                 f"split {name!r}: could not tell the commit of {path}; sha256 {actual} was not checked or pinned",
@@ -418,12 +475,7 @@ def load_split(
                 stacklevel=2,
             )
         else:
-            record = {
-                "sha256": actual,
-                "rows": file_rows,
-                "requested": requested,
-                "recorded_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            }
+            record = {"sha256": actual, "rows": file_rows, "requested": requested, "recorded_at": _now()}
             _record_pin(lock, spec.pin_key, commit, record, make_default=revision is None)
             warnings.warn(
                 f"split {name!r}: pinned {spec.repo_id}:{spec.filename} to commit {commit}, sha256 {actual}, "
@@ -432,6 +484,39 @@ def load_split(
                 stacklevel=2,
             )
     return tasks
+
+
+def _check_sha256(
+    spec: SplitSpec,
+    filename: str,
+    path: Path,
+    actual: str,
+    *,
+    verified: str | None,
+    key: str,
+    pins: dict[str, Any],
+    commit: str | None,
+    requested: str,
+) -> bool:
+    """Compare ``actual`` with the verified hash (when the manifest's revision applies) or the pin recorded for
+    ``key`` at ``commit``: True when checked, False when neither exists; a mismatch is a DataError."""
+    if verified is not None and (spec.revision is None or spec.revision == commit):
+        expected, origin = verified, "the packaged manifest (verified)"
+    elif commit is not None and (recorded := _recorded_hash(pins, key, commit)) is not None:
+        expected, origin = recorded, f"the pin recorded on first use in {pins_path()}"
+    else:
+        return False
+    if actual != expected:
+        raise DataError(
+            f"split {spec.name!r}: sha256 mismatch for {spec.repo_id}:{filename}@{commit or requested} "
+            f"(local file {path}): expected {expected} (from {origin}), got {actual}; the cached copy is "
+            "corrupt or was modified: delete it and load again"
+        )
+    return True
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _parse_rows(spec: SplitSpec, data: bytes) -> tuple[list[Task], int]:

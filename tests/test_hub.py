@@ -131,7 +131,7 @@ def test_packaged_manifest_names_the_paper_splits() -> None:
     assert splits["backend-train"].filename == "backend_tasks/train.jsonl"
     assert splits["backend-train"].stop is None
     for spec in splits.values():
-        assert spec.kind == hub.HF_FILE
+        assert spec.kind == (hub.HF_FILE if spec.domain == "backend" else hub.HF_WEBSIGHT)
         assert spec.revision is None or len(spec.revision) == 40
         assert spec.sha256 is None or len(spec.sha256) == 64
         assert "CC-BY-NC" in spec.license
