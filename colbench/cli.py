@@ -94,6 +94,15 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tasks_build_frontend(args: argparse.Namespace) -> int:
+    """Build a WebSight frontend split (pinned, hash-checked) into a ColBench JSONL task file."""
+    from colbench.websight import build_frontend
+
+    tasks = build_frontend(args.split, args.out, revision=args.revision)
+    print(f"wrote {len(tasks)} frontend tasks of split {args.split} -> {args.out}")
+    return 0
+
+
 # -- score ------------------------------------------------------------------------------------------------------
 def cmd_score_backend(args: argparse.Namespace) -> int:
     from colbench.sandbox import make_sandbox
@@ -170,6 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--sandbox", default="auto", help="auto (Docker when available, else local) | docker | local")
     check.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     check.set_defaults(func=cmd_tasks_check)
+    build_frontend = tasks.add_parser(
+        "build-frontend", help="build a frontend split from WebSight v0.2 into a ColBench JSONL task file"
+    )
+    build_frontend.add_argument("--split", default="frontend-test", help="frontend-test | frontend-test-full | ...")
+    build_frontend.add_argument("--out", required=True, metavar="FILE.jsonl")
+    build_frontend.add_argument("--revision", help="a WebSight commit, branch or tag instead of the pinned commit")
+    build_frontend.set_defaults(func=cmd_tasks_build_frontend)
 
     score = sub.add_parser("score", help="score answers offline").add_subparsers(dest="domain", required=True)
     backend = score.add_parser("backend", help="score Python answers with the tasks' unit tests")

@@ -9,6 +9,7 @@ import hashlib
 import io
 import json
 import os
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -405,3 +406,35 @@ def test_build_frontend_writes_the_release_format(
         ConfigError, match=r"'backend-test' is not built from WebSight .*frontend-test, frontend-test-full"
     ):
         websight.build_frontend("backend-test", out)
+
+
+def colbench(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "colbench.cli", *args], capture_output=True, text=True, timeout=300, env=env
+    )
+
+
+def test_cli_build_frontend_and_ls_frontend_sample(
+    shards: dict[str, bytes], cache: Path, listing: list[str], tmp_path: Path, offline_env: Path
+) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache), "COLBENCH_HOME": str(offline_env)}
+    out = tmp_path / "ft.jsonl"
+    res = colbench("tasks", "build-frontend", "--split", "frontend-test", "--out", str(out), env=env)
+    assert res.returncode == 3 and "infrastructure error" in res.stderr and "shard list" in res.stderr
+    assert res.stderr.count("\n") == 1 and not out.exists()
+
+    put_snapshot(cache, COMMIT_A, shards)
+    with pytest.warns(hub.UnverifiedPinWarning):  # first use (needs the hub listing, faked here) pins the list
+        tasks = hub.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
+    res = colbench("tasks", "build-frontend", "--split", "frontend-test", "--out", str(out), env=env)
+    assert res.returncode == 0, res.stderr
+    assert "500 frontend tasks" in res.stdout and str(out) in res.stdout
+    assert [t.task_id for t in load_tasks(out)] == [t.task_id for t in tasks]
+
+    res = colbench("tasks", "build-frontend", "--split", "backend-test", "--out", str(out), env=env)
+    assert res.returncode == 2 and "not built from WebSight" in res.stderr
+
+    res = colbench("tasks", "ls", "frontend-sample", "--ids", env=env)
+    assert res.returncode == 0 and res.stdout.split() == [t.task_id for t in hub.resolve_tasks("frontend-sample")]
+    res = colbench("tasks", "ls", "frontend-sample", env=env)
+    assert res.stdout.count("\tfrontend\t0 tests\t") == 20
