@@ -153,3 +153,51 @@ def test_text_space() -> None:
     assert any(not s.isascii() for s in samples)
     assert space.contains("I WANT TO ANSWER:\ndef f(): return '漢字'") and not space.contains(b"bytes")
     assert not UnicodeText(max_length=3).contains("four")
+
+
+def test_astep_runs_many_episodes_concurrently_through_a_real_http_simulator(
+    bundled_tasks: list[Task], scorer: BackendScorer
+) -> None:
+    import asyncio
+    import threading
+    import time
+
+    lock, in_flight, most = threading.Lock(), [0], [0]
+
+    def human(request: dict[str, object]) -> str:
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+        time.sleep(0.3)
+        with lock:
+            in_flight[0] -= 1
+        return "Keep the order."
+
+    with StubOpenAIServer(default=human) as server:
+        envs = [
+            BackendEnv(
+                tasks=bundled_tasks,
+                simulator="openai:stub-human",
+                simulator_options={"base_url": server.base_url, "api_key": "k"},
+                scorer=scorer,
+            )
+            for _ in range(8)
+        ]
+
+        async def episode(env: BackendEnv, i: int) -> tuple[float, dict[str, object]]:
+            env.reset(options={"task_id": bundled_tasks[i].task_id})
+            obs, reward, terminated, _, _ = await env.astep("Should I keep the order?")
+            assert obs == "Keep the order." and not terminated and reward == 0.0
+            _, reward, terminated, _, info = await env.astep("I WANT TO ANSWER:\n" + bundled_tasks[i].ground_truth)
+            assert terminated
+            return reward, info
+
+        async def main() -> list[tuple[float, dict[str, object]]]:
+            return await asyncio.gather(*(episode(env, i) for i, env in enumerate(envs)))
+
+        results = asyncio.run(main())
+    assert [reward for reward, _ in results] == [1.0] * 8
+    assert [info["task_id"] for _, info in results] == [t.task_id for t in bundled_tasks[:8]]
+    assert len(server.requests) == 8
+    # The simulator calls overlapped: the human was asked by several episodes at once.
+    assert most[0] > 1, most[0]

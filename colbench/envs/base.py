@@ -7,6 +7,7 @@ errors raised and leaving the episode as it was) lives here once.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -135,22 +136,47 @@ class ColbenchEnv(gym.Env[str, str]):
         return agent_prompt(task, self.max_turns), self._info()
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        episode = self._check_step(action)
+        # Everything that can fail runs before the episode changes, so a step that raised can be retried.
+        turn = self._agent_turn(episode, action)
+        if self._is_final(episode, action):
+            return self._ended(episode, turn, self._finish(episode, turn))
+        return self._answered(episode, turn, self._human_reply(episode, turn))
+
+    async def astep(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """``step`` for asyncio harnesses: the simulator is awaited, scoring runs in a worker thread.
+
+        Many episodes (one env each) can step concurrently on one event loop; the contract is ``step``'s.
+        """
+        episode = self._check_step(action)
+        turn = await self._aagent_turn(episode, action)
+        if self._is_final(episode, action):
+            return self._ended(episode, turn, await asyncio.to_thread(self._finish, episode, turn))
+        return self._answered(episode, turn, await self._ahuman_reply(episode, turn))
+
+    def _check_step(self, action: str) -> Episode:
         episode = self._require_episode()
         if episode.done:
             raise ColbenchError("episode is over: call reset() to start a new one")
         if not isinstance(action, str):
             raise ConfigError(f"action must be a str, got {type(action).__name__}")
-        # Everything that can fail runs before the episode changes, so a step that raised can be retried.
-        answered = ANSWER_MARKER in action
-        turn = self._agent_turn(episode, action)
-        if answered or episode.agent_turns + 1 >= self.max_turns:
-            reward, details = self._finish(episode, turn)
-            episode.dialogue.append(turn)
-            episode.done = True
-            info = self._info()
-            info.update(termination="answered" if answered else "turn_limit", answer=action, **details)
-            return "", reward, True, False, info
-        reply = self._human_reply(episode, turn)
+        return episode
+
+    def _is_final(self, episode: Episode, action: str) -> bool:
+        return ANSWER_MARKER in action or episode.agent_turns + 1 >= self.max_turns
+
+    def _ended(
+        self, episode: Episode, turn: Turn, scored: tuple[float, dict[str, Any]]
+    ) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        reward, details = scored
+        episode.dialogue.append(turn)
+        episode.done = True
+        info = self._info()
+        answered = ANSWER_MARKER in turn.text
+        info.update(termination="answered" if answered else "turn_limit", answer=turn.text, **details)
+        return "", reward, True, False, info
+
+    def _answered(self, episode: Episode, turn: Turn, reply: SimReply) -> tuple[str, float, bool, bool, dict[str, Any]]:
         episode.usage.add(reply.usage)
         episode.dialogue += [turn, Turn("human", reply.text)]
         self._turn_done(episode, turn)
@@ -164,8 +190,14 @@ class ColbenchEnv(gym.Env[str, str]):
         """The agent's turn as the simulator sees it (must not change the episode)."""
         return Turn("agent", action)
 
+    async def _aagent_turn(self, episode: Episode, action: str) -> Turn:
+        return self._agent_turn(episode, action)
+
     def _human_reply(self, episode: Episode, turn: Turn) -> SimReply:
         return self.simulator.reply(episode.task, [*episode.dialogue, turn])
+
+    async def _ahuman_reply(self, episode: Episode, turn: Turn) -> SimReply:
+        return await self.simulator.areply(episode.task, [*episode.dialogue, turn])
 
     def _turn_done(self, episode: Episode, turn: Turn) -> None:
         """Called once a non-final turn has been answered (the step can no longer fail)."""
