@@ -1,0 +1,133 @@
+"""Agents: whatever writes the agent's turns. One protocol, sync and async, and a spec string per kind.
+
+An agent is stateless between calls: the harness keeps the conversation and passes all of it each turn (the env's
+observations as ``user`` messages, the agent's earlier turns as ``assistant`` messages), so one agent object serves
+any number of concurrent episodes. ``EpisodeContext`` says which task and turn it is; honest agents ignore it (it
+carries no hidden information), scripted ones for tests use it.
+
+Specs (the CLI's ``--agent``): ``openai:MODEL`` (any OpenAI-compatible endpoint), ``local`` (the embedded model),
+``module.path:Attr`` (a third-party agent: an ``Agent`` object, or a class / factory called with the agent
+options), ``scripted:reference`` (answers with the task's reference at once: the ceiling check),
+``scripted:ask`` (asks a question every turn, never answers: the turn cap path), ``scripted:empty`` (answers nothing).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from colbench.envs.base import ANSWER_MARKER
+from colbench.errors import ConfigError
+from colbench.llm import LLMClient, Message, Usage, endpoint_from_spec
+from colbench.tasks import Domain, Task
+
+AGENT_SPECS = "'openai:MODEL', 'local', 'module.path:Attr' or 'scripted:reference|ask|empty'"
+
+
+@dataclass(frozen=True)
+class EpisodeContext:
+    """Where a call falls: never hidden information."""
+
+    task_id: str
+    domain: Domain
+    turn: int  # 1-based: the agent turn being written
+    max_turns: int
+    trial: int = 0
+
+
+@dataclass(frozen=True)
+class AgentReply:
+    text: str
+    usage: Usage = field(default_factory=Usage)
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """Writes the next agent turn given the whole conversation so far (first message: the task prompt)."""
+
+    name: str
+
+    def act(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply: ...
+
+    async def aact(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply: ...
+
+
+class ChatAgent:
+    """A chat model behind any OpenAI-compatible endpoint; sampling settings live in its ``Endpoint``."""
+
+    def __init__(self, client: LLMClient, *, system_prompt: str | None = None) -> None:
+        self.client = client
+        self.system_prompt = system_prompt
+        self.name = client.endpoint.model
+
+    def _messages(self, messages: Sequence[Message]) -> list[Message]:
+        if not messages or messages[-1].get("role") != "user":
+            raise ConfigError("the agent answers an observation: the conversation must end with a user message")
+        return [{"role": "system", "content": self.system_prompt}, *messages] if self.system_prompt else [*messages]
+
+    def act(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
+        reply = self.client.chat(self._messages(messages))
+        return AgentReply(reply.text, reply.usage)
+
+    async def aact(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
+        reply = await self.client.achat(self._messages(messages))
+        return AgentReply(reply.text, reply.usage)
+
+
+class ScriptedAgent:
+    """Test agents: ``reference`` answers with the task's reference solution in its first turn (scores the
+    maximum: a ceiling check of the whole pipeline), ``ask`` only asks questions (runs into the turn cap),
+    ``empty`` answers nothing useful at once."""
+
+    MODES = ("reference", "ask", "empty")
+
+    def __init__(self, mode: str, tasks: Sequence[Task] = ()) -> None:
+        if mode not in self.MODES:
+            raise ConfigError(f"unknown scripted agent {mode!r}; expected one of {', '.join(self.MODES)}")
+        self.mode = mode
+        self.name = f"scripted:{mode}"
+        self._tasks = {t.task_id: t for t in tasks}
+
+    def act(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
+        if self.mode == "ask":
+            return AgentReply(f"Question {context.turn}: could you tell me more about what you need?")
+        if self.mode == "empty":
+            return AgentReply(f"{ANSWER_MARKER}\n")
+        task = self._tasks.get(context.task_id)
+        if task is None:
+            raise ConfigError(f"scripted:reference agent has no task {context.task_id!r} (give it the task list)")
+        return AgentReply(f"{ANSWER_MARKER}\n{task.ground_truth}")
+
+    async def aact(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
+        return self.act(messages, context)
+
+
+def make_agent(spec: str, *, tasks: Sequence[Task] = (), options: Mapping[str, Any] | None = None) -> Agent:
+    """Build an agent from a spec string (see the module docstring); ``options`` are endpoint fields
+    (``base_url``, ``api_key``, ``temperature``, ``max_tokens``, ``extra_body``, ...) or a plug-in's arguments."""
+    options = dict(options or {})
+    if spec.startswith("scripted:"):
+        return ScriptedAgent(spec.partition(":")[2], tasks)
+    if spec == "local" or spec.startswith("local:") or spec.startswith("openai:"):
+        system = options.pop("system_prompt", None)
+        return ChatAgent(LLMClient(endpoint_from_spec(spec, "agent", **options)), system_prompt=system)
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"bad agent spec {spec!r}: expected {AGENT_SPECS}")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"agent spec {spec!r}: cannot import module {module_name!r}: {exc}") from exc
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise ConfigError(f"agent spec {spec!r}: module {module_name!r} has no attribute {attr!r}")
+        target = getattr(target, part)
+    agent = target(**options) if inspect.isclass(target) or inspect.isfunction(target) else target
+    if options and agent is target:
+        raise ConfigError(f"agent spec {spec!r} names an object, not a class or factory: it takes no options")
+    if not isinstance(agent, Agent):
+        raise ConfigError(f"agent spec {spec!r} gave a {type(agent).__name__}, which lacks name/act/aact of Agent")
+    return agent

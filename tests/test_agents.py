@@ -1,0 +1,86 @@
+"""Agents: the chat agent through the real openai client and a stub server, scripted agents, plug-ins by spec."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from openai_stub import StubOpenAIServer
+
+from colbench.agents import Agent, ChatAgent, EpisodeContext, ScriptedAgent, make_agent
+from colbench.errors import ConfigError
+from colbench.tasks import Task
+
+CTX = EpisodeContext(task_id="t1", domain="backend", turn=2, max_turns=10)
+TASK = Task(
+    "t1",
+    "backend",
+    "Add two numbers. def add(a, b):",
+    "def add(a, b):\n    return a + b\n",
+    "",
+    (("test1", "add(1, 2)"),),
+)
+
+
+def test_chat_agent_sends_the_conversation_and_sampling_settings() -> None:
+    with StubOpenAIServer(default=lambda request: "What types are a and b?") as server:
+        agent = make_agent(
+            "openai:policy",
+            options={
+                "base_url": server.base_url,
+                "api_key": "k",
+                "temperature": 0.7,
+                "max_tokens": 64,
+                "extra_body": {"top_k": 5},
+                "system_prompt": "Be brief.",
+            },
+        )
+        assert isinstance(agent, ChatAgent) and isinstance(agent, Agent) and agent.name == "policy"
+        conversation = [
+            {"role": "user", "content": "task"},
+            {"role": "assistant", "content": "q?"},
+            {"role": "user", "content": "a."},
+        ]
+        reply = agent.act(conversation, CTX)
+        assert reply.text == "What types are a and b?" and reply.usage.calls == 1
+        again = asyncio.run(agent.aact(conversation, CTX))
+        assert again.text == reply.text
+    request = server.requests[0]
+    assert request["messages"] == [{"role": "system", "content": "Be brief."}, *conversation]
+    assert request["temperature"] == 0.7 and request["max_tokens"] == 64 and request["top_k"] == 5
+    with pytest.raises(ConfigError, match="end with a user message"):
+        agent.act(conversation[:2], CTX)
+
+
+def test_scripted_agents() -> None:
+    reference = make_agent("scripted:reference", tasks=[TASK])
+    assert reference.act([], CTX).text == "I WANT TO ANSWER:\n" + TASK.ground_truth
+    assert "Question 2" in make_agent("scripted:ask").act([], CTX).text
+    assert make_agent("scripted:empty").act([], CTX).text.strip() == "I WANT TO ANSWER:"
+    with pytest.raises(ConfigError, match="no task 't9'"):
+        ScriptedAgent("reference").act([], EpisodeContext("t9", "backend", 1, 10))
+    with pytest.raises(ConfigError, match="unknown scripted agent"):
+        make_agent("scripted:genius")
+
+
+def test_plugins_by_module_path() -> None:
+    built = make_agent("plugins.echo_agent:EchoAgent", options={"prefix": "hi"})
+    assert built.name == "echo-hi" and built.act([{"role": "user", "content": "hello"}], CTX).text == "hi 2: hello"
+    assert make_agent("plugins.echo_agent:INSTANCE").name == "echo-ready"
+
+
+@pytest.mark.parametrize(
+    ("spec", "options", "message"),
+    [
+        ("plugins.nowhere:Agent", None, "cannot import module"),
+        ("plugins.echo_agent:Missing", None, "has no attribute"),
+        ("plugins.echo_agent:NOT_AN_AGENT", None, "lacks name/act/aact"),
+        ("plugins.echo_agent:INSTANCE", {"prefix": "x"}, "takes no options"),
+        ("gpt-4o", None, "bad agent spec"),
+        ("openai:", None, "bad agent spec"),
+    ],
+)
+def test_bad_agent_specs_are_one_line_errors(spec: str, options: dict[str, str] | None, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        make_agent(spec, options=options)
+    assert "\n" not in str(caught.value)
