@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 Message = Mapping[str, Any]
 
-SPEC_FORMS = "'openai:MODEL'"
+SPEC_FORMS = "'openai:MODEL', 'local' or 'local:PATH.gguf'"
 _PLACEHOLDER_KEY = "EMPTY"  # local servers need no key, but the openai client refuses to start without one
 _RETRY_STATUS = frozenset({408, 409, 429})  # plus every 5xx
 
@@ -74,14 +74,19 @@ class Endpoint:
 
 
 def endpoint_from_spec(spec: str, role: str, **overrides: Any) -> Endpoint:
-    """Build an endpoint from ``openai:MODEL``.
+    """Build an endpoint from ``openai:MODEL``, ``local`` or ``local:PATH.gguf``.
 
     ``base_url`` / ``api_key`` come from explicit overrides (``None`` means not given), else
     ``COLBENCH_<ROLE>_BASE_URL`` / ``COLBENCH_<ROLE>_API_KEY``, else ``OPENAI_BASE_URL`` /
     ``OPENAI_API_KEY``, so an agent and a simulator can live on different servers. Other overrides set
-    :class:`Endpoint` fields.
+    :class:`Endpoint` fields. ``local`` starts (once per process) the embedded model's server and points at it:
+    see :mod:`colbench.local_model`.
     """
     kind, sep, model = spec.partition(":")
+    if kind == "local":
+        from colbench.local_model import endpoint_from_local_spec  # the optional extra, loaded only when asked for
+
+        return endpoint_from_local_spec(spec, role, **overrides)
     if kind != "openai" or not sep or not model.strip():
         raise ConfigError(f"bad {role} spec {spec!r}: expected {SPEC_FORMS}")
     known = {f.name for f in dataclasses.fields(Endpoint)} - {"model"}

