@@ -26,7 +26,7 @@ from colbench.errors import ConfigError
 from colbench.llm import LLMClient, Usage, endpoint_from_spec
 from colbench.tasks import Domain, Task
 
-SIMULATOR_SPECS = "'openai:MODEL' or 'scripted'"
+SIMULATOR_SPECS = "'openai:MODEL', 'local', 'local:PATH.gguf' or 'scripted'"
 DEFAULT_SCRIPTED_REPLY = "I don't know."
 
 
@@ -228,11 +228,12 @@ def make_simulator(
     base URL / key resolution; ``endpoint_overrides`` are :class:`~colbench.llm.Endpoint` fields) and caches
     replies under ``cache_dir`` when given; for the frontend it is a vision model (``image_mode`` picks how the
     pages are shown, see :class:`colbench.envs.frontend.simulator.PageSimulator`). ``scripted`` always answers
-    "I don't know." (offline checks). An embedded local model (``local``) is a further branch here.
+    "I don't know." (offline checks). ``local`` / ``local:PATH.gguf`` is the embedded model, served once per process
+    (:mod:`colbench.local_model`) and used like ``openai:MODEL``.
     """
     if spec == "scripted":
         return ScriptedSimulator([])
-    if spec.startswith("openai:"):
+    if spec.startswith("openai:") or spec == "local" or spec.startswith("local:"):
         page_options = {k: endpoint_overrides.pop(k) for k in ("image_mode",) if k in endpoint_overrides}
         endpoint = endpoint_from_spec(spec, "simulator", **endpoint_overrides)
         cache = ResponseCache(Path(cache_dir) / "simulator.sqlite") if cache_dir is not None else None
