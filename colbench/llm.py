@@ -67,6 +67,12 @@ class Endpoint:
     temperature: float = 0.0
     max_tokens: int | None = None
     extra_body: Mapping[str, Any] | None = None
+    # HTTP connections to keep open at once (None: the openai client's pool, 1000 connections of which 100 stay
+    # alive); a harness running N requests at once sets N so the pool never queues or churns them.
+    max_connections: int | None = None
+    # An empty completion (choices present, content empty or null) is a reply, returned as "", not a fault to
+    # retry: set for agents, whose silence is their own (wrong) answer rather than an endpoint failure.
+    accept_empty: bool = False
 
     @property
     def where(self) -> str:
@@ -190,7 +196,7 @@ class LLMClient:
     def _sync_client(self) -> openai.OpenAI:
         with self._lock:
             if self._sync is None:
-                self._sync = openai.OpenAI(**self._client_kwargs())
+                self._sync = openai.OpenAI(**self._client_kwargs(), **self._pool(asynchronous=False))
             return self._sync
 
     def _async_client(self) -> openai.AsyncOpenAI:
@@ -199,7 +205,7 @@ class LLMClient:
         loop = asyncio.get_running_loop()
         with self._lock:
             if self._async is None or self._async[0] is not loop:
-                self._async = (loop, openai.AsyncOpenAI(**self._client_kwargs()))
+                self._async = (loop, openai.AsyncOpenAI(**self._client_kwargs(), **self._pool(asynchronous=True)))
             return self._async[1]
 
     def _client_kwargs(self) -> dict[str, Any]:
@@ -210,6 +216,15 @@ class LLMClient:
             "timeout": ep.timeout_s,
             "max_retries": 0,
         }
+
+    def _pool(self, *, asynchronous: bool) -> dict[str, Any]:
+        """An HTTP client whose pool holds ``max_connections`` (none given: the openai client's default pool)."""
+        n = self.endpoint.max_connections
+        if n is None:
+            return {}
+        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=n, max_keepalive_connections=n)
+        factory = openai.DefaultAsyncHttpxClient if asynchronous else openai.DefaultHttpxClient
+        return {"http_client": factory(limits=limits, timeout=self.endpoint.timeout_s)}
 
     def _create_kwargs(self, messages: Sequence[Message]) -> dict[str, Any]:
         request = self.request(messages)
@@ -242,6 +257,8 @@ class LLMClient:
         text = getattr(message, "content", None)
         finish = getattr(choices[0], "finish_reason", None)
         if not isinstance(text, str) or not text.strip():
+            if self.endpoint.accept_empty and message is not None:
+                return ChatReply(text=text or "", usage=dataclasses.replace(spent), finish_reason=finish)
             raise _Unusable(f"reply has empty content (finish_reason={finish})")
         return ChatReply(text=text, usage=dataclasses.replace(spent), finish_reason=finish)
 
