@@ -8,6 +8,7 @@ import gymnasium as gym
 # envs get no TimeLimit wrapper: max_episode_steps would report it as truncation.
 ENV_IDS = {
     "ColBench-Backend-v0": "colbench.envs.backend.env:BackendEnv",
+    "ColBench-Frontend-v0": "colbench.envs.frontend.env:FrontendEnv",
 }
 
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
-from gymnasium.utils.env_checker import check_env
 from openai_stub import StubOpenAIServer
 
 import colbench
 from colbench.envs.backend.env import BackendEnv
 from colbench.errors import ColbenchError, ConfigError, LLMError
-from colbench.registration import ENV_IDS
 from colbench.scoring.backend import BackendScorer
 from colbench.simulator import ScriptedSimulator
 from colbench.spaces import UnicodeText
@@ -20,13 +18,6 @@ from colbench.tasks import Task
 @pytest.fixture
 def env_kwargs(bundled_tasks: list[Task], scorer: BackendScorer) -> dict[str, object]:
     return {"tasks": bundled_tasks, "simulator": ScriptedSimulator(["Return an empty list then."]), "scorer": scorer}
-
-
-@pytest.mark.parametrize("env_id", sorted(ENV_IDS))
-def test_check_env_on_every_registered_id(env_id: str, env_kwargs: dict[str, object]) -> None:
-    env = gym.make(env_id, **env_kwargs)
-    check_env(env.unwrapped, skip_render_check=False)
-    env.close()
 
 
 def test_namespaced_id_without_import(env_kwargs: dict[str, object]) -> None:

@@ -1,0 +1,172 @@
+"""``ColBench-Frontend-v0``: design a Tailwind page with a simulated human who sees it, scored by CLIP similarity."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from colbench.envs.base import MAX_TURNS, ColbenchEnv, Episode
+from colbench.errors import InfraError
+from colbench.render import Renderer, RenderResult
+from colbench.scoring.embed import Embedder, make_embedder
+from colbench.scoring.frontend import FrontendScorer
+from colbench.scoring.html import extract_html
+from colbench.simulator import SimReply, Simulator, Turn
+from colbench.tasks import Task
+
+DEFAULT_TASKS = "frontend-test"
+
+_shared_lock = threading.Lock()
+_shared_renderer: Renderer | None = None
+_shared_embedders: dict[str, Embedder] = {}
+
+
+def shared_renderer() -> Renderer:
+    """One browser per process for every frontend env (Chromium is heavy; renders are isolated per page)."""
+    global _shared_renderer
+    with _shared_lock:
+        if _shared_renderer is None:
+            _shared_renderer = Renderer()
+            atexit.register(_shared_renderer.close)
+        return _shared_renderer
+
+
+def shared_embedder(spec: str) -> Embedder:
+    """One loaded model per embedder spec per process."""
+    with _shared_lock:
+        if spec not in _shared_embedders:
+            _shared_embedders[spec] = make_embedder(spec)
+        return _shared_embedders[spec]
+
+
+@dataclass
+class _PageEpisode(Episode):
+    page_html: str | None = None
+    page: RenderResult | None = None
+    reference: RenderResult | None = None
+
+
+class FrontendEnv(ColbenchEnv):
+    """Each agent turn may hold one HTML page (``colbench.scoring.html.extract_html`` finds it); the page is
+    rendered and the simulated human, who sees it next to the reference page, says what differs. The episode ends
+    at ``I WANT TO ANSWER:`` or at the ``max_turns``-th agent turn; the answer is the last page the agent produced
+    (in that turn or earlier), and the reward is its similarity to the reference (``colbench.scoring.frontend``:
+    no page or a page that fails to render scores the floor, 0). Infrastructure failures (Chromium, the
+    embedder, the reference page itself, the LLM endpoint) raise ``InfraError``: they are never a reward.
+
+    ``simulator`` is a spec (``openai:MODEL``, a vision model; ``local`` / ``image_mode="html"`` for text-only
+    models; ``scripted``) completed by ``simulator_options``, or any ``Simulator``. ``embedder`` is an
+    embedder spec (``clip``, ``clip-center-crop``, ``clip:/path/weights``, ``test``) or an ``Embedder``.
+    """
+
+    domain = "frontend"
+    default_tasks = DEFAULT_TASKS
+
+    def __init__(
+        self,
+        tasks: str | Sequence[Task] = DEFAULT_TASKS,
+        simulator: str | Simulator = "scripted",
+        embedder: str | Embedder = "clip",
+        *,
+        renderer: Renderer | None = None,
+        simulator_options: dict[str, Any] | None = None,
+        max_turns: int = MAX_TURNS,
+        expose_hidden: bool = False,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__(
+            tasks,
+            simulator,
+            simulator_options=simulator_options,
+            max_turns=max_turns,
+            expose_hidden=expose_hidden,
+            render_mode=render_mode,
+        )
+        self._embedder_spec = embedder
+        self._renderer = renderer
+        self._scorer: FrontendScorer | None = None
+        self._pending: tuple[str, RenderResult] | None = None
+
+    @property
+    def renderer(self) -> Renderer:
+        if self._renderer is None:
+            self._renderer = shared_renderer()
+        return self._renderer
+
+    @property
+    def scorer(self) -> FrontendScorer:
+        if self._scorer is None:
+            spec = self._embedder_spec
+            embedder = shared_embedder(spec) if isinstance(spec, str) else spec
+            self._scorer = FrontendScorer(self.renderer, embedder)
+        return self._scorer
+
+    @property
+    def page_png(self) -> bytes | None:
+        """The screenshot of the agent's latest page (None before the first page or when it failed to render)."""
+        episode = self._episode
+        return episode.page.png if isinstance(episode, _PageEpisode) and episode.page is not None else None
+
+    # -- the domain's rules ------------------------------------------------------------------------------------
+    def _new_episode(self, task: Task) -> Episode:
+        self._pending = None
+        return _PageEpisode(task=task)
+
+    def _agent_turn(self, episode: Episode, action: str) -> Turn:
+        # The page is rendered once, here; it becomes the episode's page only when the step completes.
+        html = extract_html(action)
+        self._pending = None if html is None else (html, self.renderer.render(html))
+        return Turn("agent", action, image=None if self._pending is None else self._pending[1].png)
+
+    async def _aagent_turn(self, episode: Episode, action: str) -> Turn:
+        html = extract_html(action)
+        self._pending = None if html is None else (html, await self.renderer.render_async(html))
+        return Turn("agent", action, image=None if self._pending is None else self._pending[1].png)
+
+    def _human_reply(self, episode: Episode, turn: Turn) -> SimReply:
+        assert isinstance(episode, _PageEpisode)
+        reference = self._reference(episode)
+        return self.simulator.reply(episode.task, [*episode.dialogue, turn], reference_image=reference.png)
+
+    async def _ahuman_reply(self, episode: Episode, turn: Turn) -> SimReply:
+        assert isinstance(episode, _PageEpisode)
+        if episode.reference is None:
+            await asyncio.to_thread(self._reference, episode)
+        reference = self._reference(episode)
+        return await self.simulator.areply(episode.task, [*episode.dialogue, turn], reference_image=reference.png)
+
+    def _turn_done(self, episode: Episode, turn: Turn) -> None:
+        assert isinstance(episode, _PageEpisode)
+        if self._pending is not None:
+            episode.page_html, episode.page = self._pending
+
+    def _finish(self, episode: Episode, turn: Turn) -> tuple[float, dict[str, Any]]:
+        assert isinstance(episode, _PageEpisode)
+        page_html, page = self._pending if self._pending is not None else (episode.page_html, episode.page)
+        score = self.scorer.score_rendered(episode.task, page)
+        if score.status == "infra_error":
+            raise InfraError(f"frontend task {episode.task.task_id}: {score.error}")
+        episode.page_html, episode.page = page_html, page
+        return score.similarity, {"score": score.details(), "similarity": score.similarity, "answer_html": page_html}
+
+    def _reference(self, episode: _PageEpisode) -> RenderResult:
+        if episode.reference is None:
+            reference = self.renderer.render(episode.task.ground_truth, cache=True)
+            if reference.png is None:
+                raise InfraError(
+                    f"frontend task {episode.task.task_id}: the reference page did not render "
+                    f"({reference.status}: {reference.error or 'no details'})"
+                )
+            episode.reference = reference
+        return episode.reference
+
+    def _info(self) -> dict[str, Any]:
+        info = super()._info()
+        episode = self._require_episode()
+        assert isinstance(episode, _PageEpisode)
+        info["has_page"] = episode.page_html is not None
+        return info

@@ -1,0 +1,37 @@
+"""Every registered env id passes Gymnasium's checker with offline parts (scripted human, local sandbox, test embedder)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import colbench  # noqa: F401 (registers the ids)
+from colbench.hub import resolve_tasks
+from colbench.registration import ENV_IDS
+from colbench.simulator import ScriptedSimulator
+from colbench.tasks import Task
+
+
+def offline_kwargs(env_id: str, request: pytest.FixtureRequest) -> dict[str, object]:
+    human = ScriptedSimulator(["Make it simpler."])
+    if env_id == "ColBench-Backend-v0":
+        tasks: list[Task] = request.getfixturevalue("bundled_tasks")
+        return {"tasks": tasks, "simulator": human, "scorer": request.getfixturevalue("scorer")}
+    if env_id == "ColBench-Frontend-v0":
+        request.applymarker(pytest.mark.browser)
+        return {
+            "tasks": resolve_tasks("frontend-sample"),
+            "simulator": human,
+            "embedder": "test",  # the process's shared renderer: gym deep-copies kwargs, a browser cannot be copied
+        }
+    raise AssertionError(f"{env_id} is registered but has no offline configuration in this test: add one")
+
+
+@pytest.mark.parametrize("env_id", sorted(ENV_IDS))
+def test_check_env_on_every_registered_id(env_id: str, request: pytest.FixtureRequest) -> None:
+    env = gym.make(env_id, **offline_kwargs(env_id, request))
+    check_env(env.unwrapped, skip_render_check=False)
+    obs, info = env.reset(seed=1)
+    assert isinstance(obs, str) and info["turn"] == 0
+    env.close()
