@@ -103,6 +103,76 @@ def cmd_tasks_build_frontend(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- eval -------------------------------------------------------------------------------------------------------
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Run an agent with a simulated human on tasks into a run directory (docs/evaluation.md, docs/run-format.md)."""
+    from colbench.eval import EndpointLimits, EvalConfig, run_eval
+
+    agent_options, simulator_options = _endpoint_options(args, "agent"), _endpoint_options(args, "simulator")
+    if args.simulator_image_mode:
+        simulator_options["image_mode"] = args.simulator_image_mode
+    given = {name: getattr(args, name) for name in ("tasks", "limit", "max_turns", "max_consecutive_errors")}
+    config = EvalConfig(
+        env_id=args.env,
+        agent=args.agent,
+        simulator=args.simulator,
+        out=args.out,
+        trials=args.trials,
+        concurrency=args.concurrency,
+        resume=args.resume,
+        sandbox=args.sandbox,
+        embedder=args.embedder,
+        agent_options=agent_options,
+        simulator_options=simulator_options,
+        agent_limits=EndpointLimits(args.agent_rpm, args.agent_max_concurrency),
+        simulator_limits=EndpointLimits(args.simulator_rpm, args.simulator_max_concurrency),
+        progress="off" if args.quiet else "auto",
+        runtime={
+            f"{role}_api_key_env": getattr(args, f"{role}_api_key_env")
+            for role in ("agent", "simulator")
+            if getattr(args, f"{role}_api_key_env")
+        },
+        **{name: value for name, value in given.items() if value is not None},
+    )
+    result = run_eval(config, stderr=sys.stderr)
+    print(result.summary_line())
+    if result.interrupted:
+        print(f"colbench: interrupted: finished episodes are kept in {result.out}; --resume continues", file=sys.stderr)
+    return result.exit_code
+
+
+def _endpoint_options(args: argparse.Namespace, role: str) -> dict[str, Any]:
+    """Endpoint fields given on the command line for ``role``; the API key is read from the named variable."""
+    from colbench.errors import ConfigError
+
+    options: dict[str, Any] = {}
+    key_env = getattr(args, f"{role}_api_key_env")
+    if key_env:
+        key = os.environ.get(key_env)
+        if not key:
+            raise ConfigError(f"--{role}-api-key-env: the environment variable {key_env} is not set or empty")
+        options["api_key"] = key
+    for flag, name in (
+        ("base_url", "base_url"),
+        ("temperature", "temperature"),
+        ("max_tokens", "max_tokens"),
+        ("timeout", "timeout_s"),
+        ("max_retries", "max_retries"),
+    ):
+        value = getattr(args, f"{role}_{flag}")
+        if value is not None:
+            options[name] = value
+    extra = getattr(args, f"{role}_extra_body")
+    if extra is not None:
+        try:
+            options["extra_body"] = json.loads(extra)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--{role}-extra-body: not valid JSON ({exc.msg}, column {exc.colno})") from None
+        if not isinstance(options["extra_body"], dict):
+            raise ConfigError(f"--{role}-extra-body must be a JSON object, got {extra!r}")
+    return options
+
+
 # -- score ------------------------------------------------------------------------------------------------------
 def cmd_score_backend(args: argparse.Namespace) -> int:
     from colbench.sandbox import make_sandbox
@@ -186,6 +256,59 @@ def build_parser() -> argparse.ArgumentParser:
     build_frontend.add_argument("--out", required=True, metavar="FILE.jsonl")
     build_frontend.add_argument("--revision", help="a WebSight commit, branch or tag instead of the pinned commit")
     build_frontend.set_defaults(func=cmd_tasks_build_frontend)
+
+    ev = sub.add_parser("eval", help="run an agent with a simulated human on tasks; results go to a run directory")
+    ev.add_argument("--env", required=True, metavar="ENV_ID", help="ColBench-Backend-v0 | ColBench-Frontend-v0")
+    ev.add_argument(
+        "--agent",
+        required=True,
+        metavar="SPEC",
+        help="openai:MODEL | local | module.path:Attr | scripted:reference|ask|empty",
+    )
+    ev.add_argument("--simulator", required=True, metavar="SPEC", help="openai:MODEL | local | scripted")
+    ev.add_argument(
+        "--tasks", metavar="FILE_OR_SPLIT", help="a task JSONL file or split (default: the env's test split)"
+    )
+    ev.add_argument("--limit", type=int, metavar="N", help="only the first N tasks, in file order")
+    ev.add_argument("--trials", type=int, default=1, metavar="K", help="episodes per task (default 1)")
+    ev.add_argument("--concurrency", type=int, default=8, metavar="C", help="episodes at once (default 8)")
+    ev.add_argument("--out", required=True, metavar="DIR", help="the run directory (docs/run-format.md)")
+    ev.add_argument("--resume", action="store_true", help="continue the run in DIR (same configuration)")
+    ev.add_argument("--max-turns", type=int, metavar="N", help="agent turns per episode (default 10)")
+    ev.add_argument(
+        "--sandbox", default="auto", help="backend: auto (Docker when available, else local) | docker | local"
+    )
+    ev.add_argument("--embedder", default="clip", help="frontend: clip | clip-center-crop | clip:PATH | test")
+    ev.add_argument(
+        "--max-consecutive-errors",
+        type=int,
+        metavar="N",
+        help="stop scheduling after N infrastructure errors in a row (default max(20, 2C); 0: never)",
+    )
+    ev.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    for role in ("agent", "simulator"):
+        group = ev.add_argument_group(f"{role} endpoint (openai:/local specs)")
+        group.add_argument(
+            f"--{role}-base-url", metavar="URL", help=f"else $COLBENCH_{role.upper()}_BASE_URL, $OPENAI_BASE_URL"
+        )
+        group.add_argument(
+            f"--{role}-api-key-env",
+            metavar="NAME",
+            help="the NAME of an environment variable holding the key (never the key itself)",
+        )
+        group.add_argument(f"--{role}-temperature", type=float, metavar="T", help="default 0")
+        group.add_argument(f"--{role}-max-tokens", type=int, metavar="N")
+        group.add_argument(f"--{role}-extra-body", metavar="JSON", help="extra fields of every request (a JSON object)")
+        group.add_argument(f"--{role}-timeout", type=float, metavar="S", help="seconds per request")
+        group.add_argument(
+            f"--{role}-max-retries", type=int, metavar="N", help="retries on 429/5xx/timeouts (default 6)"
+        )
+        group.add_argument(f"--{role}-rpm", type=float, metavar="R", help="requests per minute (token bucket)")
+        group.add_argument(f"--{role}-max-concurrency", type=int, metavar="N", help="requests in flight at most")
+    ev.add_argument(
+        "--simulator-image-mode", choices=("image", "html"), help="frontend: show the pages as images or HTML"
+    )
+    ev.set_defaults(func=cmd_eval)
 
     score = sub.add_parser("score", help="score answers offline").add_subparsers(dest="domain", required=True)
     backend = score.add_parser("backend", help="score Python answers with the tasks' unit tests")
