@@ -1,0 +1,34 @@
+"""``colbench report``: leaderboards, token costs and per-run HTML reports from run directories.
+
+``load_run`` reads a run directory (docs/run-format.md), ``build_report`` turns runs into leaderboard tables
+(``Report.text()`` / ``Report.markdown()``), ``write_run_report`` writes ``DIR/report.html``. docs/report.md says
+how to read the numbers.
+"""
+
+from __future__ import annotations
+
+from colbench.report.costs import Price, Prices, RoleCost, load_prices, role_costs
+from colbench.report.html import render_run, write_run_report
+from colbench.report.leaderboard import FRONTEND_SUCCESS_THRESHOLD, Report, Row, Table, build_report
+from colbench.report.rundir import EpisodeRecord, Run, Usage, load_run
+from colbench.report.stats import Estimate
+
+__all__ = [
+    "FRONTEND_SUCCESS_THRESHOLD",
+    "EpisodeRecord",
+    "Estimate",
+    "Price",
+    "Prices",
+    "Report",
+    "RoleCost",
+    "Row",
+    "Run",
+    "Table",
+    "Usage",
+    "build_report",
+    "load_prices",
+    "load_run",
+    "render_run",
+    "role_costs",
+    "write_run_report",
+]

@@ -1,0 +1,266 @@
+"""The per-run HTML report (``DIR/report.html``): one self-contained file, no scripts, no external assets.
+
+Everything that comes from the run directory (agent and simulator text above all: it is untrusted) is HTML-escaped;
+the page carries a Content-Security-Policy that forbids scripts and remote loads, as a second line of defence.
+Frontend screenshots are linked by their path relative to the run directory (``screens/...``), so the report shows
+them when opened from the run directory and stays small.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from html import escape
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import quote
+
+from colbench import __version__
+from colbench.errors import ConfigError
+from colbench.report.leaderboard import Report, Table, cost_columns, leaderboard_columns, legend
+from colbench.report.rundir import EpisodeRecord, Run
+
+REPORT_NAME = "report.html"
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' file: data:; base-uri 'none'; form-action 'none'"
+_SECRET_KEY = re.compile(r"(api[_-]?key|secret|password|passwd|authori[sz]ation|credential|^token$|access[_-]?token)")
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+
+STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;
+color:#1d2430}
+h1{font-size:1.6em}h2{margin-top:1.8em;border-bottom:1px solid #d8dde6}h3{margin-bottom:.3em}
+table{border-collapse:collapse;margin:.5em 0}th,td{border:1px solid #d8dde6;padding:.25em .6em;text-align:left;
+vertical-align:top}th{background:#f2f4f8}td.num{text-align:right;font-variant-numeric:tabular-nums}
+pre{white-space:pre-wrap;word-break:break-word;background:#f7f8fa;border:1px solid #e3e6ec;padding:.6em;margin:.3em 0}
+.meta,.legend{color:#59616e}.turn{margin:.6em 0}.role{font-weight:600;font-size:.9em}
+.agent pre{border-left:4px solid #3b6fd8}.human pre{border-left:4px solid #2f9e62}
+.ok{color:#1d7a46}.bad{color:#b42318}.infra{color:#b54708;font-weight:600}.skip{color:#8a8f98}
+section.episode{border-top:2px solid #d8dde6;margin-top:2em}img.shot{max-width:100%;border:1px solid #d8dde6}
+a.top{font-size:.85em}
+"""
+
+
+def e(value: Any) -> str:
+    """Escape anything for HTML text or a quoted attribute."""
+    return escape("" if value is None else str(value), quote=True)
+
+
+def redact(value: Any) -> Any:
+    """run.json never holds keys (docs/run-format.md); still, hide anything that looks like one before showing it."""
+    if isinstance(value, dict):
+        return {k: "[redacted]" if _SECRET_KEY.search(str(k).lower()) else redact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    if isinstance(value, str):
+        return _URL_USERINFO.sub(r"\1[redacted]@", value)
+    return value
+
+
+def _table(header: Sequence[str], body: Iterable[Sequence[str]], numeric: set[int] | None = None) -> str:
+    """A table of already-escaped cells."""
+    numeric = numeric or set()
+    head = "".join(f"<th>{h}</th>" for h in header)
+    rows = "".join(
+        "<tr>"
+        + "".join(f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(r))
+        + "</tr>"
+        for r in body
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def _plain_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    right = {i for i, h in enumerate(header) if h not in {"run", "agent", "note", "role", "model"}}
+    return _table([e(h) for h in header], [[e(c) for c in r] for r in body], right)
+
+
+def _json(value: Any) -> str:
+    return f"<pre>{e(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False))}</pre>"
+
+
+def _fmt_reward(episode: EpisodeRecord) -> str:
+    return "-" if episode.reward is None else f"{episode.reward:.3f}"
+
+
+def _status(episode: EpisodeRecord) -> str:
+    if episode.ok:
+        return '<span class="ok">ok</span>'
+    return '<span class="infra">infra_error</span>'
+
+
+def _anchor(index: int) -> str:
+    return f"ep-{index}"
+
+
+def safe_relative(path: Any) -> str | None:
+    """A screenshot path usable as a relative link inside the run directory, else None."""
+    if not isinstance(path, str) or not path or "\\" in path or ":" in path or path.startswith("/"):
+        return None
+    parts = PurePosixPath(path).parts
+    if any(p in ("..", "") for p in parts):
+        return None
+    return quote(path)
+
+
+def _dialogue(turns: Any) -> str:
+    if not isinstance(turns, list) or not turns:
+        return "<p class='meta'>no dialogue recorded</p>"
+    out = []
+    agent_turn = 0
+    for turn in turns:
+        if isinstance(turn, dict) and isinstance(turn.get("text"), str):
+            role = str(turn.get("role", "?"))
+            css = "agent" if role == "agent" else "human"
+            agent_turn += role == "agent"
+            label = f"{role} (turn {agent_turn})" if role == "agent" else role
+            out.append(f'<div class="turn {css}"><div class="role">{e(label)}</div><pre>{e(turn["text"])}</pre></div>')
+        else:
+            out.append(f'<div class="turn">{_json(turn)}</div>')
+    return "".join(out)
+
+
+def _tests(tests: Any) -> str:
+    if not isinstance(tests, list) or not tests:
+        return ""
+    body = []
+    for test in tests:
+        if not isinstance(test, dict):
+            body.append(["", e(json.dumps(test, ensure_ascii=False)), "", "", ""])
+            continue
+        if not test.get("judgeable", True):
+            verdict = '<span class="skip">not judged</span>'
+        elif test.get("passed"):
+            verdict = '<span class="ok">passed</span>'
+        else:
+            verdict = '<span class="bad">failed</span>'
+        body.append(
+            [
+                e(test.get("name")),
+                f"<code>{e(test.get('expression'))}</code>",
+                verdict,
+                e(test.get("outcome")),
+                e(test.get("detail")),
+            ]
+        )
+    return "<h4>Tests</h4>" + _table(["test", "call", "result", "outcome", "detail"], body)
+
+
+def _screenshot(run: Run, episode: EpisodeRecord) -> str:
+    path = episode.row.get("screenshot")
+    if path is None:
+        return "<p class='meta'>no screenshot recorded (no page, or the episode did not finish)</p>"
+    link = safe_relative(path)
+    if link is None:
+        return f"<p class='bad'>screenshot path {e(path)} is not a relative path inside the run directory</p>"
+    missing = "" if (run.path / str(path)).is_file() else " <span class='bad'>(file missing)</span>"
+    return (
+        f"<h4>Final page</h4><p class='meta'>{e(path)}{missing}; the reference page is not stored in the run "
+        f'directory</p><img class="shot" src="{e(link)}" alt="final page of {e(episode.task_id)}">'
+    )
+
+
+def _episode_section(run: Run, index: int, episode: EpisodeRecord) -> str:
+    row = episode.row
+    facts = [
+        ("status", _status(episode)),
+        ("reward", e(_fmt_reward(episode))),
+        ("success", e(episode.success)),
+        ("turns", e(row.get("turns"))),
+        ("termination", e(row.get("termination"))),
+        ("attempts", e(episode.attempts)),
+        ("record", e(episode.where)),
+    ]
+    if row.get("error"):
+        facts.append(("error", f"<span class='infra'>{e(row['error'])}</span>"))
+    if isinstance(row.get("timings"), dict):
+        facts.append(("timings", e(json.dumps(row["timings"], ensure_ascii=False))))
+    if isinstance(row.get("usage"), dict):
+        facts.append(("usage", e(json.dumps(row["usage"], ensure_ascii=False))))
+    parts = [
+        f'<section class="episode" id="{_anchor(index)}">',
+        f"<h3>task {e(episode.task_id)}, trial {e(episode.trial)}</h3>",
+        '<a class="top" href="#episodes">back to the episode table</a>',
+        _table(["field", "value"], [[e(k), v] for k, v in facts]),
+        "<h4>Dialogue</h4>",
+        _dialogue(row.get("dialogue")),
+        "<h4>Answer</h4>",
+        f"<pre>{e(row['answer'])}</pre>" if isinstance(row.get("answer"), str) else "<p class='meta'>no answer</p>",
+    ]
+    score = row.get("score")
+    if isinstance(score, dict):
+        parts.append(_tests(score.get("tests")))
+        rest = {k: v for k, v in score.items() if k != "tests"}
+        if rest:
+            parts += ["<h4>Score details</h4>", _json(rest)]
+    if run.domain == "frontend":
+        parts.append(_screenshot(run, episode))
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def render_run(run: Run, report: Report) -> str:
+    """The HTML text of one run's report."""
+    row = report.row_of(run)
+    label = row.label if row is not None else run.path.name
+    config = run.config
+    meta = " · ".join(
+        e(x)
+        for x in (
+            run.env_id,
+            f"{run.trials} trial(s)",
+            f"created {config.get('created', '?')}",
+            f"colbench {config.get('colbench_version', '?')}",
+        )
+    )
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{e(CSP)}">',
+        '<meta name="referrer" content="no-referrer">',
+        f"<title>colbench report: {e(label)}</title><style>{STYLE}</style></head><body>",
+        f"<h1>colbench report: {e(label)}</h1>",
+        f"<p class='meta'>{meta} · written by colbench {e(__version__)}</p>",
+        "<h2>Summary</h2>",
+    ]
+    if row is not None:
+        table = next(t for t in report.tables if row in t.rows)
+        header, body = leaderboard_columns(Table(table.domain, [row], table.reference_label))
+        parts.append(_plain_table(header, body))
+        parts.append("<ul class='legend'>" + "".join(f"<li>{e(n)}</li>" for n in legend(report)) + "</ul>")
+    for warning in run.warnings:
+        parts.append(f"<p class='infra'>{e(warning)}</p>")
+    header, body = cost_columns(report)
+    mine = [r for r in body if r[0] == label]
+    parts += ["<h2>Tokens and cost</h2>", _plain_table(header, mine)]
+    if report.prices is None:
+        parts.append("<p class='meta'>no price table (--prices): cost unknown</p>")
+    parts += ["<h2>Configuration (run.json)</h2>", _json(redact(config))]
+    episodes = run.ordered_episodes()
+    parts.append(f'<h2 id="episodes">Episodes ({len(episodes)})</h2>')
+    body_rows = [
+        [
+            f'<a href="#{_anchor(i)}">{e(ep.task_id)}</a>',
+            e(ep.trial),
+            e(_fmt_reward(ep)),
+            e(ep.row.get("turns")),
+            e(ep.row.get("termination")),
+            _status(ep),
+        ]
+        for i, ep in enumerate(episodes)
+    ]
+    parts.append(_table(["task", "trial", "reward", "turns", "termination", "status"], body_rows, {1, 2, 3}))
+    parts.append("<h2>Transcripts</h2>")
+    parts += [_episode_section(run, i, ep) for i, ep in enumerate(episodes)]
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+def write_run_report(run: Run, report: Report) -> Path:
+    """Write ``DIR/report.html``; an unwritable directory is a ``ConfigError`` naming the file."""
+    target = run.path / REPORT_NAME
+    try:
+        target.write_text(render_run(run, report), encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{target}: cannot write: {exc.strerror or exc}") from exc
+    return target

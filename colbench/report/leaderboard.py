@@ -1,0 +1,413 @@
+"""The leaderboard: one row per run, one table per domain, best first; plus tokens and cost per role.
+
+Runs that do not share an env, task set, scoring or simulator are still shown in one table (``colbench report
+runs/*`` must not fail because one run is odd), but each such row says how it differs in its note column; the
+baseline of each property is the value most runs in the table share (ties: the run named first).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from colbench.errors import ConfigError
+from colbench.report import stats
+from colbench.report.costs import Prices, RoleCost, role_costs
+from colbench.report.rundir import Run
+
+FRONTEND_SUCCESS_THRESHOLD = 0.8  # frontend "success" for the flip rate only (HAL's threshold on CLIP cosine)
+NA = "-"
+
+
+@dataclass
+class Row:
+    """One run's leaderboard entry. Backend: ``primary`` = success, ``secondary`` = tests passed (mean reward).
+    Frontend: ``primary`` = mean similarity, ``secondary`` = win rate against the reference run (if any)."""
+
+    run: Run
+    label: str
+    n_tasks: int
+    infra: int
+    not_run: int | None
+    primary: stats.Estimate
+    secondary: stats.Estimate | None
+    flip: float | None
+    flip_n: int
+    notes: list[str] = field(default_factory=list)
+    rank: int = 0
+
+    @property
+    def domain(self) -> str:
+        return self.run.domain
+
+
+@dataclass
+class Table:
+    domain: str
+    rows: list[Row]
+    reference_label: str | None = None
+
+
+def _task_values(run: Run) -> dict[str, list[float]]:
+    return {task: [e.reward for e in eps if e.reward is not None] for task, eps in run.scored().items()}
+
+
+def _task_success(run: Run) -> dict[str, list[bool]]:
+    if run.domain == "backend":
+        return {task: [bool(e.success) for e in eps] for task, eps in run.scored().items()}
+    return {task: [v >= FRONTEND_SUCCESS_THRESHOLD for v in values] for task, values in _task_values(run).items()}
+
+
+def summarize(run: Run, label: str, reference: Run | None = None) -> Row:
+    """The scores of one run (comparability notes are added per table by ``build_report``)."""
+    values = _task_values(run)
+    successes = _task_success(run)
+    flip, flip_n = stats.flip_rate(successes)
+    expected = run.task_count * run.trials if run.task_count is not None else None
+    not_run = max(0, expected - len(run.episodes)) if expected is not None else None
+    notes = []
+    secondary: stats.Estimate | None
+    if run.domain == "backend":
+        primary, secondary = stats.success_estimate(successes), stats.mean_estimate(values)
+    else:
+        primary, secondary = stats.mean_estimate(values), None
+        if reference is not None:
+            secondary = stats.win_estimate(stats.task_means(values), stats.task_means(_task_values(reference)))
+            if secondary.n != primary.n:
+                notes.append(f"win rate over {secondary.n} common tasks")
+    if not_run:
+        notes.append(f"incomplete: {not_run} of {expected} episodes not run")
+    if run.torn_line:
+        notes.append("torn last line ignored")
+    return Row(run, label, primary.n, run.infra_errors, not_run, primary, secondary, flip, flip_n, notes)
+
+
+# -- comparability ----------------------------------------------------------------------------------------------
+def _scoring(run: Run) -> str:
+    scoring = run.config.get("scoring")
+    if not isinstance(scoring, dict):
+        return "{}"
+    return json.dumps({k: v for k, v in scoring.items() if k != "sandbox"}, sort_keys=True)
+
+
+def _simulator(run: Run, key: str) -> Any:
+    section = run.config.get("simulator")
+    return section.get(key) if isinstance(section, dict) else None
+
+
+def _task_set(run: Run) -> str:
+    spec = run.tasks.get("spec")
+    parts = [str(spec) if spec else "unnamed", f"{run.task_count} tasks" if run.task_count is not None else None]
+    if run.ids_sha256:
+        parts.append(f"ids {run.ids_sha256[:8]}")
+    return ", ".join(p for p in parts if p)
+
+
+def _vs(base: Any) -> str:
+    return f"not {base}" if base is not None else "others unrecorded"
+
+
+def _simulator_name(run: Run) -> Any:
+    return _simulator(run, "model") or _simulator(run, "spec")
+
+
+# (name, value, note for a row whose value differs from the baseline). A missing task set is never comparable.
+_PROPERTIES: list[tuple[str, Callable[[Run], Any], Callable[[Run, Any], str]]] = [
+    ("env", lambda r: r.env_id, lambda r, base: f"env {r.env_id}, {_vs(base)}"),
+    (
+        "task set",
+        lambda r: r.ids_sha256,
+        lambda r, base: f"other task set: {_task_set(r)}" if r.ids_sha256 else "task set unknown (no tasks.ids_sha256)",
+    ),
+    (
+        "max turns",
+        lambda r: r.config.get("max_turns"),
+        lambda r, base: f"max_turns {r.config.get('max_turns')}, {_vs(base)}",
+    ),
+    ("agent instructions", lambda r: r.config.get("agent_prompt_sha256"), lambda r, base: "other agent instructions"),
+    ("scoring", _scoring, lambda r, base: f"scoring {_scoring(r)}, {_vs(base)}"),
+    ("simulator", _simulator_name, lambda r, base: f"simulator {_simulator_name(r)}, {_vs(base)}"),
+    ("simulator prompt", lambda r: _simulator(r, "prompt_sha256"), lambda r, base: "other simulator prompt"),
+]
+
+
+def _differs(name: str, value: Any, baseline: Any) -> bool:
+    return value != baseline or (name == "task set" and value is None)
+
+
+def _annotate(rows: Sequence[Row]) -> None:
+    if len(rows) < 2:
+        return
+    found: list[list[str]] = [[] for _ in rows]
+    for name, get, describe in _PROPERTIES:
+        values = [get(row.run) for row in rows]
+        counts = Counter(values)
+        baseline = max(values, key=lambda v: (counts[v], -values.index(v)))
+        for notes, row, value in zip(found, rows, values, strict=True):
+            if _differs(name, value, baseline):
+                notes.append(describe(row.run, baseline))
+    for notes, row in zip(found, rows, strict=True):
+        row.notes[:0] = notes
+
+
+def _reference_notes(row: Row, reference: Run) -> None:
+    if row.run.path.resolve() == reference.path.resolve():
+        row.notes.insert(0, "reference run")
+        return
+    differs = [
+        name
+        for name, get, _ in _PROPERTIES
+        if _differs(name, get(row.run), get(reference)) or _differs(name, get(reference), get(row.run))
+    ]
+    if differs:
+        row.notes.append(f"reference run differs in {', '.join(differs)}")
+
+
+def _sort_key(row: Row) -> tuple[Any, ...]:
+    primary = row.primary.value
+    secondary = row.secondary.value if row.secondary is not None else None
+    return (
+        primary is None,
+        -(primary or 0.0),
+        secondary is None,
+        -(secondary or 0.0),
+        row.label,
+    )
+
+
+# -- report -----------------------------------------------------------------------------------------------------
+def run_labels(runs: Sequence[Run]) -> list[str]:
+    """The directory name of each run; the path as given where two runs share a name."""
+    names = [run.path.resolve().name or str(run.path) for run in runs]
+    counts = Counter(names)
+    return [name if counts[name] == 1 else str(run.path) for name, run in zip(names, runs, strict=True)]
+
+
+@dataclass
+class Report:
+    tables: list[Table]
+    costs: list[tuple[str, list[RoleCost]]]
+    prices: Prices | None
+    reference: Run | None = None
+
+    def row_of(self, run: Run) -> Row | None:
+        for table in self.tables:
+            for row in table.rows:
+                if row.run is run:
+                    return row
+        return None
+
+    def warnings(self) -> list[str]:
+        runs = [row.run for table in self.tables for row in table.rows]
+        if self.reference is not None and all(r is not self.reference for r in runs):
+            runs.append(self.reference)
+        return [w for run in runs for w in run.warnings]
+
+    def text(self) -> str:
+        return _render(self, markdown=False)
+
+    def markdown(self) -> str:
+        return _render(self, markdown=True)
+
+
+def build_report(runs: Sequence[Run], *, reference: Run | None = None, prices: Prices | None = None) -> Report:
+    """Leaderboard tables (backend first), each sorted best first, and the token/cost rows of every run."""
+    if reference is not None and reference.domain != "frontend":
+        raise ConfigError(
+            f"--reference-run {reference.path}: a {reference.domain} run; win rate is a frontend metric "
+            "(pass a frontend run, e.g. GPT-4o's as in the paper)"
+        )
+    unique: list[Run] = []
+    seen: set[Path] = set()
+    for run in runs:
+        if run.path.resolve() not in seen:
+            seen.add(run.path.resolve())
+            unique.append(run)
+    labels = run_labels(unique)
+    reference_label = None
+    if reference is not None:
+        matches = [lbl for lbl, r in zip(labels, unique, strict=True) if r.path.resolve() == reference.path.resolve()]
+        reference_label = matches[0] if matches else run_labels([reference])[0]
+    tables = []
+    for domain in ("backend", "frontend"):
+        rows = [
+            summarize(run, label, reference if domain == "frontend" else None)
+            for run, label in zip(unique, labels, strict=True)
+            if run.domain == domain
+        ]
+        if not rows:
+            continue
+        _annotate(rows)
+        if domain == "frontend" and reference is not None:
+            for row in rows:
+                _reference_notes(row, reference)
+        rows.sort(key=_sort_key)
+        for rank, row in enumerate(rows, start=1):
+            row.rank = rank
+        tables.append(Table(domain, rows, reference_label if domain == "frontend" else None))
+    costs = [(label, role_costs(run, prices)) for run, label in zip(unique, labels, strict=True)]
+    return Report(tables, costs, prices, reference)
+
+
+# -- formatting -------------------------------------------------------------------------------------------------
+def pct(value: float | None) -> str:
+    return NA if value is None else f"{100 * value:.1f}"
+
+
+def estimate_cell(est: stats.Estimate | None) -> str:
+    if est is None or est.value is None:
+        return NA
+    if not est.has_ci:
+        return pct(est.value)
+    return f"{pct(est.value)} [{pct(est.low)}, {pct(est.high)}]"
+
+
+def _tokens(value: float | None) -> str:
+    return NA if value is None else f"{round(value):,}"
+
+
+def _usd(value: float | None, digits: int) -> str:
+    return "unknown" if value is None else f"${value:,.{digits}f}"
+
+
+def leaderboard_columns(table: Table) -> tuple[list[str], list[list[str]]]:
+    """Header and cells of one table (the terminal, Markdown and HTML outputs share them)."""
+    if table.domain == "backend":
+        metrics = ["tests passed %", "success %"]
+    else:
+        metrics = ["similarity x100"]
+        if table.reference_label is not None:
+            metrics.append(f"win % vs {table.reference_label}")
+    header = ["#", "run", "agent", *metrics, "tasks", "trials", "infra", "flip %", "note"]
+    body = []
+    for row in table.rows:
+        if table.domain == "backend":
+            cells = [estimate_cell(row.secondary), estimate_cell(row.primary)]
+        else:
+            cells = [estimate_cell(row.primary)]
+            if table.reference_label is not None:
+                cells.append(estimate_cell(row.secondary))
+        flip = NA if row.flip is None else f"{pct(row.flip)} ({row.flip_n})"
+        body.append(
+            [
+                str(row.rank),
+                row.label,
+                row.run.role_model("agent") or NA,
+                *cells,
+                str(row.n_tasks),
+                str(row.run.trials),
+                str(row.infra),
+                flip,
+                "; ".join(row.notes),
+            ]
+        )
+    return header, body
+
+
+def cost_columns(report: Report) -> tuple[list[str], list[list[str]]]:
+    header = ["run", "role", "model", "calls", "input tok", "output tok", "input/ep", "output/ep", "cost", "cost/ep"]
+    body = []
+    for label, costs in report.costs:
+        for c in costs:
+            body.append(
+                [
+                    label,
+                    c.role,
+                    c.model or NA,
+                    f"{c.usage.calls:,}",
+                    _tokens(c.usage.prompt_tokens),
+                    _tokens(c.usage.completion_tokens),
+                    _tokens(c.per_episode(c.usage.prompt_tokens)),
+                    _tokens(c.per_episode(c.usage.completion_tokens)),
+                    _usd(c.cost, 2),
+                    _usd(c.per_episode(c.cost), 4),
+                ]
+            )
+    return header, body
+
+
+_LEFT = {"run", "agent", "note", "role", "model"}
+
+
+def _text_table(header: list[str], body: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        out = [c.ljust(w) if h in _LEFT else c.rjust(w) for c, w, h in zip(cells, widths, header, strict=True)]
+        return "  ".join(out).rstrip()
+
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *(line(r) for r in body)])
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(header: list[str], body: list[list[str]]) -> str:
+    align = ["---" if h in _LEFT else "--:" for h in header]
+    lines = [header, align, *body]
+    return "\n".join("| " + " | ".join(_md_cell(c) for c in r) + " |" for r in lines)
+
+
+def legend(report: Report) -> list[str]:
+    lines = [
+        f"95% CI in brackets: percentile bootstrap over tasks ({stats.BOOTSTRAP_RESAMPLES} resamples, seed "
+        f"{stats.BOOTSTRAP_SEED}; trials averaged within each task); success with one trial per task: Wilson.",
+        "infra = episodes whose last record is an infrastructure error: excluded from every score, not zeros; "
+        "tasks = tasks with at least one scored episode.",
+        "flip % (tasks) = share of tasks with >= 2 scored trials whose success differs across trials "
+        f"(frontend success: similarity >= {FRONTEND_SUCCESS_THRESHOLD:.2f}).",
+    ]
+    if any(t.domain == "backend" for t in report.tables):
+        lines.append("backend rows sorted by success %, then tests passed %.")
+    if any(t.domain == "frontend" for t in report.tables):
+        lines.append(
+            "frontend rows sorted by similarity; win % = share of common tasks where the run's similarity beats "
+            "the reference run's (ties count half)."
+            if report.reference is not None
+            else "frontend rows sorted by similarity; no --reference-run, so no win rate (the paper's is vs GPT-4o)."
+        )
+    return lines
+
+
+def _title(table: Table) -> str:
+    envs = sorted({row.run.env_id for row in table.rows})
+    runs = f"{len(table.rows)} run{'s' if len(table.rows) != 1 else ''}"
+    return f"{table.domain.capitalize()} leaderboard: {', '.join(envs)} ({runs})"
+
+
+def _cost_title(report: Report) -> str:
+    if report.prices is None:
+        return "Tokens and cost (no --prices table: cost unknown)"
+    as_of = f", as of {report.prices.as_of}" if report.prices.as_of else ""
+    return f"Tokens and cost (prices: {report.prices.source}{as_of}; USD)"
+
+
+def _render(report: Report, *, markdown: bool) -> str:
+    parts: list[str] = []
+    if markdown:
+        parts.append("# colbench report")
+    for table in report.tables:
+        header, body = leaderboard_columns(table)
+        if markdown:
+            parts += [f"## {_title(table)}", _md_table(header, body)]
+        else:
+            parts += [_title(table), _text_table(header, body)]
+    if not report.tables:
+        parts.append("no runs")
+    notes = legend(report)
+    parts.append("\n".join(f"- {n}" for n in notes) if markdown else "\n".join(notes))
+    header, body = cost_columns(report)
+    if markdown:
+        parts += [f"## {_cost_title(report)}", _md_table(header, body)]
+        parts.append(
+            "- tokens count every attempt in episodes.jsonl (retried infrastructure errors were paid for too); "
+            "per episode = total / distinct (task, trial) episodes."
+        )
+    else:
+        parts += [_cost_title(report), _text_table(header, body)]
+    return "\n\n".join(parts) + "\n"

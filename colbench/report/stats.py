@@ -1,0 +1,150 @@
+"""Leaderboard statistics: task-level means, 95% confidence intervals, win rate and flip rate.
+
+The unit of analysis is the **task**. With several trials per task, each task contributes the mean of its scored
+trials (trials of one task are not independent: they share the task's difficulty), and every interval resamples
+tasks, never single episodes (a cluster bootstrap). Infrastructure errors are not scores: they are dropped before
+anything here sees the data.
+
+- Means (tests passed, similarity) and, with more than one trial on some task, success: percentile bootstrap over
+  tasks, ``BOOTSTRAP_RESAMPLES`` resamples, fixed seed ``BOOTSTRAP_SEED`` (the same input always prints the same
+  interval).
+- Success with exactly one scored trial per task: the Wilson score interval (a binomial proportion; unlike the
+  bootstrap it does not collapse to a point at 0% or 100%).
+- Win rate: the per-task outcome (1 win, 0.5 tie, 0 loss) over the tasks both runs scored, bootstrapped the same way.
+- Fewer than two tasks: no interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+CONFIDENCE = 0.95
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 0
+_CHUNK = 1_000  # resamples per numpy batch: bounded memory for 10k-task runs
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with its confidence interval (``None`` where it cannot be computed) over ``n`` tasks."""
+
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    n: int = 0
+    method: str = ""
+
+    @property
+    def has_ci(self) -> bool:
+        return self.low is not None and self.high is not None
+
+
+def _estimate(value: float, ci: tuple[float, float] | None, n: int, method: str) -> Estimate:
+    low, high = ci if ci is not None else (None, None)
+    return Estimate(value, low, high, n, method)
+
+
+def mean(values: Sequence[float]) -> float:
+    """Exactly rounded mean (``math.fsum``): independent of order, so equal inputs give equal means."""
+    return math.fsum(values) / len(values)
+
+
+def task_means(per_task: Mapping[str, Sequence[float]]) -> dict[str, float]:
+    """The mean over each task's scored trials; tasks without any are left out."""
+    return {task: mean(values) for task, values in per_task.items() if len(values)}
+
+
+def bootstrap_ci(
+    values: Sequence[float],
+    *,
+    confidence: float = CONFIDENCE,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the mean of ``values`` (one value per task); ``None`` below two values."""
+    data = np.asarray(values, dtype=float)
+    n = len(data)
+    if n < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    means = np.empty(resamples)
+    for start in range(0, resamples, _CHUNK):
+        size = min(_CHUNK, resamples - start)
+        means[start : start + size] = data[rng.integers(0, n, size=(size, n))].mean(axis=1)
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def wilson_ci(successes: int, n: int, *, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """Wilson score interval of a binomial proportion ``successes / n``; ``None`` for ``n == 0``."""
+    if n <= 0:
+        return None
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes {successes} outside 0..{n}")
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    low = 0.0 if successes == 0 else max(0.0, centre - half)  # exact at the ends, not 1e-17 off
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high
+
+
+def mean_estimate(per_task: Mapping[str, Sequence[float]]) -> Estimate:
+    """Mean over tasks of the per-task mean, with a cluster (task-level) bootstrap interval."""
+    means = list(task_means(per_task).values())
+    if not means:
+        return Estimate(None, method="bootstrap")
+    return _estimate(mean(means), bootstrap_ci(means), len(means), "bootstrap")
+
+
+def success_estimate(per_task: Mapping[str, Sequence[bool]]) -> Estimate:
+    """Success rate over tasks: Wilson with one scored trial per task, else the cluster bootstrap of task means."""
+    scored = {task: values for task, values in per_task.items() if len(values)}
+    if not scored:
+        return Estimate(None)
+    if all(len(values) == 1 for values in scored.values()):
+        n = len(scored)
+        k = sum(bool(values[0]) for values in scored.values())
+        return _estimate(k / n, wilson_ci(k, n), n, "wilson")
+    return mean_estimate({task: [float(v) for v in values] for task, values in scored.items()})
+
+
+def win_outcomes(scores: Mapping[str, float], reference: Mapping[str, float]) -> dict[str, float]:
+    """Per common task: 1.0 where ``scores`` beats ``reference``, 0.5 for a tie (exact equality), 0.0 otherwise
+    (the per-task terms of ``colbench.scoring.frontend.win_rate``, resampled for its interval)."""
+    out = {}
+    for task, value in scores.items():
+        if task in reference:
+            other = reference[task]
+            out[task] = 1.0 if value > other else 0.5 if value == other else 0.0
+    return out
+
+
+def win_estimate(scores: Mapping[str, float], reference: Mapping[str, float]) -> Estimate:
+    """Win rate (``colbench.scoring.frontend.win_rate``: exact ties count half) with a bootstrap interval over the
+    common tasks. Both mappings are task_id -> similarity, the mean over trials where a run has several."""
+    from colbench.scoring.frontend import win_rate
+
+    outcomes = list(win_outcomes(scores, reference).values())
+    if not outcomes:
+        return Estimate(None, method="bootstrap")
+    result = win_rate(scores, reference)
+    return _estimate(result.rate, bootstrap_ci(outcomes), result.n, "bootstrap")
+    return _estimate(mean(outcomes), bootstrap_ci(outcomes), len(outcomes), "bootstrap")
+
+
+def flip_rate(per_task: Mapping[str, Sequence[bool]]) -> tuple[float | None, int]:
+    """Share of the tasks with at least two scored trials whose success differs across trials, and their count."""
+    repeated = [values for values in per_task.values() if len(values) >= 2]
+    if not repeated:
+        return None, 0
+    flips = sum(1 for values in repeated if len({bool(v) for v in values}) > 1)
+    return flips / len(repeated), len(repeated)
