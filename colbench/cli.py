@@ -212,6 +212,32 @@ def cmd_score_backend(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- report -----------------------------------------------------------------------------------------------------
+def cmd_report(args: argparse.Namespace) -> int:
+    """Leaderboard of run directories (terminal table, optional Markdown), token costs, per-run HTML reports."""
+    from colbench.report import build_report, load_prices, load_run, write_run_report
+
+    runs = [load_run(path) for path in args.dirs]
+    reference = load_run(args.reference_run) if args.reference_run else None
+    prices = load_prices(args.prices) if args.prices else None
+    report = build_report(runs, reference=reference, prices=prices)
+    written = []
+    if args.markdown:
+        try:
+            Path(args.markdown).write_text(report.markdown(), encoding="utf-8")
+        except OSError as exc:
+            raise DataError(f"{args.markdown}: cannot write: {exc.strerror or exc}") from exc
+        written.append(args.markdown)
+    if args.html:
+        written += [str(write_run_report(run, report)) for run in runs]
+    sys.stdout.write(report.text())
+    for warning in report.warnings():
+        print(f"colbench: warning: {warning}", file=sys.stderr)
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
 # -- sandbox ----------------------------------------------------------------------------------------------------
 def cmd_sandbox_build(args: argparse.Namespace) -> int:
     from colbench.sandbox.image import build_image
@@ -318,6 +344,20 @@ def build_parser() -> argparse.ArgumentParser:
     backend.add_argument("--sandbox", default="auto", help="auto (Docker when available, else local) | docker | local")
     backend.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     backend.set_defaults(func=cmd_score_backend)
+
+    report = sub.add_parser("report", help="leaderboard, token costs and HTML reports of eval run directories")
+    report.add_argument("dirs", nargs="+", metavar="DIR", help="run directories written by colbench eval")
+    report.add_argument("--markdown", metavar="FILE", help="also write the leaderboard and costs as Markdown")
+    report.add_argument("--html", action="store_true", help="write DIR/report.html for every run")
+    report.add_argument(
+        "--reference-run",
+        metavar="DIR",
+        help="frontend: win rate against this run (the paper compares with GPT-4o); default none",
+    )
+    report.add_argument(
+        "--prices", metavar="FILE", help="JSON/TOML: model -> {input, output} USD per 1M tokens (none built in)"
+    )
+    report.set_defaults(func=cmd_report)
 
     sandbox = sub.add_parser("sandbox", help="build and check the Docker sandbox image")
     sandbox_sub = sandbox.add_subparsers(dest="action", required=True)
