@@ -1,0 +1,406 @@
+"""Frontend scoring: render the agent's page and the reference page, embed both, take the cosine similarity.
+
+Semantics (docs/frontend.md has the reasons):
+
+* The page an answer delivers is ``extract_html(answer_text)`` (``colbench.scoring.html``).
+* ``similarity`` is the cosine of the two pages' embeddings (``colbench.scoring.embed``; CLIP ViT-B-32 by default),
+  rounded to [-1, 1].
+* Floor: an answer with no page (``no_answer``) or whose page does not render (``render_failed``: timeout, crash,
+  empty) scores 0.0. The original release rendered a black 224x224 image instead, and CLIP rates a black square as
+  fairly similar to many pages, so an agent got a reward for answering nothing. 0.0 is below what any two rendered
+  pages get from CLIP in practice.
+* ``infra_error`` (no similarity at all, never a score for the agent): the reference page does not render, Chromium
+  does not start, or the embedder fails. It takes priority over the other statuses: a task whose reference cannot
+  be rendered cannot be judged, whatever the answer.
+
+Throughput: renders run concurrently (``Renderer.render_async``, ``concurrency`` at a time) and each finished
+screenshot joins the next embedding batch, computed in a worker thread while further pages render. Reference
+screenshots are cached by the renderer (``cache=True``) and reference embeddings here, per page content.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import math
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Coroutine, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from colbench.errors import ConfigError, DataError
+from colbench.render import Renderer, RenderResult, RenderStatus
+from colbench.scoring.embed import Embedder, make_embedder
+from colbench.scoring.html import extract_html
+from colbench.tasks import Task
+
+FrontendStatus = Literal["ok", "no_answer", "render_failed", "infra_error"]
+FLOOR = 0.0
+"""The similarity of an answer without a renderable page."""
+
+_T = TypeVar("_T")
+
+
+def cosine(a: npt.ArrayLike, b: npt.ArrayLike) -> float:
+    """Cosine similarity of two vectors, clipped to [-1, 1]; 0.0 when either is all zeros."""
+    x = np.asarray(a, np.float64).ravel()
+    y = np.asarray(b, np.float64).ravel()
+    if x.shape != y.shape:
+        raise ValueError(f"cosine of vectors of different sizes: {x.size} and {y.size}")
+    norms = float(np.linalg.norm(x) * np.linalg.norm(y))
+    if norms == 0.0:
+        return 0.0
+    return float(min(1.0, max(-1.0, float(x @ y) / norms)))
+
+
+@dataclass(frozen=True)
+class FrontendScore:
+    """The scoring record of one answer.
+
+    ``similarity`` is NaN for ``infra_error`` (no score at all: NaN poisons any mean it slips into, where a 0 would
+    quietly count as the agent's) and is written as ``null`` in result rows.
+    """
+
+    similarity: float
+    status: FrontendStatus
+    error: str | None = None
+    answer_render_status: RenderStatus | None = None
+    embedder: str = ""
+
+    @property
+    def judged(self) -> bool:
+        """Whether this is a score for the agent (every status but ``infra_error``)."""
+        return self.status != "infra_error"
+
+    def to_result(self, task_id: str) -> dict[str, Any]:
+        """The CLI's result row: ``{"task_id", "similarity", "status", "error"}`` (similarity null when not judged)."""
+        similarity = self.similarity if self.judged else None
+        return {"task_id": task_id, "similarity": similarity, "status": self.status, "error": self.error}
+
+    def details(self, task_id: str | None = None) -> dict[str, Any]:
+        """The result row (without ``task_id`` when None) plus the agent page's render status and the embedder."""
+        row = self.to_result("" if task_id is None else task_id)
+        if task_id is None:
+            del row["task_id"]
+        return {**row, "answer_render_status": self.answer_render_status, "embedder": self.embedder}
+
+
+@dataclass(frozen=True)
+class WinRate:
+    """How often run ``a`` beat run ``b`` on the tasks both scored; ``rate = (wins + ties / 2) / n``."""
+
+    rate: float
+    wins: int
+    ties: int
+    losses: int
+    n: int
+    only_a: int = 0
+    only_b: int = 0
+
+
+def win_rate(a: Mapping[str, float], b: Mapping[str, float], *, tie_tolerance: float = 0.0) -> WinRate:
+    """Share of the tasks present in both runs where ``a``'s similarity beats ``b``'s; ties count half.
+
+    A tie is exact equality by default (``tie_tolerance=0.0``): scores are deterministic for one embedder and
+    renderer, and exact ties are real (both floors, or the same page). With ``tie_tolerance`` > 0, differences of at
+    most that much are ties. Tasks in only one run are counted (``only_a``, ``only_b``) but not compared; a missing,
+    None or NaN similarity on a common task (an infrastructure error) is a DataError: rerun or drop that task.
+    """
+    if not tie_tolerance >= 0.0:
+        raise ConfigError(f"tie_tolerance must be >= 0, got {tie_tolerance}")
+    common = [task_id for task_id in a if task_id in b]
+    if not common:
+        raise DataError(f"the two runs have no task in common ({len(a)} tasks in a, {len(b)} in b)")
+    wins = ties = losses = 0
+    for task_id in common:
+        x, y = _similarity(a, task_id, "a"), _similarity(b, task_id, "b")
+        if abs(x - y) <= tie_tolerance:
+            ties += 1
+        elif x > y:
+            wins += 1
+        else:
+            losses += 1
+    n = len(common)
+    return WinRate((wins + ties / 2) / n, wins, ties, losses, n, only_a=len(a) - n, only_b=len(b) - n)
+
+
+def _similarity(run: Mapping[str, float], task_id: str, label: str) -> float:
+    value: object = run[task_id]
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise DataError(f"task {task_id!r} has no similarity in run {label} ({value!r}): rerun or drop it")
+    return float(value)
+
+
+# -- the scorer --------------------------------------------------------------------------------------------------------
+
+
+Embedding = npt.NDArray[np.float32]
+
+
+class _Batcher:
+    """Collects screenshots from concurrent coroutines and embeds them in batches on one worker thread: whatever
+    arrived while the previous batch ran forms the next one (up to ``batch_size``), so nobody waits for a full
+    batch and embedding overlaps rendering."""
+
+    def __init__(self, embedder: Embedder, executor: concurrent.futures.Executor, batch_size: int) -> None:
+        self._embedder = embedder
+        self._executor = executor
+        self._batch_size = batch_size
+        self._pending: list[tuple[bytes, asyncio.Future[Embedding]]] = []
+        self._worker: asyncio.Task[None] | None = None
+
+    async def embed(self, png: bytes) -> Embedding:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Embedding] = loop.create_future()
+        self._pending.append((png, future))
+        if self._worker is None or self._worker.done():
+            self._worker = loop.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._pending:
+            batch, self._pending = self._pending[: self._batch_size], self._pending[self._batch_size :]
+            images = [png for png, _ in batch]
+            try:
+                rows = await loop.run_in_executor(self._executor, self._embed_checked, images)
+                results: list[Embedding | BaseException] = list(rows)
+            except Exception as batch_error:
+                if len(batch) == 1:
+                    results = [batch_error]
+                else:  # find the image at fault: embed one by one, so one bad image fails only its own task
+                    results = []
+                    for png in images:
+                        try:
+                            results.append((await loop.run_in_executor(self._executor, self._embed_checked, [png]))[0])
+                        except Exception as error:
+                            results.append(error)
+            for (_, future), result in zip(batch, results, strict=True):
+                if future.done():
+                    continue
+                if isinstance(result, BaseException):
+                    future.set_exception(result)
+                else:
+                    future.set_result(result)
+
+    def _embed_checked(self, images: list[bytes]) -> Embedding:
+        rows = np.asarray(self._embedder.embed(images), np.float32)
+        if rows.ndim != 2 or rows.shape[0] != len(images):
+            raise ValueError(f"embedder {self._embedder.name!r} returned shape {rows.shape} for {len(images)} images")
+        return rows
+
+
+@dataclass
+class _LoopState:
+    """What lives on one event loop: the batcher and the reference embeddings being computed right now."""
+
+    batcher: _Batcher
+    renders: asyncio.Semaphore
+    references: dict[str, asyncio.Future[Embedding]] = field(default_factory=dict)
+
+
+class _ReferenceError(Exception):
+    """The reference page could not be rendered or embedded: the task cannot be judged."""
+
+
+def _run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run a coroutine to completion from sync code, also when the caller already runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="colbench-score") as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+class FrontendScorer:
+    """Scores frontend answers against their task's reference page (see the module docstring).
+
+    ``renderer``: a shared ``Renderer`` (None = one of its own, closed with the scorer). ``embedder``: an Embedder
+    or a spec for ``make_embedder`` (``"clip"``, ``"clip-center-crop"``, ``"clip:PATH"``, ``"test"``).
+    ``concurrency``: renders in flight at once; ``batch_size``: most screenshots per embedding call;
+    ``reference_cache_size``: reference embeddings kept in memory. Thread-safe; usable from sync and async code.
+    """
+
+    def __init__(
+        self,
+        renderer: Renderer | None = None,
+        embedder: Embedder | str = "clip",
+        *,
+        concurrency: int = 4,
+        batch_size: int = 32,
+        reference_cache_size: int = 10_000,
+    ) -> None:
+        if concurrency < 1 or batch_size < 1 or reference_cache_size < 0:
+            raise ConfigError(
+                f"concurrency and batch_size must be >= 1 and reference_cache_size >= 0, "
+                f"got {concurrency}, {batch_size}, {reference_cache_size}"
+            )
+        self.embedder: Embedder = make_embedder(embedder) if isinstance(embedder, str) else embedder
+        self._owns_renderer = renderer is None
+        self.renderer = renderer if renderer is not None else Renderer()
+        self.concurrency = concurrency
+        self.batch_size = batch_size
+        self._cache_size = reference_cache_size
+        self._references: OrderedDict[str, Embedding] = OrderedDict()
+        self._lock = threading.Lock()
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="colbench-embed")
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
+
+    # -- public API -----------------------------------------------------------------------------------------------
+
+    def score(self, task: Task, answer_text: str) -> FrontendScore:
+        """Score one answer (the agent's final message)."""
+        return self.score_many([(task, answer_text)])[0]
+
+    def score_many(self, pairs: Iterable[tuple[Task, str]]) -> list[FrontendScore]:
+        """Score ``(task, answer_text)`` pairs, in order, with rendering and embedding overlapped."""
+        return _run_sync(self.score_many_async(pairs))
+
+    async def score_async(self, task: Task, answer_text: str) -> FrontendScore:
+        """``score`` for async callers; concurrent calls on one event loop share embedding batches."""
+        return (await self.score_many_async([(task, answer_text)]))[0]
+
+    async def score_many_async(self, pairs: Iterable[tuple[Task, str]]) -> list[FrontendScore]:
+        """``score_many`` for async callers."""
+        jobs = list(pairs)
+        for task, answer in jobs:
+            if task.domain != "frontend":
+                raise DataError(f"task {task.task_id!r} is a {task.domain} task, not a frontend one")
+            if not isinstance(answer, str):
+                raise DataError(f"the answer to task {task.task_id!r} is {type(answer).__name__}, not text")
+        state = self._state()
+        return list(await asyncio.gather(*(self._score(state, task, extract_html(answer)) for task, answer in jobs)))
+
+    def score_rendered(self, task: Task, page: RenderResult | None) -> FrontendScore:
+        """Score a page rendered already (by this scorer's renderer or one with the same ``RenderConfig``);
+        None (or an ``empty`` render) = the answer had no page."""
+        return _run_sync(self.score_rendered_async(task, page))
+
+    async def score_rendered_async(self, task: Task, page: RenderResult | None) -> FrontendScore:
+        """``score_rendered`` for async callers."""
+        if task.domain != "frontend":
+            raise DataError(f"task {task.task_id!r} is a {task.domain} task, not a frontend one")
+        return await self._score(self._state(), task, page)
+
+    def close(self) -> None:
+        """Stop the embedding thread and, when the scorer made it, the renderer; idempotent."""
+        self._executor.shutdown(wait=True)
+        if self._owns_renderer:
+            self.renderer.close()
+
+    def __enter__(self) -> FrontendScorer:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- internals ------------------------------------------------------------------------------------------------
+
+    def _state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            state = self._loops.get(loop)
+            if state is None:
+                batcher = _Batcher(self.embedder, self._executor, self.batch_size)
+                state = self._loops[loop] = _LoopState(batcher, asyncio.Semaphore(self.concurrency))
+            return state
+
+    async def _score(self, state: _LoopState, task: Task, page: str | RenderResult | None) -> FrontendScore:
+        """Score one page: HTML still to render, a finished render, or None (the answer has no page)."""
+        name = self.embedder.name
+        # Shielded: the reference may be shared with other answers to the same task.
+        expected, answered = await asyncio.gather(
+            asyncio.shield(self._reference(state, task.ground_truth)), self._answer(state, page), return_exceptions=True
+        )
+        if isinstance(expected, BaseException):
+            return FrontendScore(math.nan, "infra_error", _describe(expected), embedder=name)
+        if isinstance(answered, BaseException):
+            return FrontendScore(math.nan, "infra_error", _describe(answered), embedder=name)
+        if answered is None:
+            return FrontendScore(FLOOR, "no_answer", "the answer contains no HTML page", embedder=name)
+        render_status, render_error, got = answered
+        if got is None:
+            error = f"the answer's page did not render ({render_status}): {render_error}"
+            return FrontendScore(FLOOR, "render_failed", error, render_status, name)
+        return FrontendScore(cosine(got, expected), "ok", None, render_status, name)
+
+    async def _answer(
+        self, state: _LoopState, page: str | RenderResult | None
+    ) -> tuple[RenderStatus, str | None, Embedding | None] | None:
+        """Render (unless done) and embed the agent's page: (render status, render error, embedding or None); None
+        when there is no page at all."""
+        if page is None or (isinstance(page, str) and not page.strip()):
+            return None
+        if isinstance(page, str):
+            async with state.renders:
+                page = await self.renderer.render_async(page)
+        if page.status == "empty":
+            return None
+        if page.status != "ok" or page.png is None:
+            return page.status, page.error, None
+        try:
+            return "ok", None, await state.batcher.embed(page.png)
+        except Exception as exc:
+            raise _EmbedderFailed(f"the embedder {self.embedder.name!r} failed: {_describe(exc)}") from exc
+
+    def _reference(self, state: _LoopState, html: str) -> asyncio.Future[Embedding]:
+        """The reference page's embedding: from the cache, from a computation in flight, or a new one."""
+        key = hashlib.sha256(html.encode("utf-8", "surrogatepass")).hexdigest()
+        with self._lock:
+            cached = self._references.get(key)
+            if cached is not None:
+                self._references.move_to_end(key)
+        loop = asyncio.get_running_loop()
+        if cached is not None:
+            done: asyncio.Future[Embedding] = loop.create_future()
+            done.set_result(cached)
+            return done
+        pending = state.references.get(key)
+        if pending is None:
+            pending = state.references[key] = asyncio.ensure_future(self._embed_reference(state, key, html))
+
+            def forget(future: asyncio.Future[Embedding]) -> None:
+                state.references.pop(key, None)
+                if not future.cancelled():
+                    future.exception()  # retrieved: every waiter gets it; no "never retrieved" warning
+
+            pending.add_done_callback(forget)
+        return pending
+
+    async def _embed_reference(self, state: _LoopState, key: str, html: str) -> Embedding:
+        try:
+            async with state.renders:
+                rendered = await self.renderer.render_async(html, cache=True)
+        except Exception as exc:
+            raise _ReferenceError(f"could not render the reference page: {_describe(exc)}") from exc
+        if rendered.status != "ok" or rendered.png is None:
+            raise _ReferenceError(f"the reference page did not render ({rendered.status}): {rendered.error}")
+        try:
+            embedding = await state.batcher.embed(rendered.png)
+        except Exception as exc:
+            raise _ReferenceError(f"the embedder {self.embedder.name!r} failed: {_describe(exc)}") from exc
+        with self._lock:
+            if self._cache_size > 0:
+                self._references[key] = embedding
+                while len(self._references) > self._cache_size:
+                    self._references.popitem(last=False)
+        return embedding
+
+
+class _EmbedderFailed(Exception):
+    """The embedder raised on the agent's screenshot (an infrastructure error, not the agent's)."""
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text if isinstance(exc, _EmbedderFailed | _ReferenceError) else f"{type(exc).__name__}: {text}".rstrip(": ")
