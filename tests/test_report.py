@@ -351,9 +351,9 @@ def test_rows_without_scores_sort_last_and_names_stay_unique(tmp_path: Path) -> 
 
 
 def test_markdown_escapes_table_cells(tmp_path: Path) -> None:
-    path = make_run(tmp_path, "r", run_json(agent="weird|model"), [record("t1", 0, 1.0, True)])
+    path = make_run(tmp_path, "r", run_json(agent="weird|<b>model"), [record("t1", 0, 1.0, True)])
     markdown = build_report([load_run(path)]).markdown()
-    assert "weird\\|model" in markdown and markdown.startswith("# colbench report")
+    assert "weird\\|&lt;b&gt;model" in markdown and markdown.startswith("# colbench report")
 
 
 # -- tokens and cost --------------------------------------------------------------------------------------------

@@ -344,7 +344,8 @@ def _text_table(header: list[str], body: list[list[str]]) -> str:
 
 
 def _md_cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    # Names come from run.json: keep them text (no table breaks, no inline HTML in renderers that allow it).
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
 
 
 def _md_table(header: list[str], body: list[list[str]]) -> str:
