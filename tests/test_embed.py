@@ -224,6 +224,11 @@ def test_clip_center_crop_reproduces_open_clips_default_transform(
     transform = open_clip.image_transform(
         224, is_train=False, mean=open_clip.OPENAI_DATASET_MEAN, std=open_clip.OPENAI_DATASET_STD
     )
+    from PIL import Image
+
+    for png in screenshots:  # the input tensors themselves, not only what the model makes of them
+        image = Image.open(io.BytesIO(png)).convert("RGB")
+        np.testing.assert_allclose(preprocess(image, "center-crop"), transform(image).numpy(), atol=1e-6)
     np.testing.assert_allclose(
         embedder.embed(screenshots), reference_embeddings(clip_model, screenshots, transform), atol=2e-5
     )
