@@ -20,9 +20,9 @@ The child learns of its parent's death through its stdin pipe (EOF) and exits, s
 no orphan server. It listens on port 0 (the kernel picks a free port, no race) and reports the address on a
 private channel. Server settings: ``COLBENCH_LOCAL_CTX`` tokens of context per slot (8192, SmolLM2's training
 length: enough for 10-turn dialogues), ``COLBENCH_LOCAL_PARALLEL`` slots (4) for concurrent episodes,
-``COLBENCH_LOCAL_THREADS`` CPU threads (all usable cores), a fixed sampling seed (0) so sampling is reproducible
-(temperature 0 is greedy), a default cap of 1024 generated tokens per request that sets no ``max_tokens``, and
-the chat template stored in the GGUF.
+``COLBENCH_LOCAL_THREADS`` CPU threads (all usable cores but one, see :func:`default_threads`), a fixed sampling
+seed (0) so sampling is reproducible (temperature 0 is greedy), a default cap of 1024 generated tokens for a
+request that sets no ``max_tokens``, and the chat template stored in the GGUF.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class LocalModelConfig:
     gguf: str
     ctx_per_slot: int = 8192
     parallel: int = 4
-    threads: int = 0  # 0: every core this process may run on
+    threads: int = 0  # 0: default_threads()
     seed: int = 0
     max_tokens: int = 1024  # generated tokens for a request that sets no max_tokens
     startup_timeout_s: float = 300.0
@@ -215,7 +215,7 @@ class LocalServer:
     def _start(self) -> None:
         require_xllamacpp()
         cfg = self.config
-        threads = cfg.threads or _usable_cores()
+        threads = cfg.threads or default_threads()
         command = [
             sys.executable,
             "-m",
@@ -401,11 +401,19 @@ def endpoint_from_local_spec(spec: str, role: str, **overrides: Any) -> Endpoint
 # -- the child process ------------------------------------------------------------------------------------
 
 
-def _usable_cores() -> int:
+def default_threads() -> int:
+    """Every core this process may run on but one, at least one.
+
+    llama.cpp's threads meet at a spinning barrier after every operation, so one thread that loses its core to
+    another process stalls them all: on 2 cores with one busy process beside it, 2 threads decoded SmolLM2-135M at
+    ~1.2 tokens/s and 1 thread at ~10. An evaluation always has that process (scoring sandboxes, the harness
+    itself); the core left free costs ~40% on an idle 2-core machine (~48 against ~78 tokens/s).
+    """
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+    return max(1, cores - 1)
 
 
 def _tail(path: Path, lines: int) -> str:
@@ -429,7 +437,7 @@ def _serve(argv: list[str]) -> int:
     parser.add_argument("--alias", required=True)
     parser.add_argument("--ctx-per-slot", type=int, default=8192)
     parser.add_argument("--parallel", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=_usable_cores())
+    parser.add_argument("--threads", type=int, default=default_threads())
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-tokens", type=int, default=1024)
     args = parser.parse_args(argv)

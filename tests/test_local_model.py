@@ -153,6 +153,12 @@ def test_missing_packages_are_config_errors_with_the_install_line(
         endpoint_from_spec(f"local:{gguf}", "agent")
 
 
+@pytest.mark.parametrize(("cores", "threads"), [(1, 1), (2, 1), (16, 15)])
+def test_default_threads_leave_one_core_free(monkeypatch: pytest.MonkeyPatch, cores: int, threads: int) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert local_model.default_threads() == threads
+
+
 def test_log_tail_prefers_the_first_and_last_errors(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text(
@@ -292,6 +298,22 @@ def test_the_server_exits_when_its_parent_is_killed(tmp_path: Path) -> None:
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+@pytest.mark.slow
+@needs_model
+def test_a_server_that_died_is_replaced(endpoint: Endpoint) -> None:
+    server = local_model.local_server()
+    assert server.pid is not None
+    os.kill(server.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while server.alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+    replacement = endpoint_from_spec("local", "agent", max_tokens=8)
+    assert local_model.local_server() is not server and local_model.local_server().alive
+    assert LLMClient(replacement).chat(HELLO).text.strip()
+    server.close()  # the dead one: reaped, nothing else happens
+    assert local_model.local_server().alive
 
 
 @pytest.mark.slow
