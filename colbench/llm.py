@@ -67,6 +67,9 @@ class Endpoint:
     temperature: float = 0.0
     max_tokens: int | None = None
     extra_body: Mapping[str, Any] | None = None
+    identity: str | None = None
+    """What names the served model in cache keys and run records when the URL does not (an embedded server gets a
+    new port every run); None = the base URL."""
     # HTTP connections to keep open at once (None: the openai client's pool, 1000 connections of which 100 stay
     # alive); a harness running N requests at once sets N so the pool never queues or churns them.
     max_connections: int | None = None
@@ -148,7 +151,7 @@ class LLMClient:
         ep = self.endpoint
         return {
             "model": ep.model,
-            "base_url": ep.base_url,
+            "base_url": ep.identity or ep.base_url,
             "messages": [dict(m) for m in messages],
             "temperature": ep.temperature,
             "max_tokens": ep.max_tokens,

@@ -32,6 +32,7 @@ import atexit
 import contextlib
 import dataclasses
 import importlib
+import importlib.metadata
 import importlib.util
 import json
 import logging
@@ -179,9 +180,22 @@ class LocalServer:
             return True
         return self._proc.poll() is None
 
+    @property
+    def identity(self) -> str:
+        """What determines this server's replies besides the request: model file, seed and llama.cpp build.
+
+        Used instead of the URL (a new port every run) in response-cache keys and run records.
+        """
+        gguf = Path(self.config.gguf)
+        try:
+            build = importlib.metadata.version("xllamacpp")
+        except importlib.metadata.PackageNotFoundError:
+            build = "unknown"
+        return f"local:{gguf.name}:{gguf.stat().st_size}:seed={self.config.seed}:xllamacpp={build}"
+
     def endpoint(self, **overrides: Any) -> Endpoint:
         """An :class:`Endpoint` for this server; ``overrides`` set other Endpoint fields (not URL or key)."""
-        settings: dict[str, Any] = {"timeout_s": DEFAULT_TIMEOUT_S}
+        settings: dict[str, Any] = {"timeout_s": DEFAULT_TIMEOUT_S, "identity": self.identity}
         settings.update(overrides)
         return Endpoint(model=self.model, base_url=self.base_url, api_key=self.api_key, **settings)
 

@@ -240,6 +240,9 @@ def make_simulator(
         if domain == "frontend":
             from colbench.envs.frontend.simulator import PageSimulator
 
+            if spec.startswith("local"):  # the embedded model reads no images: show it the pages' HTML
+                page_options.setdefault("image_mode", "html")
+
             return PageSimulator(LLMClient(endpoint), cache=cache, **page_options)
         if page_options:
             raise ConfigError(f"simulator option(s) {', '.join(page_options)} apply to frontend tasks only")

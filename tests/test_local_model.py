@@ -332,6 +332,9 @@ def test_close_stops_the_server_frees_the_port_and_a_new_one_can_start(endpoint:
     fresh = endpoint_from_spec("local", "agent", max_tokens=8)
     assert fresh.base_url != endpoint.base_url or local_model.local_server().pid != pid
     assert LLMClient(fresh).chat(HELLO).text.strip()
+    # A new server (new port, new key) is the same model for response caches: the request key does not change.
+    assert fresh.identity == endpoint.identity and fresh.identity is not None and "SmolLM2" in fresh.identity
+    assert LLMClient(fresh).request(HELLO)["base_url"] == LLMClient(endpoint).request(HELLO)["base_url"]
     local_model.close()
     assert server_children() == []
 

@@ -114,3 +114,15 @@ def test_specs_pick_the_page_simulator_for_frontend(stub: StubOpenAIServer) -> N
     assert not isinstance(make_simulator("openai:gpt-4o", base_url=stub.base_url, api_key="k"), PageSimulator)
     with pytest.raises(ConfigError, match="frontend tasks only"):
         make_simulator("openai:gpt-4o", base_url=stub.base_url, api_key="k", image_mode="html")
+
+
+def test_the_local_model_sees_html_not_images() -> None:
+    from colbench import local_model
+
+    try:
+        local_model.resolve_gguf()
+        local_model.require_xllamacpp()
+    except ConfigError as exc:
+        pytest.skip(f"the embedded model is not installed: {exc}")
+    sim = make_simulator("local", domain="frontend")
+    assert isinstance(sim, PageSimulator) and sim.image_mode == "html"
