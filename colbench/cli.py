@@ -213,6 +213,41 @@ def cmd_score_backend(args: argparse.Namespace) -> int:
 
 
 # -- report -----------------------------------------------------------------------------------------------------
+def cmd_score_frontend(args: argparse.Namespace) -> int:
+    from colbench.scoring.frontend import FrontendScore, FrontendScorer
+
+    tasks = {t.task_id: t for t in _load(args.tasks)}
+    answers = _read_answers(args.answers, tasks)
+    wrong = next((task for task, _ in answers if task.domain != "frontend"), None)
+    if wrong is not None:
+        raise DataError(f"{args.tasks}: task {wrong.task_id!r} is a {wrong.domain} task; use `colbench score backend`")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    statuses: dict[str, int] = {}
+    total = 0.0
+    with FrontendScorer(embedder=args.embedder, concurrency=args.jobs) as scorer, open(args.out, "w") as out:
+        # In chunks, so a long run writes (and keeps) its results as it goes.
+        for start in range(0, len(answers), _FRONTEND_CHUNK):
+            chunk = answers[start : start + _FRONTEND_CHUNK]
+            try:
+                scores = scorer.score_many(chunk)
+            except InfraError as exc:
+                scores = [FrontendScore(float("nan"), "infra_error", str(exc))] * len(chunk)
+            for (task, _), score in zip(chunk, scores, strict=True):
+                _write_jsonl(out, score.to_result(task.task_id))
+                statuses[score.status] = statuses.get(score.status, 0) + 1
+                total += score.similarity if score.judged else 0.0
+    judged = len(answers) - statuses.get("infra_error", 0)
+    counts = ", ".join(f"{name} {n}" for name, n in sorted(statuses.items()))
+    print(
+        f"scored {len(answers)} answers with {scorer.embedder.name}: mean similarity "
+        f"{total / max(judged, 1):.4f} over {judged} judged ({counts}) -> {args.out}"
+    )
+    return 0
+
+
+_FRONTEND_CHUNK = 64
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """Leaderboard of run directories (terminal table, optional Markdown), token costs, per-run HTML reports."""
     from colbench.report import build_report, load_prices, load_run, write_run_report
@@ -344,6 +379,16 @@ def build_parser() -> argparse.ArgumentParser:
     backend.add_argument("--sandbox", default="auto", help="auto (Docker when available, else local) | docker | local")
     backend.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     backend.set_defaults(func=cmd_score_backend)
+
+    frontend = score.add_parser("frontend", help="score HTML answers by the similarity of their screenshots")
+    frontend.add_argument("--tasks", required=True, metavar="FILE_OR_SPLIT")
+    frontend.add_argument("--answers", required=True, help='JSONL of {"task_id", "answer"}')
+    frontend.add_argument("--out", required=True, help="JSONL results, one per answer, in answer order")
+    frontend.add_argument(
+        "--embedder", default="clip", help="clip (default) | clip-center-crop | clip:WEIGHTS | test (offline tests)"
+    )
+    frontend.add_argument("--jobs", type=int, default=4, help="pages rendered at once")
+    frontend.set_defaults(func=cmd_score_frontend)
 
     report = sub.add_parser("report", help="leaderboard, token costs and HTML reports of eval run directories")
     report.add_argument("dirs", nargs="+", metavar="DIR", help="run directories written by colbench eval")

@@ -1,0 +1,107 @@
+"""`colbench score frontend` per the CLI contract, as a user runs it (a subprocess, real Chromium)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from colbench.hub import resolve_tasks
+
+pytestmark = pytest.mark.browser
+
+
+def colbench(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "colbench.cli", *args], capture_output=True, text=True, timeout=240, env=env
+    )
+
+
+def test_score_frontend_rows_floors_and_summary(tmp_path: Path) -> None:
+    tasks = resolve_tasks("frontend-sample")
+    answers = [
+        {"task_id": tasks[0].task_id, "answer": "I WANT TO ANSWER:\n" + tasks[0].ground_truth},
+        {"task_id": tasks[1].task_id, "answer": "Sorry, no page."},
+        {"task_id": tasks[2].task_id, "answer": tasks[5].ground_truth},
+        {"task_id": tasks[3].task_id, "answer": "<html><body><script>while(true){}</script></body></html>"},
+    ]
+    (tmp_path / "answers.jsonl").write_text("".join(json.dumps(a) + "\n" for a in answers))
+    out = tmp_path / "out" / "results.jsonl"
+    done = colbench(
+        "score",
+        "frontend",
+        "--tasks",
+        "frontend-sample",
+        "--answers",
+        str(tmp_path / "answers.jsonl"),
+        "--out",
+        str(out),
+        "--embedder",
+        "test",
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["task_id"] for r in rows] == [a["task_id"] for a in answers]
+    assert all(set(r) == {"task_id", "similarity", "status", "error"} for r in rows)
+    assert rows[0]["status"] == "ok" and rows[0]["similarity"] == pytest.approx(1.0, abs=1e-6)
+    assert rows[1] == {"task_id": tasks[1].task_id, "similarity": 0.0, "status": "no_answer", "error": rows[1]["error"]}
+    assert rows[2]["status"] == "ok" and 0.0 < rows[2]["similarity"] < 1.0
+    assert rows[3]["status"] == "render_failed" and rows[3]["similarity"] == 0.0
+    assert "scored 4 answers" in done.stdout and "test-" in done.stdout
+
+
+def test_score_frontend_bad_input_is_one_line(tmp_path: Path) -> None:
+    backend_answer = tmp_path / "a.jsonl"
+    backend_answer.write_text(json.dumps({"task_id": resolve_tasks("backend-sample")[0].task_id, "answer": "x"}) + "\n")
+    done = colbench(
+        "score",
+        "frontend",
+        "--tasks",
+        "backend-sample",
+        "--answers",
+        str(backend_answer),
+        "--out",
+        str(tmp_path / "r.jsonl"),
+        "--embedder",
+        "test",
+    )
+    assert done.returncode == 2 and "use `colbench score backend`" in done.stderr and done.stderr.count("\n") == 1
+
+    done = colbench(
+        "score",
+        "frontend",
+        "--tasks",
+        "frontend-sample",
+        "--answers",
+        str(backend_answer),
+        "--out",
+        str(tmp_path / "r.jsonl"),
+        "--embedder",
+        "nope",
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+
+
+def test_missing_clip_weights_offline_is_a_clear_error(tmp_path: Path) -> None:
+    tasks = resolve_tasks("frontend-sample")
+    answers = tmp_path / "a.jsonl"
+    answers.write_text(json.dumps({"task_id": tasks[0].task_id, "answer": tasks[0].ground_truth}) + "\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "HOME": str(tmp_path)}
+    env.pop("COLBENCH_CLIP_WEIGHTS", None)
+    done = colbench(
+        "score",
+        "frontend",
+        "--tasks",
+        "frontend-sample",
+        "--answers",
+        str(answers),
+        "--out",
+        str(tmp_path / "r.jsonl"),
+        env=env,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "CLIP" in done.stderr and "weights" in done.stderr and done.stderr.count("\n") == 1
