@@ -319,6 +319,22 @@ def test_missing_clip_weights_are_a_config_error_saying_how_to_get_them(offline:
         make_embedder(f"clip:{offline / 'nowhere.safetensors'}")
 
 
+def test_without_network_the_download_fails_at_once(offline: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    pytest.importorskip("huggingface_hub")
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+
+    def no_dns(*args: object, **kwargs: object) -> None:
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    with pytest.raises(ConfigError, match=r"huggingface\.co does not resolve.*COLBENCH_CLIP_WEIGHTS"):
+        resolve_clip_weights()
+    with pytest.raises(ConfigError, match="downloads are off"):
+        resolve_clip_weights(download=False)
+
+
 @pytest.mark.parametrize("suffix", [".bin", ".pt", ".safetensors"])
 def test_corrupt_clip_weights_are_a_config_error_naming_the_file(suffix: str, tmp_path: Path, offline: Path) -> None:
     pytest.importorskip("open_clip")

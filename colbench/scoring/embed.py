@@ -31,6 +31,7 @@ import hashlib
 import io
 import logging
 import os
+import socket
 import struct
 import threading
 import warnings
@@ -39,6 +40,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from urllib.parse import urlparse
 
 import numpy as np
 import numpy.typing as npt
@@ -280,13 +282,17 @@ def resolve_clip_weights(weights: str | os.PathLike[str] | None = None, *, downl
     if download is False or offline:
         why = "HF_HUB_OFFLINE is set" if offline and download is not False else "downloads are off"
         raise ConfigError(f"the CLIP {CLIP_ARCH} OpenAI weights are not cached ({looked}; {why}); {WEIGHTS_HINT}")
-    try:
+    host = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").hostname or "huggingface.co"
+    try:  # fail at once without a network, instead of after the hub client's retries (about 25 s)
+        socket.getaddrinfo(host, 443)
         return Path(hf_hub_download(CLIP_HUB_REPO, CLIP_HUB_FILES[0], cache_dir=cache))
     except Exception as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+        if isinstance(exc, socket.gaierror):
+            detail = f"{host} does not resolve: no network?"
         raise ConfigError(
             f"the CLIP {CLIP_ARCH} OpenAI weights are not cached ({looked}) and downloading them failed "
-            f"({first}); {WEIGHTS_HINT}"
+            f"({detail}); {WEIGHTS_HINT}"
         ) from exc
 
 
