@@ -194,6 +194,14 @@ class LLMClient:
         if client is not None:
             client.close()
 
+    async def aclose(self) -> None:
+        """Close the async HTTP pool opened on the running loop (before the loop ends: no stray close later)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            held, self._async = self._async, None
+        if held is not None and held[0] is loop:
+            await held[1].close()
+
     # -- internals --
 
     def _sync_client(self) -> openai.OpenAI:

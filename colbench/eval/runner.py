@@ -316,8 +316,7 @@ def describe_agent(spec: str, agent: Agent, options: Mapping[str, Any]) -> dict[
     if isinstance(agent, ChatAgent):
         endpoint = agent.client.endpoint
         described.update(
-            # the embedded model's server listens on a new port in every process: not part of the configuration
-            base_url=None if spec.startswith("local") else endpoint.base_url,
+            base_url=endpoint.identity or endpoint.base_url,  # an embedded server's port changes every run
             temperature=endpoint.temperature,
             max_tokens=endpoint.max_tokens,
             extra_body=dict(endpoint.extra_body) if endpoint.extra_body else None,
@@ -345,7 +344,7 @@ def describe_simulator(spec: str, simulator: Simulator, domain: Domain) -> dict[
         endpoint = simulator.client.endpoint
         described.update(
             model=endpoint.model,
-            base_url=None if spec.startswith("local") else endpoint.base_url,
+            base_url=endpoint.identity or endpoint.base_url,
             temperature=endpoint.temperature,
             max_tokens=endpoint.max_tokens,
             extra_body=dict(endpoint.extra_body) if endpoint.extra_body else None,
@@ -608,6 +607,17 @@ class _Runner:
             ticker.cancel()
             writer.close()
             progress.close()
+            await self._close_clients()
+
+    async def _close_clients(self) -> None:
+        """Close the HTTP pools on this loop: a pool left to the garbage collector closes on a dead loop."""
+        clients = [getattr(self.agent, "client", None), getattr(self.simulator, "client", None)]
+        for client in clients:
+            if isinstance(client, LLMClient):
+                try:
+                    await client.aclose()
+                except Exception:  # closing is best effort
+                    log.debug("closing %s failed", client.endpoint.where, exc_info=True)
 
     async def _episode(self, task: Task, trial: int, writer: EpisodeWriter) -> dict[str, Any]:
         started, clock = _utc_now(), time.monotonic()
