@@ -142,6 +142,21 @@ def test_make_embedder_rejects_unknown_specs() -> None:
 # -- CLIP ------------------------------------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread() -> Iterator[None]:
+    """One intra-op thread: on a small, busy machine (CI, Chromium next door) two threads wait on each other at every
+    parallel region, and a forward pass takes ten times as long."""
+    try:
+        import torch
+    except ImportError:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def clip_model() -> Any:
     open_clip = pytest.importorskip("open_clip")
