@@ -497,3 +497,32 @@ def test_cli_eval_all_infra_errors_exit_3(tmp_path: Path) -> None:
     rows = records(tmp_path / "run")
     assert [r["status"] for r in rows] == ["infra_error"] * 2
     assert all(r["error"].startswith("LLMError: ") and "503" in r["error"] for r in rows)
+
+
+# -- frontend -------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.browser
+def test_frontend_eval_scores_similarity_and_keeps_the_final_pages(tmp_path: Path) -> None:
+    from colbench.errors import ConfigError as RendererUnavailable
+    from colbench.render import Renderer
+
+    try:
+        renderer = Renderer()
+    except RendererUnavailable as exc:
+        pytest.skip(f"headless Chromium unavailable: {exc}")
+    with renderer:
+        out = tmp_path / "run"
+        common = {"env_id": "ColBench-Frontend-v0", "tasks": "frontend-sample", "limit": 2, "embedder": "test"}
+        result = run_eval(config(out, **common), renderer=renderer)
+        asked = run_eval(config(tmp_path / "ask", "scripted:ask", max_turns=2, **common), renderer=renderer)
+        assert asked.overall.ok == 2 and asked.overall.reward_sum == 0.0
+    assert result.exit_code == 0 and result.overall.ok == 2 and "mean similarity 1.000" in result.summary_line()
+    assert read_run_json(out)["scoring"]["embedder"].startswith("test-")
+    for row in records(out):
+        assert row["reward"] == 1.0 and row["success"] is None and row["score"]["similarity"] == 1.0
+        assert row["answer_html"].lstrip().startswith("<html") and row["screenshot"].startswith("screens/")
+        assert (out / row["screenshot"]).read_bytes().startswith(b"\x89PNG")
+    for row in records(tmp_path / "ask"):  # no page ever: the documented floor, and no screenshot
+        assert row["status"] == "ok" and row["termination"] == "turn_limit" and row["reward"] == 0.0
+        assert row["screenshot"] is None
