@@ -237,6 +237,29 @@ def test_references_render_once_and_embeddings_are_batched_and_cached() -> None:
     assert [r.similarity for r in again] == [r.similarity for r in results[:3]]
 
 
+def test_embedding_overlaps_rendering() -> None:
+    """Renders take 0.1 s each, one at a time; embedding takes 0.08 s per image. In series, 9 pages would take 1.6 s;
+    overlapped, about the render time plus one embedding."""
+    import time
+
+    class SlowEmbedder(CountingEmbedder):
+        def embed(self, images: Sequence[bytes]) -> Any:
+            time.sleep(0.08 * len(images))
+            return super().embed(images)
+
+    pages: dict[str, RenderResult | Exception] = {REF: ok(PNG_REF)}
+    pages.update({f"<html><body>{i}</body></html>": ok(PNG_NEAR) for i in range(8)})
+    renderer = StubRenderer(pages, delay_s=0.1)
+    scorer = FrontendScorer(renderer, SlowEmbedder(), concurrency=1)  # type: ignore[arg-type]
+    task = frontend_task(REF)
+    started = time.perf_counter()
+    results = scorer.score_many([(task, answer(html)) for html in pages if html != REF])
+    elapsed = time.perf_counter() - started
+    assert all(r.status == "ok" for r in results)
+    serial = 9 * 0.1 + 9 * 0.08
+    assert elapsed < 0.8 * serial, elapsed
+
+
 def test_score_rendered_scores_a_finished_render() -> None:
     scorer, renderer = stub_scorer()
     task = frontend_task(REF)
