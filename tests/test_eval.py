@@ -253,6 +253,29 @@ def test_resume_reruns_infra_errors_and_never_an_ok_episode(
     assert len(ok_keys) == len(set(ok_keys)) == 8
 
 
+def test_resume_replays_the_simulators_replies_from_the_cache(
+    tmp_path: Path, bundled_tasks: list[Task], scorer: BackendScorer
+) -> None:
+    class FailsAtTurn3(RecordingAgent):
+        def act(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
+            if context.turn == 3:
+                raise LLMError("model 'x': gave up after 7 attempt(s)")
+            return super().act(messages, context)
+
+    out = tmp_path / "run"
+    with StubOpenAIServer(default=lambda request: f"Reply to: {request['messages'][-1]['content']}") as server:
+        cfg = config(out, limit=3, simulator="openai:human")
+        cfg.simulator_options = {"base_url": server.base_url, "api_key": "k"}
+        first = run_eval(cfg, agent=FailsAtTurn3(bundled_tasks, answer_at=3), scorer=scorer)
+        assert first.overall.infra == 3 and server.request_count == 6  # two human replies per episode
+        cfg.resume = True
+        second = run_eval(cfg, agent=RecordingAgent(bundled_tasks, answer_at=3), scorer=scorer)
+        assert second.overall.ok == 3 and server.request_count == 6  # the same replies, from DIR/cache
+    rows = [r for r in records(out) if r["status"] == "ok"]
+    assert all(r["usage"]["simulator"]["calls"] == 0 for r in rows)
+    assert all(r["dialogue"][1]["text"] == "Reply to: question 1?" for r in rows)
+
+
 def test_resume_cuts_a_torn_last_line(tmp_path: Path, scorer: BackendScorer) -> None:
     out = tmp_path / "run"
     run_eval(config(out, limit=3), scorer=scorer)
