@@ -8,6 +8,7 @@ mean similarity (frontend) so far, infrastructure errors, tokens spent this sess
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -130,8 +131,9 @@ class Progress:
     def draw(self) -> None:
         if self.stream is None or self.mode == "off":
             return
-        if self.mode == "tty":
-            self.stream.write("\r\x1b[K" + self.line())
+        if self.mode == "tty":  # one terminal line, cut to the width so that it never wraps
+            width = shutil.get_terminal_size((120, 24)).columns - 1
+            self.stream.write("\r\x1b[K" + self.line()[: max(20, width)])
         else:
             self.stream.write(self.line() + "\n")
         self.stream.flush()
