@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import email.utils
+import itertools
 import json
 import logging
 import os
@@ -34,6 +35,7 @@ Message = Mapping[str, Any]
 SPEC_FORMS = "'openai:MODEL', 'local' or 'local:PATH.gguf'"
 _PLACEHOLDER_KEY = "EMPTY"  # local servers need no key, but the openai client refuses to start without one
 _RETRY_STATUS = frozenset({408, 409, 429})  # plus every 5xx
+POOL_SHARD = 32  # connections per async HTTP client when Endpoint.max_connections asks for a large pool
 
 
 @dataclass
@@ -138,7 +140,8 @@ class LLMClient:
         self._usage = Usage()
         self._lock = threading.Lock()
         self._sync: openai.OpenAI | None = None
-        self._async: tuple[asyncio.AbstractEventLoop, openai.AsyncOpenAI] | None = None
+        # per event loop: its async clients (several when the pool is split, see _async_client) and a turn counter
+        self._async: tuple[asyncio.AbstractEventLoop, list[openai.AsyncOpenAI], itertools.count[int]] | None = None
 
     @property
     def usage(self) -> Usage:
@@ -200,7 +203,8 @@ class LLMClient:
         with self._lock:
             held, self._async = self._async, None
         if held is not None and held[0] is loop:
-            await held[1].close()
+            for client in held[1]:
+                await client.close()
 
     # -- internals --
 
@@ -216,8 +220,15 @@ class LLMClient:
         loop = asyncio.get_running_loop()
         with self._lock:
             if self._async is None or self._async[0] is not loop:
-                self._async = (loop, openai.AsyncOpenAI(**self._client_kwargs(), **self._pool(asynchronous=True)))
-            return self._async[1]
+                # httpx's pool does work proportional to its connections on every request: a pool sized for many
+                # concurrent requests is split into clients of POOL_SHARD connections, used in turn.
+                shards = -(-(self.endpoint.max_connections or 1) // POOL_SHARD)
+                clients = [
+                    openai.AsyncOpenAI(**self._client_kwargs(), **self._pool(asynchronous=True)) for _ in range(shards)
+                ]
+                self._async = (loop, clients, itertools.count())
+            _, clients, turn = self._async
+            return clients[next(turn) % len(clients)]
 
     def _client_kwargs(self) -> dict[str, Any]:
         ep = self.endpoint
