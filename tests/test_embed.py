@@ -381,6 +381,19 @@ def test_bad_clip_arguments(offline: Path) -> None:
         ClipEmbedder(mode="tiles")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="batch_size"):
         ClipEmbedder(batch_size=0)
+    with pytest.raises(ConfigError, match="threads"):
+        ClipEmbedder(threads=0)
+
+
+def test_threads_sets_torchs_thread_count(file_embedder: ClipEmbedder, weight_files: dict[str, Path]) -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        ClipEmbedder(weight_files["safetensors"], threads=2)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.fixture(autouse=True)

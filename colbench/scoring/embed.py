@@ -423,7 +423,9 @@ class ClipEmbedder:
     ``ViT-B-32.pt``); None = ``$COLBENCH_CLIP_WEIGHTS`` or the hub cache. ``mode``: ``"pad"`` or ``"center-crop"``.
     ``device``: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ``"cuda:1"``... ``batch_size``: images per
     forward pass. ``download``: None = fetch into the hub cache when missing unless ``HF_HUB_OFFLINE``; False = never.
-    Torch's thread settings are left alone.
+    ``threads``: None leaves torch's intra-op thread count alone; a number sets it with ``torch.set_num_threads``,
+    which applies to the whole process. Below the core count is faster where Chromium or other work shares the
+    cores: torch's threads wait for each other at every parallel region (docs/frontend.md has measurements).
     """
 
     def __init__(
@@ -434,11 +436,14 @@ class ClipEmbedder:
         device: str = "auto",
         batch_size: int = 32,
         download: bool | None = None,
+        threads: int | None = None,
     ) -> None:
         if mode not in PREPROCESS_MODES:
             raise ConfigError(f"unknown preprocessing mode {mode!r}; expected one of {', '.join(PREPROCESS_MODES)}")
         if batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+        if threads is not None and threads < 1:
+            raise ConfigError(f"threads must be >= 1, got {threads}")
         _require_clip()
         import torch
 
@@ -456,6 +461,8 @@ class ClipEmbedder:
         self.dim = int(visual.output_dim)
         self.name = f"clip/{CLIP_ARCH}-quickgelu/{mode}{IMAGE_SIZE}/w:{self.fingerprint[:12]}"
         self._lock = threading.Lock()
+        if threads is not None:
+            torch.set_num_threads(threads)
 
     def embed(self, images: Sequence[bytes]) -> Embeddings:
         import torch
