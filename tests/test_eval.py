@@ -220,6 +220,17 @@ def test_resume_refuses_a_changed_configuration_naming_the_field(tmp_path: Path,
     assert result.session.finished == 0 and result.overall.ok == 2 and len(records(out)) == 2
 
 
+def test_two_runs_never_write_to_one_directory(tmp_path: Path, scorer: BackendScorer) -> None:
+    from colbench.eval.records import lock_run_dir
+
+    out = tmp_path / "run"
+    run_eval(config(out, limit=1), scorer=scorer)
+    with lock_run_dir(out), pytest.raises(ConfigError, match="another colbench eval is writing"):
+        run_eval(config(out, limit=1, trials=1, resume=True), scorer=scorer)
+    assert len(records(out)) == 1
+    assert run_eval(config(out, limit=1, resume=True), scorer=scorer).exit_code == 0  # the lock went with its holder
+
+
 def test_first_difference_walks_nested_fields() -> None:
     old = {"a": 1, "b": {"c": [1, 2], "d": "x"}}
     assert first_difference(old, old) is None

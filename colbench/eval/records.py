@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import fcntl
 import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from colbench.errors import ConfigError, DataError
 
@@ -25,6 +26,7 @@ RUN_JSON = "run.json"
 EPISODES = "episodes.jsonl"
 SCREENS = "screens"
 CACHE = "cache"
+LOCK = ".lock"
 
 # Fields of run.json that describe a run without changing its results: a resume may differ in them. Task data is
 # identified by content (the selected ids' hash, the source file's hash), so the path or name it was read from may
@@ -132,14 +134,26 @@ def check_out_dir(out: Path, *, resume: bool) -> bool:
     entries = {p.name for p in out.iterdir()} if out.is_dir() else set()
     ours = entries & {RUN_JSON, EPISODES}
     if not resume:
-        if entries - {CACHE}:
+        if entries - {CACHE, LOCK}:
             raise ConfigError(f"--out {out} is not empty: use --resume to continue the run there, or another --out")
         return False
     if EPISODES in ours and RUN_JSON not in ours:
         raise DataError(f"{out} has {EPISODES} but no {RUN_JSON}: not a run colbench can resume")
-    if RUN_JSON not in ours and entries - {CACHE}:
+    if RUN_JSON not in ours and entries - {CACHE, LOCK}:
         raise ConfigError(f"--out {out} is not empty and holds no colbench run: use another --out")
     return RUN_JSON in ours
+
+
+def lock_run_dir(out: Path) -> IO[bytes]:
+    """Hold ``out/.lock`` for this process (released when the file is closed or the process dies): two runs
+    appending to one directory would run episodes twice."""
+    handle = open(out / LOCK, "ab")  # noqa: SIM115 (the caller closes it)
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise ConfigError(f"another colbench eval is writing to {out}: let it end, or use another --out") from None
+    return handle
 
 
 # ------------------------------------------------------------------------------------------- episodes.jsonl

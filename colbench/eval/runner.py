@@ -52,6 +52,7 @@ from colbench.eval.records import (
     config_sha256,
     first_difference,
     latest,
+    lock_run_dir,
     read_episodes,
     read_run_json,
     sha256_text,
@@ -518,7 +519,13 @@ class _Runner:
     # -- driving ------------------------------------------------------------------------------------------------
     def run(self, *, stderr: TextIO | None, started: float) -> EvalResult:
         self.out.mkdir(parents=True, exist_ok=True)
+        with lock_run_dir(self.out):
+            return self._run_locked(stderr=stderr, started=started)
+
+    def _run_locked(self, *, stderr: TextIO | None, started: float) -> EvalResult:
         if not self.resuming:
+            if (self.out / RUN_JSON).exists():  # another run started here since the directory was checked
+                raise ConfigError(f"--out {self.out} is not empty: use --resume to continue the run there")
             write_json_atomic(self.out / RUN_JSON, self.run_json)
         self.final = latest(read_episodes(self.out / EPISODES, repair=True))
         kept = Tally()
