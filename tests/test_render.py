@@ -29,6 +29,7 @@ from colbench.render import (
     placeholder_png,
     placeholder_size,
 )
+from colbench.render.stylesheet import StylesheetIndex, required_classes
 
 SHARED_FRONTEND = Path(__file__).resolve().parents[2] / "shared" / "data" / "colbench" / "frontend_test_sample.jsonl"
 TAILWIND = "https://cdn.jsdelivr.net/npm/tailwindcss@2.2.19/dist/tailwind.min.css"
@@ -143,6 +144,77 @@ def test_missing_playwright_is_a_clear_config_error(monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(sys.modules, "playwright.async_api", None)
     with pytest.raises(ConfigError, match=r"pip install 'colbench\[frontend\]'"):
         Renderer()
+
+
+@pytest.fixture(scope="module")
+def tailwind_index() -> StylesheetIndex:
+    return StylesheetIndex(load_tailwind_css())
+
+
+def test_the_stylesheet_index_rebuilds_the_sheet_exactly(tailwind_index: StylesheetIndex) -> None:
+    css = load_tailwind_css()
+    assert tailwind_index.usable
+    assert tailwind_index.trim(" ".join(sorted(tailwind_index.classes))) == css  # every class: the whole sheet
+    trimmed = tailwind_index.trim(page(RED_BOX))
+    assert len(trimmed) < 10_000 < len(css)
+    text = trimmed.decode()
+    assert text.startswith("/*! tailwindcss v2.2.19 | MIT License")  # the licence comment stays
+    assert ".bg-red-500{" in text and ".m-0{" in text and ".bg-red-600{" not in text
+    assert "*,::after,::before{box-sizing:border-box}" in text  # rules without a class are always kept
+    assert "@keyframes spin{" in text  # so are at-rules other than @media
+    assert "@media" not in text  # no responsive class used: no empty media blocks
+
+
+@pytest.mark.parametrize(
+    ("html", "present", "absent"),
+    [
+        ('<div class="md:w-1/2 w-1.5 -mt-2 2xl:container">', ["@media (min-width:768px){.md\\:w-1\\/2{"], []),
+        ('<div class="w-1.5 -mt-2">', [".w-1\\.5{", ".-mt-2{"], [".w-1{", ".mt-2{"]),
+        ('<div class="2xl:container">', [".\\32xl\\:container{"], [".container{"]),
+        ('<div class="group"><p class="group-hover:text-red-500">', [".group:hover .group-hover\\:text-red-500{"], []),
+        ('<p class="group-hover:text-red-500">', [], [".group-hover\\:text-red-500{"]),  # needs .group too
+        ('<ul class="space-x-4 divide-y">', [".space-x-4>:not([hidden])~:not([hidden]){", ".divide-y>"], []),
+        ('<p class="BG-Red-500">', [".bg-red-500{"], []),  # quirks mode ignores case: kept
+        ('<p class="bg&#x2d;red&#45;500">', [".bg-red-500{"], []),  # character references decoded
+        ("<p class=bg-red-500>", [".bg-red-500{"], []),  # unquoted attribute
+    ],
+)
+def test_trimming_keeps_every_rule_the_page_can_use(
+    tailwind_index: StylesheetIndex, html: str, present: list[str], absent: list[str]
+) -> None:
+    text = tailwind_index.trim(html).decode()
+    for rule in present:
+        assert rule in text, rule
+    for rule in absent:
+        assert rule not in text, rule
+
+
+@pytest.mark.parametrize(
+    ("selector", "classes"),
+    [
+        (".a", {"a"}),
+        (".md\\:w-1\\/2", {"md:w-1/2"}),
+        (".\\32xl\\:p-4", {"2xl:p-4"}),
+        (".a:not(.b) .c", {"a", "c"}),  # a class under :not() is never required
+        ("abbr[title]", set()),
+        ('[data-x=".y"] .z', {"z"}),
+        ("/* .x */ .y", {"y"}),
+        (".A", {"a"}),
+    ],
+)
+def test_required_classes(selector: str, classes: set[str]) -> None:
+    assert required_classes(selector) == classes
+
+
+def test_a_stylesheet_the_trimmer_does_not_understand_is_served_whole() -> None:
+    for css in (b".a{color:red}}", b".a{color:red", b".a{color:red} stray", b"\xff\xfe"):
+        index = StylesheetIndex(css)
+        assert not index.usable and index.trim('<p class="b">') == css
+    css = b"@import url(x.css);.one{color:red}.two{color:blue}@media print{.three{x:y}.four{x:z}}/* end */"
+    index = StylesheetIndex(css)
+    assert index.usable and index.trim("one two three four") == css
+    # A statement at-rule glued to the next rule keeps it; the media block is re-opened around what it keeps.
+    assert index.trim('<p class="four">') == b"@import url(x.css);.one{color:red}@media print{.four{x:z}}/* end */"
 
 
 @pytest.mark.browser
