@@ -1,0 +1,57 @@
+"""An end-to-end eval through the real embedded llama.cpp server (agent and human), then its report."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from colbench import local_model
+from colbench.errors import ConfigError
+
+
+def _installed() -> str | None:
+    try:
+        local_model.require_xllamacpp()
+        local_model.resolve_gguf()
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_installed() is not None, reason=f"the local model is not installed: {_installed()}")
+@pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed (the set-up command installs it)"
+)
+def test_eval_with_the_local_model_as_agent_and_human(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "colbench.cli", "eval", "--env", "ColBench-Backend-v0"]
+    command += ["--agent", "local", "--simulator", "local", "--tasks", "backend-sample", "--limit", "2"]
+    command += ["--max-turns", "2", "--agent-max-tokens", "48", "--simulator-max-tokens", "24"]
+    command += ["--sandbox", "local", "--quiet", "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=540)
+    assert done.returncode == 0, done.stderr
+    assert "2/2 episodes scored" in done.stdout
+
+    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert len(records) == 2 and {r["status"] for r in records} == {"ok"}
+    for record in records:
+        roles = [turn["role"] for turn in record["dialogue"]]
+        assert roles in (["agent"], ["agent", "human", "agent"])  # answered at once, or one exchange then the cap
+        assert all(turn["text"] is not None for turn in record["dialogue"])
+        assert record["usage"]["agent"]["completion_tokens"] > 0 and record["usage"]["agent"]["calls"] >= 1
+        assert 0.0 <= record["reward"] <= 1.0 and record["termination"] in ("answered", "turn_limit")
+    run = json.loads((out / "run.json").read_text())
+    assert run["agent"]["spec"] == "local" and "SmolLM2" in json.dumps(run["agent"])
+    assert "127.0.0.1" not in json.dumps(run)  # the per-run port is not part of the configuration
+
+    report = subprocess.run(
+        [sys.executable, "-m", "colbench.cli", "report", str(out)], capture_output=True, text=True, timeout=120
+    )
+    assert report.returncode == 0, report.stderr
+    assert "local" in report.stdout or "SmolLM2" in report.stdout
