@@ -6,6 +6,7 @@ saying why, where Playwright or Chromium is missing.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import struct
@@ -13,8 +14,10 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -29,7 +32,10 @@ from colbench.render import (
     placeholder_png,
     placeholder_size,
 )
+from colbench.render.renderer import is_static
 from colbench.render.stylesheet import StylesheetIndex, required_classes
+
+_T = TypeVar("_T")
 
 SHARED_FRONTEND = Path(__file__).resolve().parents[2] / "shared" / "data" / "colbench" / "frontend_test_sample.jsonl"
 TAILWIND = "https://cdn.jsdelivr.net/npm/tailwindcss@2.2.19/dist/tailwind.min.css"
@@ -85,6 +91,11 @@ def pixel(result: RenderResult, x: int, y: int) -> tuple[int, int, int]:
     return r, g, b
 
 
+def on_loop(renderer: Renderer, coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run one of the renderer's internal coroutines on its loop thread (white-box tests)."""
+    return asyncio.run_coroutine_threadsafe(coro, renderer._loop).result(timeout=60)
+
+
 def page(body: str, head: str = "") -> str:
     return f'<html><head><link href="{TAILWIND}" rel="stylesheet">{head}</head><body class="m-0">{body}</body></html>'
 
@@ -138,6 +149,10 @@ def test_config_and_missing_chromium_are_clear_errors(tmp_path: Path) -> None:
         RenderConfig(load_timeout_s=0)
     with pytest.raises(ConfigError, match="not executable"):
         find_chromium(str(tmp_path / "no-chromium"))
+    with pytest.raises(ConfigError, match="concurrency"):
+        RenderConfig(concurrency=0)
+    with pytest.raises(ConfigError, match="renders_per_context"):
+        RenderConfig(renders_per_context=0)
 
 
 def test_missing_playwright_is_a_clear_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -217,6 +232,33 @@ def test_a_stylesheet_the_trimmer_does_not_understand_is_served_whole() -> None:
     assert index.trim('<p class="four">') == b"@import url(x.css);.one{color:red}@media print{.four{x:z}}/* end */"
 
 
+@pytest.mark.parametrize(
+    ("html", "static"),
+    [
+        (page(RED_BOX), True),
+        ('<html><body class="bg-gray-100"><img src="https://picsum.photos/id/48/300/200"></body></html>', True),
+        (page("<p>status: online=yes</p>"), False),  # a false alarm only costs speed
+        (page(RED_BOX, "<script>x()</script>"), False),
+        (page(RED_BOX, "<SCRIPT SRC=x.js></SCRIPT>"), False),
+        (page(RED_BOX + "<noscript>enable JS</noscript>"), False),
+        (page('<img src=x onerror="alert(1)">'), False),
+        (page("<svg><animate onbegin=alert(1) /></svg>"), False),
+        (page("<img src=x/onerror=alert(1)>"), False),
+        (page('<a href="javascript:alert(1)">x</a>'), False),
+        (page('<a href="JavaScript&colon;alert(1)">x</a>'), False),
+        (page('<iframe srcdoc="&lt;p&gt;x"></iframe>'), False),
+        (page('<object data="data:text/html,&lt;p&gt;x"></object>'), False),
+        (page('<iframe src="https://www.youtube.com/embed/x"></iframe><object data="x.svg"></object>'), True),
+        (page('<img src="data:image/png;base64,AAAA">'), True),
+        (page("", '<meta http-equiv="refresh" content="5">'), False),
+        (page("", '<meta http-equiv=&#x22;Refresh&#x22; content="5">'), False),
+        (page("", "<style>@media (scripting: none) { p { color: red } }</style>"), False),
+    ],
+)
+def test_static_pages_are_the_ones_that_cannot_run_script(html: str, static: bool) -> None:
+    assert is_static(html) is static
+
+
 @pytest.mark.browser
 def test_a_browser_that_cannot_start_is_an_infra_error() -> None:
     try:
@@ -228,6 +270,23 @@ def test_a_browser_that_cannot_start_is_an_infra_error() -> None:
 
 
 # -- real headless Chromium ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shared_frontend_sample() -> list[str]:
+    """The reference pages of the ColBench frontend sample (150), or a skip saying why they are absent."""
+    if not SHARED_FRONTEND.exists():
+        pytest.skip(
+            f"the ColBench frontend sample is not present at {SHARED_FRONTEND} (../shared is only on development machines)"
+        )
+    return [json.loads(line)["ground_truth"] for line in SHARED_FRONTEND.read_text().splitlines() if line.strip()]
+
+
+def make_renderer(config: RenderConfig = CONFIG) -> Renderer:
+    try:
+        return Renderer(config, cache_size=0)
+    except ConfigError as exc:
+        pytest.skip(f"headless Chromium unavailable: {exc}")
 
 
 @pytest.fixture(scope="module")
@@ -333,10 +392,10 @@ def test_empty_html_and_the_reference_cache(renderer: Renderer) -> None:
 
 
 @pytest.mark.browser
-def test_real_colbench_pages_render_offline(renderer: Renderer, tmp_path: Path) -> None:
-    if not SHARED_FRONTEND.exists():
-        pytest.skip(f"the ColBench frontend sample is not present at {SHARED_FRONTEND}")
-    rows = [json.loads(line) for line in SHARED_FRONTEND.read_text().splitlines()[:10]]
+def test_real_colbench_pages_render_offline(
+    renderer: Renderer, shared_frontend_sample: list[str], tmp_path: Path
+) -> None:
+    rows = [{"ground_truth": html} for html in shared_frontend_sample[:10]]
     for i, row in enumerate(rows):
         result = renderer.render(row["ground_truth"])
         assert result.status == "ok", (i, result.error)
@@ -420,12 +479,14 @@ def test_navigation_and_popups_are_blocked(renderer: Renderer, listener: Listene
         assert time.monotonic() - started < BOUND_S
         assert result.status == "ok", result.error
         assert pixel(result, 100, 100) == RED_500  # still the page itself, not an error page
-    # A navigation started before the first paint (a script in <head>) leaves Chromium's rendering deferred once
-    # the navigation is refused: a bounded timeout, documented in the renderer.
-    started = time.monotonic()
-    early = renderer.render(page(RED_BOX, f'<script>location.replace("{base}/early");</script>'))
-    assert time.monotonic() - started < BOUND_S
-    assert early.status in ("ok", "timeout")
+    # A navigation started by a script in <head>, before the first paint, is cancelled inside the page: the parser
+    # goes on and the page renders (refused by the router instead, it used to stop the parser and end as a timeout).
+    for script in (f'location.replace("{base}/early")', f'location.href = "{base}/early"', "location.reload()"):
+        started = time.monotonic()
+        early = renderer.render(page(RED_BOX, f"<script>{script};</script>"))
+        assert time.monotonic() - started < BOUND_S
+        assert early.status == "ok", (script, early.error)
+        assert pixel(early, 100, 100) == RED_500
     time.sleep(0.5)
     assert listener.connections == []
     assert_still_works(renderer)
@@ -481,3 +542,177 @@ def test_concurrent_async_renders() -> None:
     assert len({r.png for r in results}) == 1
     with pytest.raises(ConfigError, match="closed"):
         instance.render("<p>x</p>")
+
+
+# -- reused contexts, the trimmed stylesheet, determinism ----------------------------------------------------------------
+
+BLUE_500 = (59, 130, 246)
+BLUE_BOX = '<div class="bg-blue-500" style="width:200px;height:200px"></div>'
+PAINT_GREEN = "<script>document.documentElement.style.background = 'rgb(0, 255, 0)';</script>"
+
+
+@pytest.mark.browser
+def test_static_pages_share_a_context_with_scripting_off() -> None:
+    instance = make_renderer(replace(CONFIG, concurrency=1))
+    try:
+        red = instance.render(page(RED_BOX))
+        assert red.status == "ok" and pixel(red, 100, 100) == RED_500
+        [slot] = instance._idle
+        # The next static page reuses the context and gets its own trimmed stylesheet, not the previous page's.
+        blue = instance.render(page(BLUE_BOX))
+        assert blue.status == "ok" and pixel(blue, 100, 100) == BLUE_500
+        assert instance._idle == [slot] and slot.renders == 2
+        # Scripting is off in that context: a script does not run there even if the classifier had missed it.
+        html = page(RED_BOX, PAINT_GREEN)
+        forced = on_loop(instance, instance._render_static(html.encode(), instance._css, time.monotonic()))
+        assert forced.status == "ok" and pixel(forced, 600, 300) == (255, 255, 255)
+        assert pixel(forced, 100, 100) == RED_500  # the whole stylesheet works there too
+        # The same page as a scripted one runs in a fresh context of its own; the shared one is not touched.
+        scripted = instance.render(html)
+        assert scripted.status == "ok" and pixel(scripted, 600, 300) == GREEN
+        assert instance._idle == [slot] and slot.renders == 3
+    finally:
+        instance.close()
+
+
+@pytest.mark.browser
+def test_a_context_is_replaced_after_renders_per_context_and_after_a_failure() -> None:
+    instance = make_renderer(replace(CONFIG, concurrency=1, renders_per_context=2))
+    try:
+        assert instance.render(page(RED_BOX)).status == "ok"
+        [first] = instance._idle
+        assert instance.render(page(BLUE_BOX)).status == "ok"
+        assert instance._idle == []  # its second page: closed
+        assert instance.render(page(RED_BOX)).status == "ok"
+        [second] = instance._idle
+        assert second is not first
+        huge = instance.render(page('<div style="height:100px"></div>' * 2000 + "<p>x</p>" * 400_000))
+        assert huge.status in ("ok", "timeout", "error")
+        if huge.status != "ok":
+            assert instance._idle == []  # a context that failed is never reused
+        assert_still_works(instance)
+    finally:
+        instance.close()
+
+
+WRITER = page(
+    RED_BOX,
+    """<script>
+      localStorage.setItem("k", "1"); sessionStorage.setItem("k", "1"); document.cookie = "k=1; max-age=3600";
+      window.name = "k"; indexedDB.open("k"); caches.open("k").catch(() => {});
+      navigator.serviceWorker.register("/sw.js").catch(() => {});
+      setInterval(() => { localStorage.setItem("late", "1"); document.cookie = "late=1"; }, 5);
+      addEventListener("pagehide", () => localStorage.setItem("hidden", "1"));
+      window.open("/popup");
+    </script>""",
+)
+READER = page(
+    "",
+    """<script>
+      const leaked = [localStorage.length, sessionStorage.length, document.cookie.length, window.name.length]
+        .some(Boolean);
+      document.documentElement.style.background = leaked ? "rgb(255, 0, 0)" : "rgb(0, 255, 0)";
+    </script>""",
+)
+
+
+@pytest.mark.browser
+def test_no_state_passes_from_one_page_to_the_next(renderer: Renderer) -> None:
+    assert renderer.render(WRITER).status == "ok"
+    assert pixel(renderer.render(READER), 600, 300) == GREEN
+    assert renderer.render(page(RED_BOX)).status == "ok"  # a static page in between (reused context)
+    assert pixel(renderer.render(READER), 600, 300) == GREEN
+
+    async def side_by_side() -> list[RenderResult]:
+        return list(await asyncio.gather(*(renderer.render_async(html) for html in (WRITER, READER, WRITER, READER))))
+
+    for result in asyncio.run(side_by_side())[1::2]:
+        assert pixel(result, 600, 300) == GREEN
+
+
+DETERMINISM_PAGES = [
+    page(RED_BOX),
+    page(
+        '<div class="fixed top-0 left-0 w-full h-16 bg-red-500"></div><div class="sticky top-0 h-8 bg-blue-500"></div>'
+        '<div style="height:2000px"></div>'
+    ),
+    # Autofocus scrolls this page down: the next page in the same context must not start scrolled.
+    page('<div class="fixed top-0 w-full h-16 bg-red-500"></div><div style="height:2000px"></div><input autofocus>'),
+    page(
+        '<div class="animate-spin bg-red-500 w-16 h-16"></div><div class="animate-ping bg-blue-500 w-8 h-8"></div>'
+        '<progress></progress><video autoplay muted loop src="v.mp4" class="w-64 h-32 bg-black"></video>'
+    ),
+    page('<img src="https://picsum.photos/id/48/640/480" class="w-1/2"><img src="https://picsum.photos/200">'),
+    "<!DOCTYPE html>" + page('<table><tr><td class="p-2"><img src="https://picsum.photos/20/20"></td></tr></table>'),
+    page('<table><tr><td class="p-2"><img src="https://picsum.photos/20/20"></td></tr></table>'),  # quirks mode
+    page(
+        RED_BOX, "<script>document.body.insertAdjacentHTML('beforeend', '<p class=\"text-3xl\">scripted</p>')</script>"
+    ),
+]
+
+
+@pytest.mark.browser
+def test_the_same_page_gives_the_same_bytes_in_any_order_and_concurrency() -> None:
+    pages = DETERMINISM_PAGES
+    serial = make_renderer(replace(CONFIG, concurrency=1))
+    parallel = make_renderer(replace(CONFIG, concurrency=3))
+    fresh = make_renderer(replace(CONFIG, concurrency=1, renders_per_context=1))  # a new context for every page
+
+    async def all_at_once(instance: Renderer, htmls: list[str]) -> list[RenderResult]:
+        return list(await asyncio.gather(*(instance.render_async(html) for html in htmls)))
+
+    try:
+        forward = [serial.render(html) for html in pages]
+        backward = [serial.render(html) for html in reversed(pages)][::-1]
+        together = asyncio.run(all_at_once(parallel, pages + pages[::-1]))
+        alone = [fresh.render(html) for html in pages]
+    finally:
+        for instance in (serial, parallel, fresh):
+            instance.close()
+    for i, html in enumerate(pages):
+        runs = [forward[i], backward[i], together[i], together[-1 - i], alone[i]]
+        assert all(run.status == "ok" for run in runs), (i, [run.error for run in runs])
+        assert len({run.png for run in runs}) == 1, (i, html)
+
+
+@pytest.mark.browser
+def test_concurrent_renders_each_get_a_context() -> None:
+    instance = make_renderer(replace(CONFIG, concurrency=2))
+
+    async def four() -> list[RenderResult]:
+        return list(await asyncio.gather(*(instance.render_async(page(f"{RED_BOX}<p>{i}</p>")) for i in range(4))))
+
+    try:
+        results = asyncio.run(four())
+        assert [r.status for r in results] == ["ok"] * 4
+        assert len(instance._idle) == 2  # two ran at once, in two contexts, each reused once
+        assert sorted(slot.renders for slot in instance._idle) == [2, 2]
+        # Killed while idle: the next renders notice, relaunch and still succeed.
+        assert instance.kill_browser() >= 1
+        results = asyncio.run(four())
+        assert [r.status for r in results] == ["ok"] * 4
+    finally:
+        instance.close()
+
+
+TRICKY = page(
+    """<div class="container mx-auto md:w-1/2 2xl:px-8 w-1.5 -mt-2 sm:-mx-4 lg:hidden xl:block hidden md:flex">
+      <div class="group p-4"><p class="group-hover:text-red-500 text-3xl font-bold truncate">Group</p></div>
+      <ul class="flex space-x-4 divide-x divide-gray-300"><li>a</li><li>b</li><li>c</li></ul>
+      <div class="grid grid-cols-3 gap-4"><div class="bg-gradient-to-r from-red-500 to-blue-500 h-8"></div>
+      <div class="transform rotate-45 scale-75 bg-green-500 h-8 shadow-lg ring-2 ring-offset-2 rounded-xl"></div></div>
+      <input class="placeholder-gray-500 border-2 focus:ring-4" placeholder="Type here">
+      <p class="BG-Yellow-300 TEXT-Pink-600">quirks: case-insensitive classes</p>
+      <p class="bg&#x2d;purple&#45;500 text-white">a class written with character references</p>
+      <p class="sr-only">hidden</p><div class="animate-pulse bg-indigo-300 h-4 w-1/4"></div>
+    </div>"""
+)
+
+
+@pytest.mark.browser
+def test_the_trimmed_stylesheet_renders_like_the_whole_one(renderer: Renderer) -> None:
+    assert is_static(TRICKY)
+    trimmed = renderer.render(TRICKY)
+    whole = on_loop(renderer, renderer._render_static(TRICKY.encode(), renderer._css, time.monotonic()))
+    assert trimmed.status == whole.status == "ok"
+    assert trimmed.png == whole.png

@@ -3,37 +3,61 @@
 Policy (fixed per ``RenderConfig``; the defaults are what scores are computed with):
 
 - **Browser.** One long-lived headless Chromium (the system's ``/usr/bin/chromium`` via ``executable_path``, since
-  Playwright's own browser download is not possible everywhere), a fresh browser context per page, relaunched when it
-  has died or had to be killed.
+  Playwright's own browser download is not possible everywhere), relaunched when it has died or had to be killed.
+  At most ``concurrency`` pages render at once (default 2, one per core of a small machine), each in its own
+  browser context; further renders wait their turn.
+- **Two kinds of page.** A page is *static* when nothing in its HTML can run script (``is_static``: no ``<script>``,
+  ``<noscript>``, event-handler attribute, ``javascript:`` URL, meta refresh, ``scripting`` media query or frame
+  with a document of its own (``srcdoc``, ``data:``), also after character references are decoded). All 150 pages
+  of the ColBench frontend sample are static.
+
+  - A static page renders with JavaScript switched off in a reusable context: ``concurrency`` such contexts at most,
+    each replaced after ``renders_per_context`` pages and whenever a render does not end ``ok``. Without script a
+    page can keep no state and start nothing: it cannot write cookies or storage, register a service worker, set a
+    timer, open a popup or navigate (a meta refresh makes a page non-static), so the next page sees a context
+    exactly as the previous one found it: the same origin, an empty profile, the same two entries in the visited
+    set (``about:blank`` and ``PAGE_URL``). Only class names written in the HTML can then match a Tailwind rule, so
+    the stylesheet served to a static page is trimmed to the rules its class names can match
+    (``colbench.render.stylesheet``; the screenshot is byte-identical to one with the whole 2.9 MB sheet, which a
+    test checks on the ColBench sample). With scripting off Chromium loads ``loading=lazy`` images at once, so they
+    show in a full-page screenshot instead of depending on when the page scrolled.
+  - Any other page renders with JavaScript on, in a fresh browser context of its own that is closed afterwards
+    (nothing a script leaves behind outlives its page), with the whole stylesheet.
 - **Viewport.** 1280x720 CSS px at device scale 1, light colour scheme, ``prefers-reduced-motion: reduce``, locale
   en-US, time zone UTC.
 - **Screenshot.** The full page, 1280 px wide, as tall as the document but at least the viewport (720 px) and at most
   ``max_height`` (2560 px): a tall page is cut at the bottom, so memory and embedding cost stay bounded. The
   original ColBench took a full-page screenshot with Selenium's headless Firefox and no window size (Firefox's default
   window, unbounded height); widths, fonts and the engine therefore differ, which shifts absolute CLIP similarities a
-  little but treats the agent's and the reference page identically. CSS animations and transitions are disabled for
-  the screenshot (Playwright's ``animations="disabled"``: finite ones jump to their end state, infinite ones are
-  cancelled) and the caret is hidden.
+  little but treats the agent's and the reference page identically. The page's animation clock is stopped from the
+  start (also for the browser's own animations inside form and media controls, such as a video's loading spinner),
+  and for the screenshot CSS animations and transitions are disabled (as Playwright's ``animations="disabled"``:
+  finite ones jump to their end state, infinite ones are cancelled), the caret is hidden and web fonts are waited
+  for. Static pages are captured with Chromium's fast PNG
+  encoder (``optimizeForSpeed``: larger files, the same pixels); the same HTML always gives the same bytes.
 - **Network.** Every request is routed. The page itself is served once at ``PAGE_URL``; the Tailwind 2.2.19 CDN
-  stylesheets are answered from the local copy; placeholder-image hosts get a deterministic PNG of the requested size
-  (see ``colbench.render.placeholder``); every other request (other hosts, 127.0.0.1, ``file://``) is aborted.
-  Navigations away from the page (meta refresh, ``location``, links, reloads) are answered ``204 No Content``, so the
-  page stays where it is (an abort would replace it with an error page). Known limit: when a script in ``<head>``
-  starts a navigation before the first paint, Chromium keeps rendering deferred after it is refused, so such a page
-  ends as ``timeout``, bounded like any other. As a second wall Chromium runs with a proxy on a dead local port that
-  loopback does not bypass, and host names resolve to nothing, so a request that escaped routing (WebSocket, prefetch)
-  still cannot connect anywhere. Service workers are blocked.
+  stylesheets are answered from the local copy (``Cache-Control: no-store``: a trimmed sheet is never reused for
+  another page); placeholder-image hosts get a deterministic PNG of the requested size (see
+  ``colbench.render.placeholder``); every other request (other hosts, 127.0.0.1, ``file://``) is aborted.
+  Navigations a page starts itself (``location``, links, form submissions) are cancelled inside the page before they
+  leave it (the Navigation API's ``navigate`` event, from a script that runs before the page's own), so a script in
+  ``<head>`` that navigates before the first paint no longer stops the parser; any navigation that still reaches
+  the router (meta refresh, a reload) is answered ``204 No Content``, so the page stays where it is (an abort would
+  replace it with an error page). As a second wall Chromium runs with a proxy on a dead local port that loopback
+  does not bypass, and host names resolve to nothing, so a request that escaped routing (WebSocket, prefetch) still
+  cannot connect anywhere. Service workers are blocked.
 - **Dialogs and popups.** ``alert``/``confirm``/``prompt``/``print``/``window.open`` are replaced by no-ops before
   any page script runs; a dialog that still appears is dismissed; a popup page is closed at once.
 - **Time.** JavaScript runs, bounded by the load timeout (10 s) and the screenshot timeout (10 s); opening the page
   and closing its context are bounded by ``close_timeout_s`` (5 s). After a timeout or error the page's context is
   closed; if that does not finish in time, the browser process is killed and relaunched for the next page. A runaway
-  script therefore costs at most one timeout and never hangs the harness.
+  script therefore costs at most one timeout and never hangs the harness. A reused context that fails with an error
+  (the browser was killed between two renders) is replaced and the page rendered once more in a fresh one.
 
 Results: ``RenderResult.status`` is ``ok`` (png set), ``timeout`` (load or screenshot ran out of time), ``error``
 (the page crashed or Chromium refused it; message set) or ``empty`` (no HTML given: nothing is rendered). A failure
 to start the browser at all is an ``InfraError`` (never a page's fault); a missing Playwright or Chromium is a
-``ConfigError`` saying how to install it.
+``ConfigError`` saying how to install it. ``duration_s`` counts from when the render got its turn.
 
 Renders of reference pages can be cached: ``render(html, cache=True)`` looks up and stores successful results in an
 LRU keyed by the SHA-256 of the HTML (``cache_size`` entries per renderer; 0 disables it).
@@ -42,10 +66,14 @@ LRU keyed by the SHA-256 of the HTML (``cache_size`` entries per renderer; 0 dis
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
 import contextlib
+import functools
 import hashlib
+import html as html_lib
 import os
+import re
 import shutil
 import signal
 import struct
@@ -61,9 +89,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from colbench.errors import ConfigError, InfraError
 from colbench.render.placeholder import TAILWIND_URL_RE, load_tailwind_css, placeholder_png, placeholder_size
+from colbench.render.stylesheet import StylesheetIndex
 
 if TYPE_CHECKING:
-    from playwright.async_api import Browser, BrowserContext, Dialog, Page, Playwright, Request, Route
+    from playwright.async_api import Browser, BrowserContext, CDPSession, Dialog, Page, Playwright, Request, Route
 
 RenderStatus = Literal["ok", "timeout", "error", "empty"]
 
@@ -72,6 +101,7 @@ PAGE_URL = "https://page.colbench.invalid/"
 
 INSTALL_HINT = "install it with `apt-get install chromium` and `pip install 'colbench[frontend]'`"
 
+# Runs before any page script in every frame of a scripted page's context.
 _NEUTRALISE_JS = """(() => {
   const noop = () => undefined;
   window.alert = noop;
@@ -79,12 +109,87 @@ _NEUTRALISE_JS = """(() => {
   window.confirm = () => false;
   window.prompt = () => null;
   window.open = () => null;
+  if (window === window.top && window.navigation) {
+    window.navigation.addEventListener("navigate", (event) => { if (event.cancelable) event.preventDefault(); });
+  }
 })();"""
+
+# What Playwright's screenshot(animations="disabled", caret="hide") does before capturing (finite animations jump to
+# their end, infinite ones are cancelled, carets become transparent), then the wait for web fonts and the full-page
+# size Playwright measures; evaluated in the page of a static render (no page script ever ran there).
+_PREPARE_JS = """(async () => {
+  const roots = [];
+  const collect = (root) => {
+    roots.push(root);
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_ELEMENT);
+    do {
+      const node = walker.currentNode;
+      if (node instanceof Element && node.shadowRoot) collect(node.shadowRoot);
+    } while (walker.nextNode());
+  };
+  collect(document);
+  const settle = (root) => {
+    for (const animation of root.getAnimations()) {
+      if (!animation.effect || animation.playbackRate === 0) continue;
+      try {
+        if (Number.isFinite(animation.effect.getComputedTiming().endTime)) animation.finish();
+        else animation.cancel();
+      } catch (e) {}
+    }
+  };
+  for (const root of roots) {
+    root.querySelectorAll("input,textarea,[contenteditable]").forEach((element) => {
+      element.style.setProperty("caret-color", "transparent", "important");
+    });
+    settle(root);
+    root.addEventListener("transitionrun", () => settle(root));
+    root.addEventListener("animationstart", () => settle(root));
+  }
+  await document.fonts.ready;
+  const body = document.body, root = document.documentElement;
+  if (!body || !root) return null;
+  const width = [body.scrollWidth, root.scrollWidth, body.offsetWidth, root.offsetWidth, body.clientWidth,
+    root.clientWidth];
+  const height = [body.scrollHeight, root.scrollHeight, body.offsetHeight, root.offsetHeight, body.clientHeight,
+    root.clientHeight];
+  return [Math.max(...width), Math.max(...height)];
+})()"""
+
+# Anything that lets a page run script, or behave differently when scripting is off (see ``is_static``).
+_SCRIPTED_RE = re.compile(
+    r"<(?:script|noscript|applet)\b"
+    r"|javascript:|\bon[a-z]+\s*="
+    r"|http-equiv\s*=\s*[\"']?\s*refresh"
+    r"|\(\s*scripting\b"
+)
+# A frame whose document comes from the page itself (srcdoc, a data: URL) rather than through the router.
+_FRAME_RE = re.compile(r"<(?:iframe|frame|object|embed|portal|fencedframe)\b")
+_INLINE_DOCUMENT_RE = re.compile(r"\bsrcdoc\b|data:")
+
+
+def is_static(html: str) -> bool:
+    """True when nothing in ``html`` can run script, so it renders with scripting off and a trimmed stylesheet.
+
+    Conservative: the HTML is lower-cased and searched as written and with character references decoded, for script
+    and noscript elements, event-handler attributes (``on...=`` anywhere), ``javascript:`` URLs, meta refresh, the
+    ``scripting`` media feature, and frames (iframe, object, embed ...) when the page also has a ``srcdoc`` or a
+    ``data:`` URL (a frame loaded from elsewhere only ever gets 204 or a placeholder from the router). A false alarm
+    only costs speed (the page renders as a scripted one).
+    """
+    lowered = html.lower()
+    for text in (lowered, html_lib.unescape(lowered).lower()) if "&" in lowered else (lowered,):
+        if _SCRIPTED_RE.search(text) or (_FRAME_RE.search(text) and _INLINE_DOCUMENT_RE.search(text)):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
 class RenderConfig:
-    """Everything that changes a screenshot or bounds a render; the defaults are the scoring policy."""
+    """Everything that changes a screenshot or bounds a render; the defaults are the scoring policy.
+
+    ``concurrency``: pages rendered at once (each in its own browser context); ``renders_per_context``: static
+    pages rendered in one reused context before it is replaced (1 = a fresh context for every page).
+    """
 
     width: int = 1280
     height: int = 720
@@ -93,6 +198,8 @@ class RenderConfig:
     screenshot_timeout_s: float = 10.0
     close_timeout_s: float = 5.0
     executable_path: str | None = None
+    concurrency: int = 2
+    renders_per_context: int = 200
 
     def __post_init__(self) -> None:
         if self.width < 1 or self.height < 1 or self.max_height < self.height:
@@ -102,14 +209,32 @@ class RenderConfig:
             )
         if min(self.load_timeout_s, self.screenshot_timeout_s, self.close_timeout_s) <= 0:
             raise ConfigError("render timeouts must be positive")
+        if self.concurrency < 1 or self.renders_per_context < 1:
+            raise ConfigError(
+                f"concurrency and renders_per_context must be >= 1, got {self.concurrency} and "
+                f"{self.renders_per_context}"
+            )
 
 
 @dataclass
 class _Document:
-    """The HTML one render serves at ``PAGE_URL``, exactly once (reloads and navigations get 204 No Content)."""
+    """What one render serves: the HTML at ``PAGE_URL``, exactly once (later navigations get 204), and its CSS."""
 
     body: bytes
+    css: bytes
     served: bool = False
+
+
+@dataclass
+class _Slot:
+    """A reusable scripting-off context with its one page, for static renders (see the module docstring)."""
+
+    browser: Browser
+    context: BrowserContext
+    page: Page
+    cdp: CDPSession
+    document: _Document | None = None
+    renders: int = 0
 
 
 @dataclass(frozen=True)
@@ -172,11 +297,17 @@ def _kill_marked_processes(marker: str) -> int:
     return killed
 
 
+@functools.lru_cache(maxsize=4)
+def _stylesheet_index(css: bytes) -> StylesheetIndex:
+    """One index per stylesheet and process (building it takes a fraction of a second)."""
+    return StylesheetIndex(css)
+
+
 class Renderer:
     """HTML -> PNG with one long-lived headless Chromium; thread-safe, usable from sync and async code.
 
     The browser lives on a private event-loop thread. ``render`` blocks the caller; ``render_async`` awaits from any
-    event loop; several renders may run at once (one browser context each). Close with ``close()`` or ``with``.
+    event loop; up to ``config.concurrency`` renders run at once, the others wait. Close with ``close()`` or ``with``.
     """
 
     def __init__(
@@ -194,11 +325,15 @@ class Renderer:
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
         self._launch_lock: asyncio.Lock | None = None
+        self._turns: asyncio.Semaphore | None = None
+        self._idle: list[_Slot] = []
         self._tasks: set[asyncio.Future[None]] = set()
         self._closed = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="colbench-renderer", daemon=True)
         self._thread.start()
+        # Indexing the stylesheet takes a fraction of a second: started now, in a worker thread, used when ready.
+        self._index = asyncio.run_coroutine_threadsafe(self._build_index(), self._loop)
 
     # -- public API -----------------------------------------------------------------------------------------------
 
@@ -243,20 +378,38 @@ class Renderer:
             raise ConfigError("this Renderer is closed")
         return asyncio.run_coroutine_threadsafe(self._render(html, cache), self._loop)
 
+    async def _build_index(self) -> StylesheetIndex | None:
+        try:
+            return await asyncio.to_thread(_stylesheet_index, self._css)
+        except Exception:  # never expected; the whole stylesheet is then served to every page
+            return None
+
     async def _render(self, html: str, cache: bool) -> RenderResult:
-        started = time.monotonic()
         if not html.strip():
-            return RenderResult(None, "empty", "no HTML to render", time.monotonic() - started)
+            return RenderResult(None, "empty", "no HTML to render", 0.0)
         key = hashlib.sha256(html.encode("utf-8", "surrogatepass")).hexdigest()
         if cache and key in self._cache:
             self._cache.move_to_end(key)
             return replace(self._cache[key], cached=True)
-        result = await self._render_in_context(html, started)
+        if self._turns is None:
+            self._turns = asyncio.Semaphore(self.config.concurrency)
+        static = is_static(html)
+        index = await asyncio.wrap_future(self._index) if static else None
+        css = index.trim(html) if index is not None else self._css
+        document = html.encode("utf-8", "surrogatepass")
+        async with self._turns:
+            started = time.monotonic()
+            if static:
+                result = await self._render_static(document, css, started)
+            else:
+                result = await self._render_in_context(_Document(document, css), started)
         if cache and result.status == "ok" and self._cache_size > 0:
             self._cache[key] = result
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return result
+
+    # -- the browser ------------------------------------------------------------------------------------------------
 
     async def _ensure_browser(self) -> Browser:
         if self._launch_lock is None:
@@ -282,6 +435,9 @@ class Renderer:
                         "--disable-background-networking",
                         "--no-pings",
                         "--disable-dev-shm-usage",
+                        # Chromium keeps a spare renderer process warm for the context that navigated last; with
+                        # several contexts taking turns it threw that process away and forked a new one per render.
+                        "--disable-features=SpareRendererForSitePerProcess",
                     ],
                     timeout=30_000,
                 )
@@ -291,21 +447,24 @@ class Renderer:
                 raise InfraError(f"could not start Chromium ({self._executable}): {first_line}") from exc
             return self._browser
 
-    async def _new_context(self) -> BrowserContext:
+    async def _new_context(self, *, javascript: bool) -> tuple[Browser, BrowserContext]:
         """A fresh context; a browser that died since the last render (not this page's fault) is relaunched once."""
         from playwright.async_api import Error
 
-        try:
-            return await self._open_context(await self._ensure_browser())
-        except Error:
-            await self._drop_browser()
-        try:
-            return await self._open_context(await self._ensure_browser())
-        except Error as exc:
-            await self._drop_browser()
-            raise InfraError(f"Chromium could not open a browser context: {exc.message}") from exc
+        for attempt in (1, 2):
+            browser = await self._ensure_browser()
+            try:
+                return browser, await asyncio.wait_for(
+                    self._open_context(browser, javascript), self.config.close_timeout_s
+                )
+            except (Error, TimeoutError) as exc:
+                await self._drop_browser()
+                if attempt == 2:
+                    message = exc.message if isinstance(exc, Error) else "timed out"
+                    raise InfraError(f"Chromium could not open a browser context: {message}") from exc
+        raise AssertionError("unreachable")
 
-    async def _open_context(self, browser: Browser) -> BrowserContext:
+    async def _open_context(self, browser: Browser, javascript: bool) -> BrowserContext:
         cfg = self.config
         return await browser.new_context(
             viewport={"width": cfg.width, "height": cfg.height},
@@ -316,9 +475,121 @@ class Renderer:
             timezone_id="UTC",
             service_workers="block",
             accept_downloads=False,
+            java_script_enabled=javascript,
         )
 
-    async def _render_in_context(self, html: str, started: float) -> RenderResult:
+    # -- static pages: scripting off, reused contexts ---------------------------------------------------------------
+
+    async def _render_static(self, body: bytes, css: bytes, started: float) -> RenderResult:
+        """Render in a reused context; an error there (the browser was killed meanwhile) earns one fresh retry."""
+        from playwright.async_api import Error
+        from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+        cfg = self.config
+        retried = False
+        while True:
+            slot: _Slot | None = None
+            reused = False
+            status: RenderStatus = "error"
+            png: bytes | None = None
+            error: str | None = None
+            phase, limit = "opening the page", cfg.close_timeout_s
+            try:
+                slot = await self._take_slot(fresh=retried)
+                reused = slot.renders > 0
+                slot.document = _Document(body, css)
+                phase, limit = "loading the page", cfg.load_timeout_s
+                await asyncio.wait_for(slot.page.goto(PAGE_URL, wait_until="load", timeout=limit * 1000), limit)
+                phase, limit = "taking the screenshot", cfg.screenshot_timeout_s
+                png = await asyncio.wait_for(self._capture(slot.cdp), limit)
+                status = "ok"
+            except (PlaywrightTimeout, TimeoutError):
+                status, error = "timeout", f"{phase} did not finish within {limit:g} s"
+            except Error as exc:
+                status, error = "error", f"render failed: {exc.message.splitlines()[0] if exc.message else exc}"
+            finally:
+                if slot is not None:
+                    slot.document = None
+                    slot.renders += 1
+                    if status == "ok" and slot.renders < cfg.renders_per_context:
+                        self._idle.append(slot)
+                    else:
+                        await self._discard(slot)
+            if status == "error" and reused and not retried:
+                retried = True  # the context had worked before: retry once, in a fresh one
+                continue
+            return RenderResult(png, status, error, time.monotonic() - started)
+
+    async def _take_slot(self, *, fresh: bool = False) -> _Slot:
+        """An idle context of this browser, or a new one (bounded by ``close_timeout_s``)."""
+        while self._idle and not fresh:
+            slot = self._idle.pop()
+            if slot.browser is self._browser and slot.browser.is_connected() and not slot.page.is_closed():
+                return slot
+            await self._discard(slot)
+        browser, context = await self._new_context(javascript=False)
+        try:
+            return await asyncio.wait_for(self._open_slot(browser, context), self.config.close_timeout_s)
+        except BaseException:
+            if not await self._close_context(context):
+                await self._kill_and_drop()
+            raise
+
+    async def _open_slot(self, browser: Browser, context: BrowserContext) -> _Slot:
+        page = await context.new_page()
+        cdp = await context.new_cdp_session(page)
+        await self._freeze_animations(cdp)
+        slot = _Slot(browser, context, page, cdp)
+
+        async def route(route: Route, request: Request) -> None:
+            await self._answer(route, request, slot.document)
+
+        await context.route("**/*", route)
+        context.on("page", self._close_popup)
+        return slot
+
+    async def _discard(self, slot: _Slot) -> None:
+        slot.document = None
+        if slot.browser is not self._browser or not slot.browser.is_connected():
+            return  # gone with its browser
+        if not await self._close_context(slot.context):
+            await self._kill_and_drop()
+
+    @staticmethod
+    async def _freeze_animations(cdp: CDPSession) -> None:
+        """Stop the page's animation clock for good (it holds across navigations while ``cdp`` stays attached).
+
+        Every animation then stays at its start until the screenshot settles it, including the browser's own ones
+        that a page's script cannot reach (a video's loading spinner, an indeterminate progress bar), which would
+        otherwise be captured at whatever moment the screenshot happened to be taken.
+        """
+        await cdp.send("Animation.enable")
+        await cdp.send("Animation.setPlaybackRate", {"playbackRate": 0})
+
+    async def _capture(self, cdp: CDPSession) -> bytes:
+        """What Playwright's full-page screenshot does (see ``_PREPARE_JS``), in two calls, with fast PNG encoding."""
+        cfg = self.config
+        measured = await cdp.send(
+            "Runtime.evaluate", {"expression": _PREPARE_JS, "awaitPromise": True, "returnByValue": True}
+        )
+        size = measured.get("result", {}).get("value")
+        full_width, full_height = size if isinstance(size, list) else (cfg.width, cfg.height)
+        width, height = min(int(full_width), cfg.width), min(int(full_height), cfg.max_height)
+        fits = full_width <= cfg.width and full_height <= cfg.height
+        shot = await cdp.send(
+            "Page.captureScreenshot",
+            {
+                "format": "png",
+                "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1},
+                "captureBeyondViewport": not fits,
+                "optimizeForSpeed": True,
+            },
+        )
+        return base64.b64decode(shot["data"])
+
+    # -- scripted pages: a fresh context each ----------------------------------------------------------------------
+
+    async def _render_in_context(self, document: _Document, started: float) -> RenderResult:
         from playwright.async_api import Error
         from playwright.async_api import TimeoutError as PlaywrightTimeout
 
@@ -329,8 +600,8 @@ class Renderer:
         error: str | None = None
         phase, limit = "opening the page", cfg.close_timeout_s
         try:
-            context = await self._new_context()
-            page = await asyncio.wait_for(self._open_page(context, html), limit)
+            _, context = await self._new_context(javascript=True)
+            page = await asyncio.wait_for(self._open_page(context, document), limit)
             phase, limit = "loading the page", cfg.load_timeout_s
             await asyncio.wait_for(self._load(page), limit)
             phase, limit = "taking the screenshot", cfg.screenshot_timeout_s
@@ -345,22 +616,19 @@ class Renderer:
                 await self._kill_and_drop()
         return RenderResult(png, status, error, time.monotonic() - started)
 
-    async def _open_page(self, context: BrowserContext, html: str) -> Page:
-        document = _Document(html.encode("utf-8", "surrogatepass"))
-
+    async def _open_page(self, context: BrowserContext, document: _Document) -> Page:
         async def route(route: Route, request: Request) -> None:
             await self._answer(route, request, document)
 
-        def on_popup(popup: Page) -> None:  # registered after the main page exists: every later page is a popup
-            self._background(popup.close())
-
         def on_dialog(dialog: Dialog) -> None:
-            self._background(dialog.dismiss())
+            # A beforeunload prompt is accepted (dismissing it would keep a navigation from leaving the page).
+            self._background(dialog.accept() if dialog.type == "beforeunload" else dialog.dismiss())
 
         await context.add_init_script(_NEUTRALISE_JS)
         await context.route("**/*", route)
         page = await context.new_page()
-        context.on("page", on_popup)
+        await self._freeze_animations(await context.new_cdp_session(page))
+        context.on("page", self._close_popup)  # registered after the main page exists: every later page is a popup
         page.on("dialog", on_dialog)
         return page
 
@@ -385,20 +653,30 @@ class Renderer:
             timeout=cfg.screenshot_timeout_s * 1000,
         )
 
-    async def _answer(self, route: Route, request: Request, document: _Document) -> None:
+    # -- shared -----------------------------------------------------------------------------------------------------
+
+    async def _answer(self, route: Route, request: Request, document: _Document | None) -> None:
         url = request.url
         try:
             if request.is_navigation_request():
-                if url == PAGE_URL and not document.served:  # the page is served once: the first navigation
+                if document is not None and url == PAGE_URL and not document.served:  # the page is served once
                     document.served = True
-                    await route.fulfill(status=200, body=document.body, content_type="text/html; charset=utf-8")
+                    await route.fulfill(
+                        status=200,
+                        body=document.body,
+                        content_type="text/html; charset=utf-8",
+                        headers={"cache-control": "no-store"},
+                    )
                 else:
                     # 204 No Content: Chromium stays on the current document (an abort would commit an error page).
                     await route.fulfill(status=204, body=b"")
                 return
-            if TAILWIND_URL_RE.match(url):
+            if document is not None and TAILWIND_URL_RE.match(url):
                 await route.fulfill(
-                    status=200, body=self._css, content_type="text/css", headers={"access-control-allow-origin": "*"}
+                    status=200,
+                    body=document.css,
+                    content_type="text/css",
+                    headers={"access-control-allow-origin": "*", "cache-control": "no-store"},
                 )
                 return
             if (size := placeholder_size(url)) is not None:
@@ -412,6 +690,9 @@ class Renderer:
             await route.abort("blockedbyclient")
         except Exception:  # the page may be gone already; a lost answer is a blocked request
             return
+
+    def _close_popup(self, popup: Page) -> None:
+        self._background(popup.close())
 
     def _background(self, awaitable: Coroutine[Any, Any, Any]) -> None:
         """Run a fire-and-forget cleanup (dismiss a dialog, close a popup); its failure is of no consequence."""
@@ -437,6 +718,7 @@ class Renderer:
 
     async def _drop_browser(self) -> None:
         browser, self._browser = self._browser, None
+        self._idle.clear()  # their contexts go with the browser
         if browser is not None:
             try:
                 await asyncio.wait_for(browser.close(), timeout=self.config.close_timeout_s)
