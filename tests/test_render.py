@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import struct
 import sys
@@ -19,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import pytest
 
 from colbench.errors import ConfigError, InfraError
@@ -82,6 +84,35 @@ def decode_png(data: bytes) -> tuple[int, int, list[bytes], int]:
         rows.append(bytes(line))
         prev = line
     return width, height, rows, bpp
+
+
+def png_array(data: bytes) -> np.ndarray:
+    """The PNG's pixels as a (height, width, 3) uint8 array; fast for the None/Up filters Chromium's fast encoder
+    writes, the pure-Python decoder otherwise."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, header = 8, b"", b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = body
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", header)
+    assert depth == 8 and colour in (2, 6) and interlace == 0, (depth, colour, interlace)
+    bpp = 3 if colour == 2 else 4
+    raw = np.frombuffer(zlib.decompress(idat), dtype=np.uint8).reshape(height, width * bpp + 1)
+    filters, lines = raw[:, 0], raw[:, 1:]
+    if set(filters.tolist()) <= {0, 2}:
+        out = np.empty_like(lines)
+        previous = np.zeros(width * bpp, dtype=np.uint8)
+        for y in range(height):
+            previous = lines[y] + previous if filters[y] == 2 else lines[y].copy()  # uint8 arithmetic wraps
+            out[y] = previous
+    else:
+        out = np.frombuffer(b"".join(decode_png(data)[2]), dtype=np.uint8).reshape(height, width * bpp)
+    return out.reshape(height, width, bpp)[:, :, :3]
 
 
 def pixel(result: RenderResult, x: int, y: int) -> tuple[int, int, int]:
@@ -716,3 +747,43 @@ def test_the_trimmed_stylesheet_renders_like_the_whole_one(renderer: Renderer) -
     whole = on_loop(renderer, renderer._render_static(TRICKY.encode(), renderer._css, time.monotonic()))
     assert trimmed.status == whole.status == "ok"
     assert trimmed.png == whole.png
+
+
+def tailwind_colours() -> dict[str, tuple[int, int, int]]:
+    """Tailwind's solid background colours by class name (bg-red-500 -> (239, 68, 68)), white left out."""
+    pattern = r"\.(bg-[a-z]+-\d+|bg-black)\{--tw-bg-opacity:1;background-color:rgba\((\d+),(\d+),(\d+),"
+    return {
+        m.group(1): (int(m.group(2)), int(m.group(3)), int(m.group(4)))
+        for m in re.finditer(pattern, load_tailwind_css().decode())
+    }
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_every_sample_page_renders_offline_with_tailwind(renderer: Renderer, shared_frontend_sample: list[str]) -> None:
+    """All 150 reference pages: ``ok``, 1280 px wide, Tailwind applied, and (every 10th) byte-identical to a render
+    with the whole stylesheet. Applied: a solid Tailwind background colour the page uses covers >= 100 px of the
+    screenshot, or else (no such class, or covered by a picture) the screenshot differs from the page rendered
+    without Tailwind."""
+    colours = tailwind_colours()
+    unstyled = 0
+    assert sum(map(is_static, shared_frontend_sample)) == len(shared_frontend_sample)
+    for i, html in enumerate(shared_frontend_sample):
+        result = renderer.render(html)
+        assert result.status == "ok", (i, result.error)
+        assert result.png is not None and result.size is not None
+        assert result.size[0] == 1280 and 720 <= result.size[1] <= CONFIG.max_height
+        pixels = png_array(result.png)
+        used = {
+            colours[name]
+            for name in re.findall(r"(?<![\w:/-])(bg-[a-z]+-\d+|bg-black)(?![\w:/-])", html)
+            if name in colours
+        }
+        if not any(int(np.count_nonzero(np.all(pixels == np.array(rgb, np.uint8), axis=2))) >= 100 for rgb in used):
+            unstyled += 1  # no Tailwind background in sight (none used, or covered by a picture): compare instead
+            bare = renderer.render(html.replace("tailwindcss@2.2.19", "no-tailwind"))
+            assert bare.status == "ok" and bare.png != result.png, i
+        if i % 10 == 0:
+            whole = on_loop(renderer, renderer._render_static(html.encode(), renderer._css, time.monotonic()))
+            assert whole.png == result.png, i
+    assert unstyled < len(shared_frontend_sample) // 5, unstyled
