@@ -1,0 +1,163 @@
+"""Baseline: multi-turn DPO. DPO on whole trajectories, with the trajectory preferences the critic trains on.
+
+Same pairs as ``train_critic.py`` (``preferences.py``), but no critic and no hidden information: the policy itself
+is trained, with the conversation as the policy sees it. A trajectory's log-probability is the sum over all of its
+assistant tokens (every agent turn; the human's replies are context), and the loss is DPO's
+
+    -log sigmoid(beta * [(log pi(chosen) - log pi_ref(chosen)) - (log pi(rejected) - log pi_ref(rejected))])
+
+plus ``nll_coef`` times the chosen trajectory's mean token NLL (the original ran OpenRLHF's DPO with
+``--nll_loss_coef 0.01``). The reference is the initial policy (its log-probs computed once, before training).
+The paper gives no separate hyper-parameters for this baseline; the defaults are those of the SWEET-RL policy step.
+
+    python examples/sweet_rl/train_mtdpo.py --pairs DIR/pairs.jsonl --out DIR/mtdpo
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sweet_lib import (
+    Cached,
+    CachedSequences,
+    Encoded,
+    Trajectory,
+    encode_dialogue,
+    freeze_lower_layers,
+    load_model,
+    load_tokenizer,
+    log,
+    parse_config,
+    pick_device,
+    pick_dtype,
+    read_jsonl,
+    resolve_model,
+    save_json,
+    set_seed,
+    set_threads,
+)
+
+
+@dataclass
+class MTDPOConfig:
+    """Trajectory-level DPO on the preference pairs (no critic, no ground-truth prefix)."""
+
+    pairs: str = "runs/sweet_rl/pairs.jsonl"
+    model: str = "meta-llama/Llama-3.1-8B-Instruct"
+    out: str = "runs/sweet_rl/mtdpo"
+    beta: float = 0.1
+    nll_coef: float = 0.01
+    lr: float = 2e-7
+    epochs: int = 1
+    batch_size: int = 8  # pairs per optimizer step
+    micro_batch_size: int = 1
+    max_len: int = 16384  # longer pairs are skipped (counted)
+    max_grad_norm: float = 1.0
+    train_last_layers: int = 0  # CPU smoke runs: only the top N blocks are trained (0: all)
+    gradient_checkpointing: bool = False
+    device: str = "auto"
+    threads: int = 0
+    dtype: str = "auto"
+    seed: int = 0
+
+
+def main(config: MTDPOConfig) -> dict[str, Any]:
+    set_seed(config.seed)
+    set_threads(config.threads)
+    import torch
+    import torch.nn.functional as F
+
+    device = pick_device(config.device)
+    dtype = pick_dtype(config.dtype, device)
+    path = resolve_model(config.model)
+    tokenizer = load_tokenizer(path)
+    model = load_model(path, device, dtype)
+    started = time.monotonic()
+
+    # -- data: both trajectories of each pair, as the policy sees them -------------------------------------------------
+    pairs: list[tuple[Encoded, Encoded]] = []
+    too_long = 0
+    for row in read_jsonl(config.pairs):
+        chosen, rejected = Trajectory.from_json(row["chosen"]), Trajectory.from_json(row["rejected"])
+        pair = (encode_dialogue(tokenizer, chosen.messages), encode_dialogue(tokenizer, rejected.messages))
+        if max(len(pair[0]), len(pair[1])) > config.max_len:
+            too_long += 1
+            continue
+        pairs.append(pair)
+    if not pairs:
+        raise SystemExit(f"train_mtdpo: no usable pairs in {config.pairs}")
+    log("mtdpo", f"{len(pairs)} trajectory pairs ({too_long} too long)")
+    freeze_lower_layers(model, config.train_last_layers)
+    sequences = CachedSequences(model, int(tokenizer.pad_token_id), device, top_layers=config.train_last_layers)
+    flat = sequences.prepare([e for pair in pairs for e in pair])
+    data = list(zip(flat[0::2], flat[1::2], strict=True))
+
+    def dpo_loss(batch: list[tuple[Cached, Cached]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """DPO on summed assistant-token log-ratios (+ the chosen NLL term); also the reward margins."""
+        n = len(batch)
+        logp, ref, turns = sequences.logps([c for c, _ in batch] + [r for _, r in batch])
+        mask = (turns >= 0).float()
+        ratio = ((logp - ref) * mask).sum(dim=1)
+        margin = config.beta * (ratio[:n] - ratio[n:])
+        nll = -(logp[:n] * mask[:n]).sum(dim=1) / mask[:n].sum(dim=1).clamp(min=1)
+        return (-F.logsigmoid(margin) + config.nll_coef * nll).mean(), margin.detach()
+
+    @torch.no_grad()
+    def evaluate() -> dict[str, float]:
+        model.eval()
+        losses, margins = [], []
+        for pair in data:
+            loss, margin = dpo_loss([pair])
+            losses.append(loss.item())
+            margins.append(margin.item())
+        return {"loss": sum(losses) / len(losses), "accuracy": sum(m > 0 for m in margins) / len(margins)}
+
+    before = evaluate()
+
+    # -- training -----------------------------------------------------------------------------------------------------
+    if config.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
+    accumulation = max(1, config.batch_size // config.micro_batch_size)
+    rng = random.Random(config.seed)
+    order = list(range(len(data)))
+    step_losses: list[float] = []
+    for epoch in range(config.epochs):
+        model.train()
+        rng.shuffle(order)
+        micro = [order[i : i + config.micro_batch_size] for i in range(0, len(order), config.micro_batch_size)]
+        for index, batch in enumerate(micro):
+            loss, _ = dpo_loss([data[i] for i in batch])
+            (loss / accumulation).backward()
+            step_losses.append(loss.item())
+            if (index + 1) % accumulation == 0 or index + 1 == len(micro):
+                torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+        log("mtdpo", f"epoch {epoch + 1}/{config.epochs}: last step loss {step_losses[-1]:.4f}")
+    after = evaluate()
+    log("mtdpo", f"DPO loss on the pairs: {before['loss']:.4f} -> {after['loss']:.4f}")
+
+    model.save_pretrained(config.out)
+    tokenizer.save_pretrained(config.out)
+    metrics: dict[str, Any] = {
+        "config": asdict(config),
+        "pairs": len(data),
+        "skipped_too_long": too_long,
+        "loss_before": before["loss"],
+        "loss_after": after["loss"],
+        "before": before,
+        "after": after,
+        "step_losses": step_losses,
+        "seconds": time.monotonic() - started,
+    }
+    save_json(f"{config.out}/metrics.json", metrics)
+    return metrics
+
+
+if __name__ == "__main__":
+    main(parse_config(MTDPOConfig))

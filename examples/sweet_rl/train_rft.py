@@ -1,0 +1,139 @@
+"""Baseline: rejection fine-tuning. Supervised fine-tuning of the policy on its own successful trajectories.
+
+Same data as SWEET-RL (``collect.py``'s trajectories): keep those with ``reward >= min_reward`` (backend: 1.0, every
+test passed), train on the cross-entropy of the assistant tokens only (every agent turn of the conversation, its
+end-of-turn marker included; the task prompt and the human's replies are context, not targets). No critic and no
+hidden information.
+
+The paper gives no hyper-parameters for this baseline; the defaults follow the DPO stages (small lr, bf16 on GPU).
+
+    python examples/sweet_rl/train_rft.py --trajectories DIR/trajectories.jsonl --out DIR/rft
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sweet_lib import (
+    Cached,
+    CachedSequences,
+    encode_dialogue,
+    freeze_lower_layers,
+    load_model,
+    load_tokenizer,
+    log,
+    parse_config,
+    pick_device,
+    pick_dtype,
+    read_trajectories,
+    resolve_model,
+    save_json,
+    set_seed,
+    set_threads,
+)
+
+
+@dataclass
+class RFTConfig:
+    """Supervised fine-tuning on successful trajectories (assistant tokens only)."""
+
+    trajectories: str = "runs/sweet_rl/trajectories.jsonl"
+    model: str = "meta-llama/Llama-3.1-8B-Instruct"
+    out: str = "runs/sweet_rl/rft"
+    min_reward: float = 1.0  # backend: all tests passed; frontend: pick a similarity threshold
+    lr: float = 1e-6
+    epochs: int = 2
+    batch_size: int = 8  # trajectories per optimizer step
+    micro_batch_size: int = 1
+    max_len: int = 8192  # longer trajectories are skipped (counted)
+    max_grad_norm: float = 1.0
+    train_last_layers: int = 0  # CPU smoke runs: only the top N blocks are trained (0: all)
+    gradient_checkpointing: bool = False
+    device: str = "auto"
+    threads: int = 0
+    dtype: str = "auto"
+    seed: int = 0
+
+
+def main(config: RFTConfig) -> dict[str, Any]:
+    set_seed(config.seed)
+    set_threads(config.threads)
+    import torch
+
+    device = pick_device(config.device)
+    dtype = pick_dtype(config.dtype, device)
+    path = resolve_model(config.model)
+    tokenizer = load_tokenizer(path)
+    model = load_model(path, device, dtype)
+    started = time.monotonic()
+
+    # -- data: successful trajectories, assistant tokens marked ----------------------------------------------------
+    kept = [t for t in read_trajectories(config.trajectories) if t.reward >= config.min_reward]
+    encoded = [encode_dialogue(tokenizer, t.messages) for t in kept]
+    too_long = sum(len(e) > config.max_len for e in encoded)
+    encoded = [e for e in encoded if len(e) <= config.max_len]
+    if not encoded:
+        raise SystemExit(f"train_rft: no trajectory with reward >= {config.min_reward} (and within {config.max_len})")
+    log("rft", f"{len(encoded)} successful trajectories ({too_long} too long)")
+    freeze_lower_layers(model, config.train_last_layers)
+    sequences = CachedSequences(model, int(tokenizer.pad_token_id), device, top_layers=config.train_last_layers)
+    data = sequences.prepare(encoded)
+
+    def nll(items: list[Cached]) -> torch.Tensor:
+        """Mean negative log-likelihood over all assistant tokens of the batch."""
+        logp, _, turns = sequences.logps(items)
+        mask = (turns >= 0).float()
+        return -(logp * mask).sum() / mask.sum().clamp(min=1)
+
+    @torch.no_grad()
+    def evaluate() -> float:
+        model.eval()
+        return sum(nll([c]).item() for c in data) / len(data)
+
+    loss_before = evaluate()
+
+    # -- training -----------------------------------------------------------------------------------------------------
+    if config.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
+    accumulation = max(1, config.batch_size // config.micro_batch_size)
+    rng = random.Random(config.seed)
+    order = list(range(len(data)))
+    step_losses: list[float] = []
+    for epoch in range(config.epochs):
+        model.train()
+        rng.shuffle(order)
+        micro = [order[i : i + config.micro_batch_size] for i in range(0, len(order), config.micro_batch_size)]
+        for index, batch in enumerate(micro):
+            loss = nll([data[i] for i in batch])
+            (loss / accumulation).backward()
+            step_losses.append(loss.item())
+            if (index + 1) % accumulation == 0 or index + 1 == len(micro):
+                torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+        log("rft", f"epoch {epoch + 1}/{config.epochs}: last step NLL {step_losses[-1]:.4f}")
+    loss_after = evaluate()
+    log("rft", f"NLL on the successful trajectories: {loss_before:.4f} -> {loss_after:.4f}")
+
+    model.save_pretrained(config.out)
+    tokenizer.save_pretrained(config.out)
+    metrics: dict[str, Any] = {
+        "config": asdict(config),
+        "trajectories": len(data),
+        "skipped_too_long": too_long,
+        "loss_before": loss_before,
+        "loss_after": loss_after,
+        "step_losses": step_losses,
+        "seconds": time.monotonic() - started,
+    }
+    save_json(f"{config.out}/metrics.json", metrics)
+    return metrics
+
+
+if __name__ == "__main__":
+    main(parse_config(RFTConfig))
