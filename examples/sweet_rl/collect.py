@@ -190,7 +190,7 @@ def import_offline(
             break
         where = f"{path}:{lineno}"
         try:
-            task = task_from_row(row["task"], domain=domain, where=where)  # type: ignore[arg-type]
+            task = task_from_row(row["task"], domain=domain, where=where)  # type: ignore[arg-type,unused-ignore]
             history = row["dialogue_history"]
         except (KeyError, TypeError, ValueError) as exc:
             skipped[f"bad row ({type(exc).__name__})"] += 1

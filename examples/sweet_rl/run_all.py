@@ -78,9 +78,9 @@ def stage_configs(config: RunAllConfig) -> dict[str, list[Any]]:
     work = Path(config.workdir)
     trajectories, pairs = str(work / "trajectories.jsonl"), str(work / "pairs.jsonl")
     critic_dir = str(work / "critic")
-    common = {"model": config.model}
+    common: dict[str, Any] = {"model": config.model}
     if config.preset == "gpu":
-        collect = CollectConfig(
+        gpu_collect = CollectConfig(
             out=trajectories,
             agent=config.agent,
             simulator=config.simulator,
@@ -90,7 +90,7 @@ def stage_configs(config: RunAllConfig) -> dict[str, list[Any]]:
             trials=config.trials,
         )
         return {
-            "collect": [collect],
+            "collect": [gpu_collect],
             "preferences": [PreferencesConfig(trajectories=trajectories, out=pairs)],
             "critic": [CriticConfig(pairs=pairs, out=critic_dir, **common)],
             "policy": [PolicyConfig(trajectories=trajectories, critic=critic_dir, out=str(work / "policy"), **common)],
@@ -100,7 +100,7 @@ def stage_configs(config: RunAllConfig) -> dict[str, list[Any]]:
     if config.preset != "smoke":
         raise SystemExit(f"run_all: unknown preset {config.preset!r} (gpu | smoke)")
     tasks = str(smoke_task_file(work / "smoke_tasks.jsonl", config.smoke_tasks))
-    cpu = {"train_last_layers": 4, "threads": 1, "device": "cpu"}
+    cpu: dict[str, Any] = {"train_last_layers": 4, "threads": 1, "device": "cpu"}
     collect = [
         CollectConfig(
             out=trajectories,

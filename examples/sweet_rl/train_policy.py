@@ -112,8 +112,10 @@ def main(config: PolicyConfig) -> dict[str, Any]:
     # -- 2. candidates from the policy -----------------------------------------------------------------------------
     @torch.no_grad()
     def sample(prompt: list[dict[str, str]]) -> list[str]:
-        ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, return_tensors="pt", return_dict=True)
-        ids = {k: v.to(device) for k, v in ids.items()}
+        encoded: Any = tokenizer.apply_chat_template(
+            prompt, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
+        ids = {k: v.to(device) for k, v in encoded.items()}
         out = policy.generate(
             **ids,
             do_sample=True,
