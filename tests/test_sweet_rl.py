@@ -338,6 +338,85 @@ def test_collect_reuses_colbench_eval_and_reads_its_run_dir(tmp_path: Path, loca
     assert len(pairs) == 4 and all(c.trial == 0 for c, _ in pairs)
 
 
+# ---------------------------------------------------------------------------------------------------- LoRA
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(smollm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-block random Llama with SmolLM2's tokenizer and chat template: every script runs on it in seconds."""
+    transformers = pytest.importorskip("transformers")
+    tokenizer = L.load_tokenizer(str(smollm_dir))
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+    )
+    out = tmp_path_factory.mktemp("tiny") / "model"
+    transformers.LlamaForCausalLM(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def test_lora_critic_and_policy_step_train_and_merge(tmp_path: Path, tiny_model_dir: Path, local_sandbox: Any) -> None:
+    for module in ("trl", "peft", "datasets"):
+        pytest.importorskip(module)
+    import collect
+    import preferences
+    import train_critic
+    import train_policy
+
+    trajectories = str(tmp_path / "trajectories.jsonl")
+    collect.main(
+        collect.CollectConfig(
+            out=trajectories,
+            agent="smoke_agent:NoisyOracle",
+            tasks="backend-sample",
+            limit=3,
+            trials=3,
+            simulator="scripted",
+            max_turns=2,
+            sandbox="local",
+        )
+    )
+    pairs = str(tmp_path / "pairs.jsonl")
+    assert preferences.main(preferences.PreferencesConfig(trajectories=trajectories, out=pairs))["pairs"] == 6
+    common: dict[str, Any] = {"model": str(tiny_model_dir), "device": "cpu", "lora": True, "lora_r": 4, "lr": 1e-2}
+    critic = train_critic.main(
+        train_critic.CriticConfig(pairs=pairs, out=str(tmp_path / "critic"), epochs=2, batch_size=2, **common)
+    )
+    assert critic["train_after"]["bt_loss"] < critic["train_before"]["bt_loss"]  # type: ignore[index]
+    policy = train_policy.main(
+        train_policy.PolicyConfig(
+            trajectories=trajectories,
+            critic=str(tmp_path / "critic"),
+            out=str(tmp_path / "policy"),
+            data_fraction=1.0,
+            max_prompts=2,
+            num_candidates=4,
+            max_new_tokens=8,
+            batch_size=2,
+            gradient_checkpointing=False,
+            lr_scheduler="constant",
+            **common,
+        )
+    )
+    assert policy["pairs"] >= 2 and policy["loss_after"] < policy["loss_before"]
+    initial = _load(tiny_model_dir)
+    for stage in ("critic", "policy"):
+        merged = _load(tmp_path / stage)
+        assert set(merged) == set(initial), f"{stage}: LoRA adapters were not merged into plain weights"
+        changed = [k for k in initial if not torch.equal(merged[k], initial[k])]
+        assert any("layers.1.mlp" in k for k in changed), stage
+    assert len(L.read_trajectories(trajectories)) == 9
+    assert (tmp_path / "policy" / "turn_pairs.jsonl").is_file()
+
+
 # ---------------------------------------------------------------------------------------------------- GPU path
 
 
