@@ -7,10 +7,11 @@ how to read the numbers.
 
 from __future__ import annotations
 
+from colbench.llm import Usage
 from colbench.report.costs import Price, Prices, RoleCost, load_prices, role_costs
 from colbench.report.html import render_run, write_run_report
 from colbench.report.leaderboard import FRONTEND_SUCCESS_THRESHOLD, Report, Row, Table, build_report
-from colbench.report.rundir import EpisodeRecord, Run, Usage, load_run
+from colbench.report.rundir import EpisodeRecord, Run, load_run
 from colbench.report.stats import Estimate
 
 __all__ = [

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from colbench.errors import DataError
-from colbench.report.rundir import ROLES, Run, Usage
+from colbench.llm import Usage
+from colbench.report.rundir import ROLES, Run
 
 
 @dataclass(frozen=True)

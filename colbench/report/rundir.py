@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeGuard
 
 from colbench.errors import DataError
+from colbench.llm import Usage
 
 RUN_FORMAT = 1
 ROLES = ("agent", "simulator")
@@ -40,20 +41,6 @@ class EpisodeRecord:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
-
-
-@dataclass
-class Usage:
-    """Token counts of one role, summed over records."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    calls: int = 0
-
-    def add(self, other: Usage) -> None:
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.calls += other.calls
 
 
 @dataclass
