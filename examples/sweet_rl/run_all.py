@@ -75,7 +75,7 @@ def smoke_task_file(out: Path, count: int) -> Path:
 
 def stage_configs(config: RunAllConfig) -> dict[str, list[Any]]:
     """Each stage's config(s), from the preset; a stage may run several commands in order."""
-    work = Path(config.workdir)
+    work = Path(config.workdir).resolve()
     trajectories, pairs = str(work / "trajectories.jsonl"), str(work / "pairs.jsonl")
     critic_dir = str(work / "critic")
     common: dict[str, Any] = {"model": config.model}
@@ -197,14 +197,14 @@ def run_group(stages: list[str], configs: dict[str, list[Any]], parallel: bool) 
             started = time.monotonic()
             for stage_config in configs[stage]:
                 log("run_all", f"{stage}: {' '.join(command(stage, stage_config)[1:])}")
-                subprocess.run(command(stage, stage_config), check=True, cwd=HERE)
+                subprocess.run(command(stage, stage_config), check=True)
             seconds[stage] = time.monotonic() - started
         return seconds
 
     def run_stage(stage: str) -> None:
         started = time.monotonic()
         for stage_config in configs[stage]:
-            subprocess.run(command(stage, stage_config), check=True, cwd=HERE)
+            subprocess.run(command(stage, stage_config), check=True)
         seconds[stage] = time.monotonic() - started
 
     from concurrent.futures import ThreadPoolExecutor
@@ -235,7 +235,7 @@ def main(config: RunAllConfig) -> dict[str, Any]:
     seconds |= run_group(side_by_side, configs, parallel=parallel)
     seconds |= run_group([s for s in wanted if s == "policy"], configs, parallel=False)
 
-    work = Path(config.workdir)
+    work = Path(config.workdir).resolve()
     summary: dict[str, Any] = {"preset": config.preset, "model": config.model, "seconds": seconds}
     summary["seconds_total"] = time.monotonic() - started
     for name, path in {
