@@ -134,9 +134,9 @@ class FrontendEnv(ColbenchEnv):
 
     async def _ahuman_reply(self, episode: Episode, turn: Turn) -> SimReply:
         assert isinstance(episode, _PageEpisode)
-        if episode.reference is None:
-            await asyncio.to_thread(self._reference, episode)
-        reference = self._reference(episode)
+        reference = episode.reference
+        if reference is None:  # rendered once per episode, off the event loop
+            reference = await asyncio.to_thread(self._reference, episode)
         return await self.simulator.areply(episode.task, [*episode.dialogue, turn], reference_image=reference.png)
 
     def _turn_done(self, episode: Episode, turn: Turn) -> None:
