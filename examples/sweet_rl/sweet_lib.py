@@ -354,6 +354,17 @@ def set_seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def open_stage(config: Any) -> tuple[torch.device, torch.dtype, PreTrainedTokenizerBase, Any]:
+    """What every training stage starts with, from the fields its config shares (seed, threads, device, dtype,
+    model): seeded, threads set, and the model and its tokenizer loaded on the chosen device."""
+    set_seed(config.seed)
+    set_threads(config.threads)
+    device = pick_device(config.device)
+    dtype = pick_dtype(config.dtype, device)
+    path = resolve_model(config.model)
+    return device, dtype, load_tokenizer(path), load_model(path, device, dtype)
+
+
 # ----------------------------------------------------------------------------------------------- turn masks
 
 

@@ -37,18 +37,12 @@ from sweet_lib import (
     encode_dialogue,
     freeze_lower_layers,
     gt_prefix,
-    load_model,
-    load_tokenizer,
     log,
+    open_stage,
     pairwise_accuracy,
     parse_config,
-    pick_device,
-    pick_dtype,
     read_jsonl,
-    resolve_model,
     save_json,
-    set_seed,
-    set_threads,
     turn_advantages,
 )
 
@@ -81,15 +75,9 @@ class CriticConfig:
 
 
 def main(config: CriticConfig) -> dict[str, object]:
-    set_seed(config.seed)
-    set_threads(config.threads)
     import torch
 
-    device = pick_device(config.device)
-    dtype = pick_dtype(config.dtype, device)
-    path = resolve_model(config.model)
-    tokenizer = load_tokenizer(path)
-    model = load_model(path, device, dtype)
+    device, _dtype, tokenizer, model = open_stage(config)
     model.eval()
     started = time.monotonic()
 

@@ -27,17 +27,11 @@ from sweet_lib import (
     Trajectory,
     encode_dialogue,
     freeze_lower_layers,
-    load_model,
-    load_tokenizer,
     log,
+    open_stage,
     parse_config,
-    pick_device,
-    pick_dtype,
     read_jsonl,
-    resolve_model,
     save_json,
-    set_seed,
-    set_threads,
 )
 
 
@@ -65,16 +59,10 @@ class MTDPOConfig:
 
 
 def main(config: MTDPOConfig) -> dict[str, Any]:
-    set_seed(config.seed)
-    set_threads(config.threads)
     import torch
     import torch.nn.functional as F
 
-    device = pick_device(config.device)
-    dtype = pick_dtype(config.dtype, device)
-    path = resolve_model(config.model)
-    tokenizer = load_tokenizer(path)
-    model = load_model(path, device, dtype)
+    device, _dtype, tokenizer, model = open_stage(config)
     started = time.monotonic()
 
     # -- data: both trajectories of each pair, as the policy sees them -------------------------------------------------

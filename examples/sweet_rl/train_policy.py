@@ -29,17 +29,13 @@ from sweet_lib import (
     freeze_lower_layers,
     gt_prefix,
     load_model,
-    load_tokenizer,
     log,
+    open_stage,
     pad_batch,
     parse_config,
-    pick_device,
-    pick_dtype,
     read_trajectories,
     resolve_model,
     save_json,
-    set_seed,
-    set_threads,
     token_logps,
     top_bottom_pairs,
     write_jsonl,
@@ -84,15 +80,9 @@ class PolicyConfig:
 
 
 def main(config: PolicyConfig) -> dict[str, Any]:
-    set_seed(config.seed)
-    set_threads(config.threads)
     import torch
 
-    device = pick_device(config.device)
-    dtype = pick_dtype(config.dtype, device)
-    path = resolve_model(config.model)
-    tokenizer = load_tokenizer(path)
-    policy = load_model(path, device, dtype)
+    device, dtype, tokenizer, policy = open_stage(config)
     policy.eval()
     started = time.monotonic()
     pad_id = int(tokenizer.pad_token_id)

@@ -22,17 +22,11 @@ from sweet_lib import (
     CachedSequences,
     encode_dialogue,
     freeze_lower_layers,
-    load_model,
-    load_tokenizer,
     log,
+    open_stage,
     parse_config,
-    pick_device,
-    pick_dtype,
     read_trajectories,
-    resolve_model,
     save_json,
-    set_seed,
-    set_threads,
 )
 
 
@@ -59,15 +53,9 @@ class RFTConfig:
 
 
 def main(config: RFTConfig) -> dict[str, Any]:
-    set_seed(config.seed)
-    set_threads(config.threads)
     import torch
 
-    device = pick_device(config.device)
-    dtype = pick_dtype(config.dtype, device)
-    path = resolve_model(config.model)
-    tokenizer = load_tokenizer(path)
-    model = load_model(path, device, dtype)
+    device, _dtype, tokenizer, model = open_stage(config)
     started = time.monotonic()
 
     # -- data: successful trajectories, assistant tokens marked ----------------------------------------------------
