@@ -1,18 +1,72 @@
-"""Gymnasium registration: versioned ids, string entry points (nothing heavy is imported at registration)."""
+"""Gymnasium registration from the env specs in ``envs/<domain>/*.toml``: versioned ids, string entry points.
+
+Registering imports nothing heavy: an entry point is a ``module:Class`` string that Gymnasium imports on the first
+``gym.make``. The turn cap is part of the task and ends the episode with ``terminated=True`` (the final answer is
+scored), so the envs get no ``TimeLimit`` wrapper: ``max_episode_steps`` would report it as truncation.
+"""
 
 from __future__ import annotations
 
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
 import gymnasium as gym
 
-# The turn cap is part of the task and ends the episode with terminated=True (the final answer is scored), so the
-# envs get no TimeLimit wrapper: max_episode_steps would report it as truncation.
-ENV_IDS = {
-    "ColBench-Backend-v0": "colbench.envs.backend.env:BackendEnv",
-    "ColBench-Frontend-v0": "colbench.envs.frontend.env:FrontendEnv",
-}
+from colbench.datafiles import data_path
+from colbench.errors import DataError
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """One env id as its spec file declares it."""
+
+    id: str
+    domain: str
+    entry_point: str
+    description: str = ""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+
+
+def _parse(raw: dict[str, Any], where: str) -> EnvSpec:
+    for name in ("id", "domain", "entry_point"):
+        if not isinstance(raw.get(name), str) or not raw[name].strip():
+            raise DataError(f"{where}: field '{name}': expected a non-empty string")
+    if ":" not in raw["entry_point"]:
+        raise DataError(f"{where}: field 'entry_point': expected 'module.path:Class', got {raw['entry_point']!r}")
+    kwargs = raw.get("kwargs", {})
+    if not isinstance(kwargs, dict):
+        raise DataError(f"{where}: field 'kwargs': expected a table")
+    unknown = sorted(set(raw) - {"id", "domain", "entry_point", "description", "kwargs"})
+    if unknown:
+        raise DataError(f"{where}: unknown field {unknown[0]!r}")
+    return EnvSpec(raw["id"], raw["domain"], raw["entry_point"], str(raw.get("description", "")), kwargs, where)
+
+
+@cache
+def env_specs() -> tuple[EnvSpec, ...]:
+    """Every env spec shipped with colbench, in id order; a malformed file is a DataError naming it."""
+    specs: dict[str, EnvSpec] = {}
+    for path in sorted(data_path("envs").glob("*/*.toml")):
+        where = str(path)
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise DataError(f"{where}: unreadable env spec: {exc}") from exc
+        spec = _parse(raw, where)
+        if spec.id in specs:
+            raise DataError(f"{where}: env id {spec.id!r} is declared twice (also in {specs[spec.id].source})")
+        specs[spec.id] = spec
+    return tuple(specs[k] for k in sorted(specs))
+
+
+def env_ids() -> list[str]:
+    return [spec.id for spec in env_specs()]
 
 
 def register_envs() -> None:
-    for env_id, entry_point in ENV_IDS.items():
-        if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=entry_point)
+    for spec in env_specs():
+        if spec.id not in gym.registry:
+            gym.register(id=spec.id, entry_point=spec.entry_point, kwargs=dict(spec.kwargs))

@@ -19,11 +19,13 @@ The Tailwind stylesheet ships as package data (``assets/tailwind-2.2.19.min.css`
 from __future__ import annotations
 
 import functools
+import io
 import re
-import struct
-import zlib
 from importlib import resources
 from pathlib import Path
+
+import numpy as np
+from PIL import Image
 
 MAX_SIDE = 4096
 
@@ -54,24 +56,18 @@ def placeholder_size(url: str) -> tuple[int, int] | None:
     return min(max(width, 1), MAX_SIDE), min(max(height, 1), MAX_SIDE)
 
 
-def _chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-
 @functools.lru_cache(maxsize=64)
 def placeholder_png(width: int, height: int) -> bytes:
     """An 8-bit RGB PNG of exactly ``width`` x ``height`` px: a vertical gradient, byte-identical on every call."""
     if not (1 <= width <= MAX_SIDE and 1 <= height <= MAX_SIDE):
         raise ValueError(f"placeholder size must be within 1..{MAX_SIDE} px per side, got {width}x{height}")
-    rows = []
-    for y in range(height):
-        t = y / (height - 1) if height > 1 else 0.0
-        colour = bytes(round(a + (b - a) * t) for a, b in zip(_TOP, _BOTTOM, strict=True))
-        rows.append(b"\x00" + colour * width)  # filter type 0 (None) per scanline
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit truecolour, no interlace
-    raw = b"".join(rows)
-    idat = zlib.compress(raw, 6)
-    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", idat) + _chunk(b"IEND", b"")
+    t = np.linspace(0.0, 1.0, height) if height > 1 else np.zeros(1)
+    top, bottom = np.array(_TOP, np.float64), np.array(_BOTTOM, np.float64)
+    rows = np.rint(top + (bottom - top) * t[:, None]).astype(np.uint8)  # (height, 3): one colour per row
+    pixels = np.ascontiguousarray(np.broadcast_to(rows[:, None, :], (height, width, 3)))
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="PNG", compress_level=6)
+    return out.getvalue()
 
 
 def load_tailwind_css(path: Path | None = None) -> bytes:

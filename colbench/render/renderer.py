@@ -87,12 +87,13 @@ import struct
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Coroutine
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
+
+from cachetools import LRUCache
 
 from colbench.errors import ConfigError, InfraError
 from colbench.render.placeholder import TAILWIND_URL_RE, load_tailwind_css, placeholder_png, placeholder_size
@@ -279,9 +280,10 @@ def find_chromium(executable_path: str | None = None) -> str:
 
 def _require_playwright() -> None:
     try:
+        import PIL  # noqa: F401 (placeholder images)
         import playwright.async_api  # noqa: F401
     except ImportError as exc:
-        raise ConfigError(f"the frontend renderer needs Playwright: {INSTALL_HINT}") from exc
+        raise ConfigError(f"the frontend renderer needs Playwright and Pillow: {INSTALL_HINT}") from exc
 
 
 def _kill_marked_processes(marker: str) -> int:
@@ -326,7 +328,7 @@ class Renderer:
         if cache_size < 0:
             raise ConfigError(f"cache_size must be >= 0, got {cache_size}")
         self._cache_size = cache_size
-        self._cache: OrderedDict[str, RenderResult] = OrderedDict()
+        self._cache: LRUCache[str, RenderResult] = LRUCache(maxsize=max(cache_size, 1))
         self._css = load_tailwind_css(tailwind_css)
         self._marker = f"--colbench-renderer={uuid.uuid4().hex}"
         self._playwright: Playwright | None = None
@@ -395,9 +397,9 @@ class Renderer:
         if not html.strip():
             return RenderResult(None, "empty", "no HTML to render", 0.0)
         key = hashlib.sha256(html.encode("utf-8", "surrogatepass")).hexdigest()
-        if cache and key in self._cache:
-            self._cache.move_to_end(key)
-            return replace(self._cache[key], cached=True)
+        hit = self._cache.get(key) if cache else None
+        if hit is not None:
+            return replace(hit, cached=True)
         if self._turns is None:
             self._turns = asyncio.Semaphore(self.config.concurrency)
         static = is_static(html)
@@ -412,8 +414,6 @@ class Renderer:
                 result = await self._render_in_context(_Document(document, css), started)
         if cache and result.status == "ok" and self._cache_size > 0:
             self._cache[key] = result
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
         return result
 
     # -- the browser ------------------------------------------------------------------------------------------------

@@ -1,7 +1,10 @@
 """Sandboxes that run untrusted code (agent answers and task references).
 
-``shared_sandbox(kind)`` hands out one pooled sandbox per kind and process, so every env and scorer in a process
-shares its warm workers; it is closed at interpreter exit.
+Two runtimes behind one protocol (:class:`~colbench.sandbox.contract.Sandbox`): ``docker`` (containers from the sandbox
+image) and ``bwrap`` (bubblewrap namespaces on this machine); ``auto`` picks Docker when its daemon answers and the
+image is built. ``shared_sandbox(kind)`` hands out one pooled sandbox per runtime and process, so every env and
+scorer in a process shares its warm workers; it is closed at interpreter exit. The old name ``local`` still means
+``bwrap`` (one deprecation line).
 """
 
 from __future__ import annotations
@@ -10,10 +13,11 @@ import atexit
 import logging
 import threading
 
+from colbench.deprecation import renamed
 from colbench.errors import ConfigError
-from colbench.sandbox.base import ExecResult, Limits, Sandbox, TestOutcome
+from colbench.sandbox.contract import ExecResult, Limits, Sandbox, TestOutcome
 
-KINDS = ("auto", "docker", "local")
+KINDS = ("auto", "docker", "bwrap")
 
 __all__ = ["KINDS", "ExecResult", "Limits", "Sandbox", "TestOutcome", "make_sandbox", "resolve_kind", "shared_sandbox"]
 
@@ -23,7 +27,10 @@ _lock = threading.Lock()
 
 
 def resolve_kind(kind: str) -> str:
-    """``auto`` is Docker when its daemon answers and the sandbox image is there, else local (with a warning)."""
+    """``auto`` is Docker when its daemon answers and the sandbox image is there, else bwrap (with a warning)."""
+    if kind == "local":
+        renamed("local", "bwrap", "the sandbox runtime")
+        kind = "bwrap"
     if kind not in KINDS:
         raise ConfigError(f"unknown sandbox {kind!r}; expected one of: {', '.join(KINDS)}")
     if kind != "auto":
@@ -37,8 +44,8 @@ def resolve_kind(kind: str) -> str:
         why = "the sandbox image is not built (colbench sandbox build)"
     except (SandboxError, ConfigError) as exc:
         why = str(exc)
-    log.warning("sandbox 'auto': using the local bubblewrap runtime, not Docker: %s", why)
-    return "local"
+    log.warning("sandbox 'auto': using the bubblewrap runtime (bwrap), not Docker: %s", why)
+    return "bwrap"
 
 
 def make_sandbox(kind: str = "auto", *, workers: int | None = None, limits: Limits | None = None) -> Sandbox:
@@ -48,9 +55,9 @@ def make_sandbox(kind: str = "auto", *, workers: int | None = None, limits: Limi
         from colbench.sandbox.docker import DockerSandbox
 
         return DockerSandbox(workers=workers, limits=limits)
-    from colbench.sandbox.local import LocalSandbox
+    from colbench.sandbox.bwrap import BwrapSandbox
 
-    return LocalSandbox(workers=workers, limits=limits)
+    return BwrapSandbox(workers=workers, limits=limits)
 
 
 def shared_sandbox(kind: str = "auto") -> Sandbox:

@@ -21,14 +21,15 @@ import time
 from typing import Any
 
 from colbench.errors import SandboxError
-from colbench.sandbox.base import RUNNER, RUNNER_IN_SANDBOX, SANDBOX_ENV, SANDBOX_UID_BASE, ExecResult, Limits
+from colbench.sandbox import contract
+from colbench.sandbox.contract import ExecResult, Limits
 from colbench.sandbox.image import IMAGE, docker_client, image_present
 from colbench.sandbox.pool import Worker, WorkerPool
 
 log = logging.getLogger(__name__)
 
-# Apart from the local runtime's uids, so both runtimes can run at once without sharing an RLIMIT_NPROC count.
-UID_BASE = SANDBOX_UID_BASE + 200_000
+# Apart from the bwrap runtime's uids, so both runtimes can run at once without sharing an RLIMIT_NPROC count.
+UID_BASE = contract.SANDBOX_UID_BASE + 200_000
 LABEL_WORKER = "org.colbench.worker"
 LABEL_OWNER = "org.colbench.owner"
 RUNNER_CAPS = ["SETUID", "SETGID", "KILL", "FOWNER", "DAC_OVERRIDE"]
@@ -193,8 +194,8 @@ class DockerSandbox(WorkerPool):
                 init=True,
                 log_config={"Type": "none", "Config": {}},
                 labels={LABEL_WORKER: "1", LABEL_OWNER: _owner()},
-                volumes={str(RUNNER): {"bind": RUNNER_IN_SANDBOX, "mode": "ro"}},
-                environment=SANDBOX_ENV,
+                volumes={str(contract.runner_path()): {"bind": contract.RUNNER_IN_SANDBOX, "mode": "ro"}},
+                environment=contract.SANDBOX_ENV,
                 working_dir="/tmp",
                 auto_remove=not keep,
             )
@@ -206,12 +207,12 @@ class DockerSandbox(WorkerPool):
 
     def _start_worker(self, slot: int) -> Worker:
         uid = self._uid(slot)
-        command = ["python3", "-s", "-P", RUNNER_IN_SANDBOX, "--sandboxed", "--drop-to", str(uid)]
+        command = ["python3", "-s", "-P", contract.RUNNER_IN_SANDBOX, "--sandboxed", "--drop-to", str(uid)]
         command += ["--child-uid", str(uid + 1)]
         return _ContainerWorker(self.client, self._create(command, self.limits))
 
     def _run_program(self, source: str, stdin: bytes, limits: Limits, slot: int) -> ExecResult:
-        command = ["python3", "-s", "-P", RUNNER_IN_SANDBOX, "--program", "--drop-to", str(self._uid(slot))]
+        command = ["python3", "-s", "-P", contract.RUNNER_IN_SANDBOX, "--program", "--drop-to", str(self._uid(slot))]
         container = self._create(command, limits, keep=True)
         header = {
             "source": source,

@@ -7,12 +7,13 @@ Image contract, version 1 (the tag's number: ``colbench-sandbox:1``; the labels 
   ``json`` ...). Both builds carry the same library versions as Debian bookworm: numpy 1.24.2, beautifulsoup4
   4.11.2 (html.parser only: no lxml, no html5lib), soupsieve 2.3.2.
 * ``/opt/colbench/`` exists and is empty. The runner is not baked in: the runtime bind-mounts the host's
-  ``colbench/sandbox/runner.py`` read-only at ``/opt/colbench/runner.py`` on every run, so the runner always
-  matches the installed colbench, and an image outlives colbench upgrades.
+  ``sandbox/runner.py`` (inside a wheel: ``colbench/_data/sandbox/runner.py``) read-only at
+  ``/opt/colbench/runner.py`` on every run, so the runner always matches the installed colbench, and an image
+  outlives colbench upgrades.
 * Any numeric uid/gid works without an ``/etc/passwd`` entry (the runtime uses uids from 1500000000 up);
   ``/tmp`` is world-writable (1777), and the runtime mounts a fresh tmpfs over it.
 * Nothing needs the network, and the image carries no network tools: containers run with ``--network none``.
-* Environment defaults, identical to the local runtime's: ``LANG=C.UTF-8``, ``TZ=UTC``, ``HOME=/tmp``,
+* Environment defaults, identical to the bwrap runtime's: ``LANG=C.UTF-8``, ``TZ=UTC``, ``HOME=/tmp``,
   ``PYTHONHASHSEED=0``, ``PYTHONDONTWRITEBYTECODE=1``, one BLAS/OpenMP thread; working directory ``/tmp``.
 
 The Docker runtime starts the runner like this (``doctor`` runs exactly this with one small job)::
@@ -22,7 +23,8 @@ The Docker runtime starts the runner like this (``doctor`` runs exactly this wit
       --pids-limit N --memory M --init -v <runner.py>:/opt/colbench/runner.py:ro colbench-sandbox:1
       python3 -s -P /opt/colbench/runner.py --sandboxed --drop-to UID --child-uid UID2
 
-Two builds, one contract (their files are package data in ``colbench/sandbox/image/``, so a wheel can build):
+Two builds, one contract (their files are in the top-level ``sandbox/`` folder, shipped inside the wheel, so an
+installed colbench can build):
 
 * ``dockerfile``: ``FROM python:3.11-slim-bookworm`` plus pinned wheels from PyPI; needs a registry and PyPI.
 * ``offline``: ``build-offline.sh`` debootstraps a minimal Debian bookworm from the machine's apt mirror, installs
@@ -47,14 +49,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
+from colbench.datafiles import data_path
 from colbench.errors import ConfigError, SandboxError
-from colbench.sandbox.base import RUNNER, RUNNER_IN_SANDBOX, SANDBOX_UID_BASE
+from colbench.sandbox.contract import RUNNER_IN_SANDBOX, SANDBOX_UID_BASE, runner_path
+from colbench.storage import colbench_home
 
 IMAGE = "colbench-sandbox:1"
 CONTRACT = "1"
@@ -107,9 +109,9 @@ class Check:
 
 
 # -- package data ----------------------------------------------------------------------------------------------
-def image_files() -> Traversable:
-    """The folder with the Dockerfile and ``build-offline.sh`` (package data: present in wheels too)."""
-    return resources.files("colbench.sandbox").joinpath("image")
+def image_files() -> Path:
+    """The folder with the Dockerfile and ``build-offline.sh`` (``sandbox/``: present in wheels too)."""
+    return data_path("sandbox")
 
 
 # -- docker ----------------------------------------------------------------------------------------------------
@@ -166,7 +168,7 @@ def run_argv(image: str = IMAGE, *, uid: int = PROBE_UID, memory_mb: int = 512, 
         "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "KILL", "--cap-add", "FOWNER",
         "--cap-add", "DAC_OVERRIDE", "--security-opt", "no-new-privileges",
         "--pids-limit", str(pids), "--memory", f"{memory_mb}m", "--memory-swap", f"{memory_mb}m", "--init",
-        "-v", f"{RUNNER}:{RUNNER_IN_SANDBOX}:ro",
+        "-v", f"{runner_path()}:{RUNNER_IN_SANDBOX}:ro",
         image, "python3", "-s", "-P", RUNNER_IN_SANDBOX, "--sandboxed",
         "--drop-to", str(uid), "--child-uid", str(uid + 1),
     ]  # fmt: skip
@@ -200,9 +202,7 @@ def resolve_method(method: str = "auto") -> Literal["dockerfile", "offline"]:
 
 
 def _cache_dir() -> Path:
-    from colbench.hub import colbench_home  # one cache folder for all of colbench
-
-    return colbench_home()
+    return colbench_home()  # one cache folder for all of colbench
 
 
 def _cached_rootfs() -> bool:
@@ -331,7 +331,7 @@ def doctor(image: str = IMAGE) -> list[Check]:
     else:
         for name in ("resource limits", "sandbox image", "image contract", "runner in image"):
             checks.append(Check(name, False, why, "fix the checks above first"))
-    checks.extend(_check_local())
+    checks.extend(_check_bwrap())
     return checks
 
 
@@ -457,15 +457,15 @@ def _check_runner(image: str) -> Check:
     )
 
 
-def _check_local() -> list[Check]:
+def _check_bwrap() -> list[Check]:
     bwrap = shutil.which("bwrap")
     checks = [
-        Check("bubblewrap", True, f"{bwrap} (the local runtime can run)", required=False)
+        Check("bubblewrap", True, f"{bwrap} (the bwrap runtime can run)", required=False)
         if bwrap
         else Check(
             "bubblewrap",
             False,
-            "bwrap not found: the local runtime (--sandbox local) cannot run",
+            "bwrap not found: the bwrap runtime (--sandbox bwrap) cannot run",
             "apt-get install bubblewrap",
             required=False,
         )
@@ -475,7 +475,7 @@ def _check_local() -> list[Check]:
             Check(
                 "root",
                 True,
-                "running as root: the local runtime gives each worker and its tests uids of their own",
+                "running as root: the bwrap runtime gives each worker and its tests uids of their own",
                 required=False,
             )
         )
@@ -484,9 +484,9 @@ def _check_local() -> list[Check]:
             Check(
                 "root",
                 False,
-                "not root: the local runtime shares your uid (process limits count your processes, a test can signal "
+                "not root: the bwrap runtime shares your uid (process limits count your processes, a test can signal "
                 "its runner); Docker runs are unaffected",
-                "run as root for full local-runtime isolation, or use the Docker runtime",
+                "run as root for full bwrap-runtime isolation, or use the Docker runtime",
                 required=False,
             )
         )

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from colbench.errors import SandboxError
-from colbench.sandbox.base import POOLS, ExecResult, Limits, TestOutcome
+from colbench.sandbox.contract import POOLS, ExecResult, Limits, TestOutcome
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The sandbox contract shared by every runtime (local bubblewrap now, Docker next).
+"""The sandbox contract shared by every runtime (bubblewrap and Docker).
 
 Two operations, because scoring and conformance need different shapes:
 
@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from colbench.datafiles import data_path
+
 # The whole environment untrusted code sees, in every runtime: no host variables (API keys!) ever reach it. The
 # hash seed is fixed so every worker iterates sets of strings alike; one BLAS thread keeps forks safe.
 SANDBOX_ENV = {
@@ -33,9 +35,15 @@ SANDBOX_ENV = {
     "MKL_NUM_THREADS": "1",
 }
 
-# The in-sandbox runner, mounted read-only at the same path by every runtime, so it always matches this colbench.
-RUNNER = Path(__file__).with_name("runner.py")
 RUNNER_IN_SANDBOX = "/opt/colbench/runner.py"
+
+
+def runner_path() -> Path:
+    """The in-sandbox runner (``sandbox/runner.py``), mounted read-only at ``RUNNER_IN_SANDBOX`` by every runtime,
+    so it always matches this colbench."""
+    return data_path("sandbox", "runner.py")
+
+
 # Sandbox uids start here (runtimes take ranges above it): far from any real user's uid, so RLIMIT_NPROC counts
 # only sandbox processes.
 SANDBOX_UID_BASE = 1_500_000_000

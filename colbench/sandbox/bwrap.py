@@ -1,4 +1,4 @@
-"""The local runtime: bubblewrap namespaces + rlimits + unprivileged uids, with warm workers.
+"""The bwrap runtime: bubblewrap namespaces + rlimits + unprivileged uids, with warm workers.
 
 Isolation per worker: new PID, network (loopback only, nothing else reachable), IPC and UTS namespaces; a root
 filesystem made of read-only binds of ``/usr`` and the Python installation only (no ``/etc``, ``/home``, ``/root``
@@ -34,12 +34,13 @@ from pathlib import Path
 from typing import IO
 
 from colbench.errors import SandboxError
-from colbench.sandbox.base import RUNNER, RUNNER_IN_SANDBOX, SANDBOX_ENV, SANDBOX_UID_BASE, ExecResult, Limits
+from colbench.sandbox import contract
+from colbench.sandbox.contract import ExecResult, Limits
 from colbench.sandbox.pool import Worker, WorkerPool
 
 log = logging.getLogger(__name__)
 
-UID_BASE = SANDBOX_UID_BASE
+UID_BASE = contract.SANDBOX_UID_BASE
 
 
 def _python_roots() -> list[str]:
@@ -67,8 +68,12 @@ def bwrap_argv(*, as_root: bool, limits: Limits) -> list[str]:
             argv += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             argv += ["--ro-bind", top, top]
-    made: set[str] = set()
-    for root in [*_python_roots(), os.path.dirname(RUNNER_IN_SANDBOX)]:
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    argv += ["--perms", "1777", "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp"]
+    # The interpreter and the runner are bound after /tmp is mounted, so a Python installation (a virtualenv, say)
+    # or a colbench installed under /tmp stays visible, read-only, inside the sandbox's own /tmp.
+    made = {"/tmp", "/proc", "/dev"}  # mounted above: never re-created (that would reset /tmp's mode)
+    for root in [*_python_roots(), os.path.dirname(contract.RUNNER_IN_SANDBOX)]:
         parts = Path(root).parts
         for i in range(2, len(parts)):
             parent = str(Path(*parts[:i]))
@@ -77,15 +82,13 @@ def bwrap_argv(*, as_root: bool, limits: Limits) -> list[str]:
                 argv += ["--perms", "0755", "--dir", parent]
     for root in _python_roots():
         argv += ["--ro-bind", root, root]
-    argv += ["--ro-bind", str(RUNNER), RUNNER_IN_SANDBOX]
-    argv += ["--proc", "/proc", "--dev", "/dev"]
-    argv += ["--perms", "1777", "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp"]
+    argv += ["--ro-bind", str(contract.runner_path()), contract.RUNNER_IN_SANDBOX]
     argv += ["--clearenv"]
-    for key, value in SANDBOX_ENV.items():
+    for key, value in contract.SANDBOX_ENV.items():
         argv += ["--setenv", key, value]
     # -s -P rather than -I: isolated mode would also ignore PYTHONHASHSEED, and every worker must hash strings
     # alike (set order is part of many return values). The environment is ours alone (--clearenv).
-    argv += ["--chdir", "/tmp", "--", sys.executable, "-s", "-P", RUNNER_IN_SANDBOX]
+    argv += ["--chdir", "/tmp", "--", sys.executable, "-s", "-P", contract.RUNNER_IN_SANDBOX]
     return argv
 
 
@@ -160,17 +163,17 @@ class _ProcessWorker(Worker):
         self._stderr.close()
 
 
-class LocalSandbox(WorkerPool):
+class BwrapSandbox(WorkerPool):
     """Bubblewrap runtime with a pool of warm workers (at most ``workers`` jobs run at once)."""
 
-    name = "local"
+    name = "bwrap"
 
     def __init__(self, *, workers: int | None = None, limits: Limits | None = None) -> None:
         super().__init__(workers=workers or os.cpu_count() or 1, limits=limits or Limits())
         self.as_root = os.geteuid() == 0
         if not self.as_root:
             log.warning(
-                "local sandbox running without root: tests share your uid, so process limits count your own "
+                "bwrap sandbox running without root: tests share your uid, so process limits count your own "
                 "processes and a test can signal its runner (which costs only that test); run as root for full "
                 "isolation"
             )

@@ -1,4 +1,4 @@
-"""In-sandbox test runner: standard library only, runs inside the sandbox (local bubblewrap or Docker).
+"""In-sandbox test runner: standard library only, runs inside the sandbox (bubblewrap or Docker).
 
 Trust model. This process is trusted until it forks; every forked child runs untrusted code (an agent answer or a
 task reference) and is treated as hostile. The runner therefore:

@@ -1,0 +1,30 @@
+"""The dialogue of an episode: its turns, the answer marker and the turn cap, shared by envs, agents, simulators
+and scorers (the episode contract of docs/episode.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+MAX_TURNS = 10
+ANSWER_MARKER = "I WANT TO ANSWER:"
+"""Case-sensitive, as in the original release: the agent's turn that contains it ends the episode."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One message of the dialogue. ``image`` is the PNG of the page an agent turn produced (frontend only)."""
+
+    role: Literal["agent", "human"]
+    text: str
+    image: bytes | None = field(default=None, repr=False)
+
+
+def is_answer(text: str) -> bool:
+    """Whether an agent's turn delivers its final answer."""
+    return ANSWER_MARKER in text
+
+
+def after_marker(text: str) -> str:
+    """The text after the first answer marker; the whole text when there is none (an answer at the turn cap)."""
+    return text.split(ANSWER_MARKER, 1)[1] if ANSWER_MARKER in text else text

@@ -1,1 +1,0 @@
-"""Data manifests shipped inside the package (read with importlib.resources)."""
