@@ -15,45 +15,32 @@ A split of kind ``hf-websight`` in the manifest names the repository, the config
 file order (the order ``datasets.load_dataset`` gives them). Which shard holds which rows is not published, so the
 loader reads the shards in order, counting their rows, until the range is covered. The shard list comes from the
 manifest (``shards``) or, when it names none, from listing the repository at the pinned commit; the list, the
-commit and each shard's SHA-256 are pinned on first use like the ``hf-file`` splits (see ``docs/data.md``).
+commit and each shard's SHA-256 are pinned on first use like the ``hf-file`` splits (see ``docs/tasks.md``).
 
 Reading parquet needs ``pyarrow`` (``pip install 'colbench[hub]'``); it is imported only when a split is built.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import hashlib
 import importlib
 import json
-import os
 import re
-import tempfile
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import colbench.tasks.manifest as manifest
+import colbench.tasks.pins as pins
 from colbench.errors import ConfigError, DataError, InfraError
-from colbench.hub import (
-    _COMMIT,
-    HF_WEBSIGHT,
-    SplitSpec,
-    UnverifiedPinWarning,
-    _check_sha256,
-    _download,
-    _first_line,
-    _now,
-    _pinned_commit,
-    _read_pins,
-    _record_pin,
-    load_manifest,
-    load_split,
-    pins_path,
-    split_spec,
-)
-from colbench.tasks import Task, task_from_row
+from colbench.storage import write_atomic
+from colbench.tasks.hub import check_sha256, download, first_line, hub_errors, offline_default, refused
+from colbench.tasks.manifest import HF_WEBSIGHT, SplitSpec
+from colbench.tasks.pins import COMMIT, UnverifiedPinWarning, now
+from colbench.tasks.record import Task
+from colbench.tasks.rows import task_from_row, unique
 
 __all__ = [
     "DESCRIPTION_COLUMN",
@@ -102,22 +89,22 @@ def load_websight_split(
 ) -> list[Task]:
     """Build an ``hf-websight`` split into frontend tasks: shards pinned and hash-checked, rows validated.
 
-    Called by :func:`colbench.hub.load_split` (use that). Errors name ``split:shard: row N`` (N counts rows
+    Called by :func:`colbench.tasks.sources.load_split` (use that). Errors name ``split:shard: row N`` (N counts rows
     across the shards, as the manifest's range does) and the WebSight column.
     """
     if spec.kind != HF_WEBSIGHT:
         raise ConfigError(f"split {spec.name!r} is of kind {spec.kind!r}, not {HF_WEBSIGHT!r}")
     parquet = _pyarrow_parquet(spec)
-    lock = pins_path()
-    pins = _read_pins(lock)
-    requested = revision or spec.revision or _pinned_commit(pins, spec.pin_key) or "main"
-    commit = requested if _COMMIT.fullmatch(requested) else None
+    lock = pins.pins_path()
+    recorded_pins = pins.read_pins(lock)
+    requested = revision or spec.revision or pins.pinned_commit(recorded_pins, spec.pin_key) or "main"
+    commit = requested if COMMIT.fullmatch(requested) else None
 
     listed = False
     shards: list[str]
     if spec.shards:
         shards = list(spec.shards)
-    elif commit is not None and (recorded := _recorded_files(pins, spec.pin_key, commit)) is not None:
+    elif commit is not None and (recorded := pins.recorded_files(recorded_pins, spec.pin_key, commit)) is not None:
         shards = recorded
     elif local_files_only:
         raise InfraError(
@@ -128,7 +115,7 @@ def load_websight_split(
     else:
         listed_commit, shards = _list_shards(spec, requested)
         commit, listed = listed_commit or commit, True
-        if commit is not None and (recorded := _recorded_files(pins, spec.pin_key, commit)) is not None:
+        if commit is not None and (recorded := pins.recorded_files(recorded_pins, spec.pin_key, commit)) is not None:
             shards, listed = recorded, False  # a commit's files never change: keep the list pinned before
     if not shards:
         raise DataError(
@@ -137,27 +124,26 @@ def load_websight_split(
 
     verified = dict(spec.shard_sha256)
     tasks: list[Task] = []
-    seen: dict[str, str] = {}
     new_hashes: list[tuple[str, dict[str, Any]]] = []
     position = 0  # the WebSight row index of the current shard's first row
     used = 0
     for shard in shards:
         if spec.stop is not None and position >= spec.stop:
             break
-        path, got = _download(
+        path, got = download(
             spec, commit or requested, cache_dir=cache_dir, local_files_only=local_files_only, filename=shard
         )
         commit = commit or got  # the first shard fixes the commit every later shard is fetched at
         actual = _file_sha256(spec, path)
         key = f"{spec.repo_type}:{spec.repo_id}:{shard}"
-        checked = _check_sha256(
+        checked = check_sha256(
             spec,
             shard,
             path,
             actual,
             verified=verified.get(shard),
             key=key,
-            pins=pins,
+            recorded=recorded_pins,
             commit=commit,
             requested=requested,
         )
@@ -171,16 +157,13 @@ def load_websight_split(
                 if not isinstance(value, str) or not value.strip():
                     got_text = "null" if value is None else f"{type(value).__name__} {str(value)[:40]!r}"
                     raise DataError(f"{where}: column {column!r}: expected a non-empty string, got {got_text}")
-            task = task_from_row(frontend_row(description, html), domain="frontend", where=where)
-            if task.task_id in seen:
-                raise DataError(f"{where}: duplicate task_id {task.task_id!r} (first at {seen[task.task_id]})")
-            seen[task.task_id] = where
-            tasks.append(task)
+            tasks.append(task_from_row(frontend_row(description, html), domain=spec.domain, where=where))
         if not checked:
-            new_hashes.append((key, {"sha256": actual, "rows": rows, "requested": requested, "recorded_at": _now()}))
+            new_hashes.append((key, {"sha256": actual, "rows": rows, "requested": requested, "recorded_at": now()}))
         position += rows
         used += 1
 
+    tasks = unique(tasks)
     prefix = f"{spec.name}: {spec.repo_id} {spec.data_files}"
     if spec.stop is not None and position < spec.stop:
         raise DataError(
@@ -192,14 +175,14 @@ def load_websight_split(
     if not tasks:
         raise DataError(f"{prefix}: no tasks in rows {spec.row_range}")
 
-    _pin(spec, lock, pins, commit, requested, shards, new_hashes, listed=listed, make_default=revision is None)
+    _pin(spec, lock, recorded_pins, commit, requested, shards, new_hashes, listed=listed, make_default=revision is None)
     return tasks
 
 
 def _pin(
     spec: SplitSpec,
     lock: Path,
-    pins: dict[str, Any],
+    recorded: dict[str, Any],
     commit: str | None,
     requested: str,
     shards: list[str],
@@ -215,16 +198,16 @@ def _pin(
                 f"split {spec.name!r}: could not tell the commit of {spec.repo_id}@{requested}; the shards' sha256 "
                 "were not checked or pinned",
                 UnverifiedPinWarning,
-                stacklevel=4,  # _pin < load_websight_split < hub.load_split < the caller
+                stacklevel=4,  # _pin < load_websight_split < sources.load_split < the caller
             )
         return
     # the default commit is trusted on first use unless the manifest names a verified one
-    new_default = make_default and spec.revision is None and _pinned_commit(pins, spec.pin_key) is None
+    new_default = make_default and spec.revision is None and pins.pinned_commit(recorded, spec.pin_key) is None
     if listed or new_default:
-        record = {"files": shards, "requested": requested, "recorded_at": _now()}
-        _record_pin(lock, spec.pin_key, commit, record, make_default=new_default)
+        record = {"files": shards, "requested": requested, "recorded_at": now()}
+        pins.record_pin(lock, spec.pin_key, commit, record, make_default=new_default)
     for key, record in new_hashes:
-        _record_pin(lock, key, commit, record, make_default=False)
+        pins.record_pin(lock, key, commit, record, make_default=False)
     if new_hashes or listed or new_default:
         what = ", ".join(
             part
@@ -239,18 +222,8 @@ def _pin(
             f"split {spec.name!r}: pinned {spec.repo_id} {spec.data_files} to commit {commit} ({what}) in {lock}; "
             "this pin was recorded on first use, not verified against a published hash",
             UnverifiedPinWarning,
-            stacklevel=4,  # _pin < load_websight_split < hub.load_split < the caller
+            stacklevel=4,  # _pin < load_websight_split < sources.load_split < the caller
         )
-
-
-def _recorded_files(pins: dict[str, Any], key: str, commit: str) -> list[str] | None:
-    entry = pins["files"].get(key)
-    commits = entry.get("commits") if isinstance(entry, dict) else None
-    record = commits.get(commit) if isinstance(commits, dict) else None
-    files = record.get("files") if isinstance(record, dict) else None
-    if isinstance(files, list) and files and all(isinstance(f, str) for f in files):
-        return list(files)
-    return None
 
 
 def _list_shards(spec: SplitSpec, revision: str) -> tuple[str | None, list[str]]:
@@ -261,31 +234,20 @@ def _list_shards(spec: SplitSpec, revision: str) -> tuple[str | None, list[str]]
         raise ConfigError(
             f"building split {spec.name!r} needs huggingface_hub and pyarrow: pip install 'colbench[hub]'"
         ) from exc
-    try:
-        from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
-    except ImportError:  # huggingface_hub < 0.24 kept its errors in utils
-        from huggingface_hub.utils import (  # type: ignore[attr-defined]
-            RepositoryNotFoundError,
-            RevisionNotFoundError,
-        )
+    errors = hub_errors()
     try:
         info = HfApi().repo_info(spec.repo_id, repo_type=spec.repo_type, revision=revision)
-    except RevisionNotFoundError as exc:
-        raise ConfigError(f"split {spec.name!r}: revision {revision!r} not found in {spec.repo_id}") from exc
-    except RepositoryNotFoundError as exc:
-        raise InfraError(
-            f"split {spec.name!r}: the hub refused {spec.repo_type} repository {spec.repo_id!r} "
-            f"(not found, gated or bad token): {_first_line(exc)}"
-        ) from exc
+    except (errors.RevisionNotFoundError, errors.RepositoryNotFoundError) as exc:
+        raise refused(spec, revision, exc) from exc
     except Exception as exc:  # offline mode, HTTP 5xx (OSError); transport errors of the HTTP client (not OSError)
         raise InfraError(
             f"split {spec.name!r}: cannot list the files of {spec.repo_id}@{revision}: "
-            f"{type(exc).__name__}: {_first_line(exc)}"
+            f"{type(exc).__name__}: {first_line(exc)}"
         ) from exc
     names = [getattr(s, "rfilename", None) for s in (getattr(info, "siblings", None) or ())]
     files = sorted(n for n in names if isinstance(n, str) and fnmatch.fnmatchcase(n, spec.data_files))
     sha = getattr(info, "sha", None)
-    return (sha if isinstance(sha, str) and _COMMIT.fullmatch(sha) else None), files
+    return (sha if isinstance(sha, str) and COMMIT.fullmatch(sha) else None), files
 
 
 def _pyarrow_parquet(spec: SplitSpec) -> Any:
@@ -320,7 +282,7 @@ def _shard_rows(
         names = list(handle.schema_arrow.names)
         meta = handle.metadata
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError, ArrowIOError an OSError
-        raise DataError(f"{where}: not a readable parquet file ({path}): {_first_line(exc)}") from exc
+        raise DataError(f"{where}: not a readable parquet file ({path}): {first_line(exc)}") from exc
     for column in _COLUMNS:
         if column not in names:
             raise DataError(f"{where}: missing column {column!r} (the file has: {', '.join(names) or 'none'})")
@@ -334,7 +296,7 @@ def _shard_rows(
             try:
                 table = handle.read_row_group(group, columns=list(_COLUMNS))
             except (OSError, ValueError) as exc:
-                raise DataError(f"{where}: cannot read row group {group}: {_first_line(exc)}") from exc
+                raise DataError(f"{where}: cannot read row group {group}: {first_line(exc)}") from exc
             descriptions = table.column(DESCRIPTION_COLUMN).to_pylist()
             pages = table.column(HTML_COLUMN).to_pylist()
             picked.extend((i, descriptions[i - offset], pages[i - offset]) for i in range(lo, hi))
@@ -347,7 +309,7 @@ def _shard_rows(
 
 def websight_splits() -> list[str]:
     """Names of the manifest's splits that are built from WebSight."""
-    return [name for name, spec in load_manifest().items() if spec.kind == HF_WEBSIGHT]
+    return [name for name, spec in manifest.load_manifest().items() if spec.kind == HF_WEBSIGHT]
 
 
 def write_frontend_jsonl(tasks: Iterable[Task], out: str | Path) -> int:
@@ -356,21 +318,11 @@ def write_frontend_jsonl(tasks: Iterable[Task], out: str | Path) -> int:
     The lines are ``json.dumps`` of exactly the fields the original data script wrote, in its order, so a built
     split is byte-for-byte the file that script writes for the same rows, and loads with the same task ids.
     """
-    out = Path(out)
     lines = [
         json.dumps({"problem_description": t.problem_description, "ground_truth": t.ground_truth}) + "\n" for t in tasks
     ]
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-                handle.writelines(lines)
-            os.replace(tmp, out)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_atomic(out, "".join(lines))
     except OSError as exc:
         raise ConfigError(f"{out}: cannot write the task file: {exc.strerror or exc}") from exc
     return len(lines)
@@ -385,12 +337,13 @@ def build_frontend(
     local_files_only: bool | None = None,
 ) -> list[Task]:
     """Build a WebSight frontend split (``frontend-test``, ...) into a ColBench JSONL file; returns its tasks."""
-    spec = split_spec(split)
+    spec = manifest.split_spec(split)
     if spec.kind != HF_WEBSIGHT:
         raise ConfigError(
             f"split {split!r} is not built from WebSight (kind {spec.kind!r}); WebSight splits: "
             f"{', '.join(websight_splits()) or '(none)'}"
         )
-    tasks = load_split(split, revision=revision, cache_dir=cache_dir, local_files_only=local_files_only)
+    offline = offline_default() if local_files_only is None else local_files_only
+    tasks = load_websight_split(spec, revision=revision, cache_dir=cache_dir, local_files_only=offline)
     write_frontend_jsonl(tasks, out)
     return tasks

@@ -1,0 +1,54 @@
+"""The task record: immutable and self-identifying.
+
+``task_id`` is the row's own ``task_id`` field when present, else the first 12 hex digits of the SHA-256 of the
+row's canonical content (domain, description, ground truth, hidden information, tests), so the same row gets the
+same id in every file, order and machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from colbench.storage import canonical_json, sha256_text
+
+
+@dataclass(frozen=True)
+class Task:
+    """One ColBench task. ``hidden_information`` is what the simulated human knows and the agent never sees;
+    ``test_cases`` are the call expressions of a backend task (empty for domains judged otherwise)."""
+
+    task_id: str
+    domain: str
+    problem_description: str
+    ground_truth: str
+    hidden_information: str
+    test_cases: tuple[tuple[str, str], ...] = ()
+    source: str = ""
+
+    def to_row(self) -> dict[str, Any]:
+        """The JSONL row this task round-trips through (``task_id`` included)."""
+        row: dict[str, Any] = {
+            "task_id": self.task_id,
+            "problem_description": self.problem_description,
+            "ground_truth": self.ground_truth,
+            "hidden_information": self.hidden_information,
+        }
+        if self.test_cases:
+            row["test_cases"] = dict(self.test_cases)
+        return row
+
+
+def content_id(domain: str, row: Mapping[str, Any]) -> str:
+    """The stable short hash used as ``task_id`` for rows that carry none."""
+    canonical = canonical_json(
+        {
+            "domain": domain,
+            "problem_description": row.get("problem_description"),
+            "ground_truth": row.get("ground_truth"),
+            "hidden_information": row.get("hidden_information", row.get("ground_truth")),
+            "test_cases": row.get("test_cases"),
+        }
+    )
+    return sha256_text(canonical)[:12]
