@@ -5,7 +5,8 @@ observations as ``user`` messages, the agent's earlier turns as ``assistant`` me
 any number of concurrent episodes. ``EpisodeContext`` says which task and turn it is; honest agents ignore it (it
 carries no hidden information), scripted ones for tests use it.
 
-Specs (the CLI's ``--agent``): ``openai:MODEL`` (any OpenAI-compatible endpoint), ``local`` (the embedded model),
+Specs (the CLI's ``--agent``, parsed by :func:`colbench.llm.parse_spec`): ``openai:MODEL`` (any OpenAI-compatible
+endpoint), ``llamacpp`` / ``llamacpp:PATH.gguf`` (the embedded model),
 ``module.path:Attr`` (a third-party agent: an ``Agent`` object, or a class / factory called with the agent
 options), ``scripted:reference`` (answers with the task's reference at once: the ceiling check),
 ``scripted:ask`` (asks a question every turn, never answers: the turn cap path), ``scripted:empty`` (answers nothing).
@@ -19,12 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from colbench.envs.base import ANSWER_MARKER
+from colbench.dialogue import ANSWER_MARKER
 from colbench.errors import ConfigError
-from colbench.llm import LLMClient, Message, Usage, endpoint_from_spec
-from colbench.tasks import Domain, Task
-
-AGENT_SPECS = "'openai:MODEL', 'local', 'module.path:Attr' or 'scripted:reference|ask|empty'"
+from colbench.llm.client import LLMClient, Message, Usage
+from colbench.llm.limits import EndpointLimits
+from colbench.llm.specs import connect, parse_spec
+from colbench.tasks.record import Task
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class EpisodeContext:
     """Where a call falls: never hidden information."""
 
     task_id: str
-    domain: Domain
+    domain: str
     turn: int  # 1-based: the agent turn being written
     max_turns: int
     trial: int = 0
@@ -82,12 +83,8 @@ class ScriptedAgent:
     maximum: a ceiling check of the whole pipeline), ``ask`` only asks questions (runs into the turn cap),
     ``empty`` answers nothing useful at once."""
 
-    MODES = ("reference", "ask", "empty")
-
     def __init__(self, mode: str, tasks: Sequence[Task] = ()) -> None:
-        if mode not in self.MODES:
-            raise ConfigError(f"unknown scripted agent {mode!r}; expected one of {', '.join(self.MODES)}")
-        self.mode = mode
+        self.mode = parse_spec(f"scripted:{mode}", "agent").value
         self.name = f"scripted:{mode}"
         self._tasks = {t.task_id: t for t in tasks}
 
@@ -105,18 +102,24 @@ class ScriptedAgent:
         return self.act(messages, context)
 
 
-def make_agent(spec: str, *, tasks: Sequence[Task] = (), options: Mapping[str, Any] | None = None) -> Agent:
+def make_agent(
+    spec: str,
+    *,
+    tasks: Sequence[Task] = (),
+    options: Mapping[str, Any] | None = None,
+    limits: EndpointLimits | None = None,
+) -> Agent:
     """Build an agent from a spec string (see the module docstring); ``options`` are endpoint fields
-    (``base_url``, ``api_key``, ``temperature``, ``max_tokens``, ``extra_body``, ...) or a plug-in's arguments."""
+    (``base_url``, ``api_key``, ``temperature``, ``max_tokens``, ``extra_body``, ...) or a plug-in's arguments;
+    ``limits`` cap the requests of a model agent (a plug-in calls its own endpoint)."""
     options = dict(options or {})
-    if spec.startswith("scripted:"):
-        return ScriptedAgent(spec.partition(":")[2], tasks)
-    if spec == "local" or spec.startswith("local:") or spec.startswith("openai:"):
+    parsed = parse_spec(spec, "agent")
+    if parsed.kind == "scripted":
+        return ScriptedAgent(parsed.value, tasks)
+    if parsed.is_model:
         system = options.pop("system_prompt", None)
-        return ChatAgent(LLMClient(endpoint_from_spec(spec, "agent", **options)), system_prompt=system)
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigError(f"bad agent spec {spec!r}: expected {AGENT_SPECS}")
+        return ChatAgent(connect(parsed, "agent", limits=limits, **options), system_prompt=system)
+    module_name, _, attr = spec.partition(":")
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:

