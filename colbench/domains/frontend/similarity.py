@@ -22,24 +22,24 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import hashlib
 import math
 import threading
 import weakref
-from collections import OrderedDict
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+from cachetools import LRUCache
 
+from colbench.domains.frontend.embed import Embedder, make_embedder
+from colbench.domains.frontend.extract import extract_html
 from colbench.errors import ConfigError, DataError
 from colbench.render import Renderer, RenderResult, RenderStatus
-from colbench.scoring.embed import Embedder, make_embedder
-from colbench.scoring.html import extract_html
-from colbench.tasks import Task
+from colbench.storage import sha256_text
+from colbench.tasks.record import Task
 
 FrontendStatus = Literal["ok", "no_answer", "render_failed", "infra_error"]
 FLOOR = 0.0
@@ -79,63 +79,25 @@ class FrontendScore:
         """Whether this is a score for the agent (every status but ``infra_error``)."""
         return self.status != "infra_error"
 
-    def to_result(self, task_id: str) -> dict[str, Any]:
+    @property
+    def reward(self) -> float:
+        return self.similarity
+
+    @property
+    def success(self) -> None:
+        """Pages are not right or wrong, only more or less similar: no success."""
+        return None
+
+    def result_row(self, task_id: str) -> dict[str, Any]:
         """The CLI's result row: ``{"task_id", "similarity", "status", "error"}`` (similarity null when not judged)."""
         similarity = self.similarity if self.judged else None
         return {"task_id": task_id, "similarity": similarity, "status": self.status, "error": self.error}
 
-    def details(self, task_id: str | None = None) -> dict[str, Any]:
-        """The result row (without ``task_id`` when None) plus the agent page's render status and the embedder."""
-        row = self.to_result("" if task_id is None else task_id)
-        if task_id is None:
-            del row["task_id"]
+    def details(self) -> dict[str, Any]:
+        """The result row without ``task_id``, plus the agent page's render status and the embedder."""
+        row = self.result_row("")
+        del row["task_id"]
         return {**row, "answer_render_status": self.answer_render_status, "embedder": self.embedder}
-
-
-@dataclass(frozen=True)
-class WinRate:
-    """How often run ``a`` beat run ``b`` on the tasks both scored; ``rate = (wins + ties / 2) / n``."""
-
-    rate: float
-    wins: int
-    ties: int
-    losses: int
-    n: int
-    only_a: int = 0
-    only_b: int = 0
-
-
-def win_rate(a: Mapping[str, float], b: Mapping[str, float], *, tie_tolerance: float = 0.0) -> WinRate:
-    """Share of the tasks present in both runs where ``a``'s similarity beats ``b``'s; ties count half.
-
-    A tie is exact equality by default (``tie_tolerance=0.0``): scores are deterministic for one embedder and
-    renderer, and exact ties are real (both floors, or the same page). With ``tie_tolerance`` > 0, differences of at
-    most that much are ties. Tasks in only one run are counted (``only_a``, ``only_b``) but not compared; a missing,
-    None or NaN similarity on a common task (an infrastructure error) is a DataError: rerun or drop that task.
-    """
-    if not tie_tolerance >= 0.0:
-        raise ConfigError(f"tie_tolerance must be >= 0, got {tie_tolerance}")
-    common = [task_id for task_id in a if task_id in b]
-    if not common:
-        raise DataError(f"the two runs have no task in common ({len(a)} tasks in a, {len(b)} in b)")
-    wins = ties = losses = 0
-    for task_id in common:
-        x, y = _similarity(a, task_id, "a"), _similarity(b, task_id, "b")
-        if abs(x - y) <= tie_tolerance:
-            ties += 1
-        elif x > y:
-            wins += 1
-        else:
-            losses += 1
-    n = len(common)
-    return WinRate((wins + ties / 2) / n, wins, ties, losses, n, only_a=len(a) - n, only_b=len(b) - n)
-
-
-def _similarity(run: Mapping[str, float], task_id: str, label: str) -> float:
-    value: object = run[task_id]
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        raise DataError(f"task {task_id!r} has no similarity in run {label} ({value!r}): rerun or drop it")
-    return float(value)
 
 
 # -- the scorer --------------------------------------------------------------------------------------------------------
@@ -248,13 +210,18 @@ class FrontendScorer:
         self.renderer = renderer if renderer is not None else Renderer()
         self.concurrency = concurrency
         self.batch_size = batch_size
-        self._cache_size = reference_cache_size
-        self._references: OrderedDict[str, Embedding] = OrderedDict()
+        self._references: LRUCache[str, Embedding] | None = (
+            LRUCache(maxsize=reference_cache_size) if reference_cache_size > 0 else None
+        )
         self._lock = threading.Lock()
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="colbench-embed")
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
 
     # -- public API -----------------------------------------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """run.json's ``scoring``: the embedder's name (model, weights, preprocessing)."""
+        return {"embedder": str(self.embedder.name)}
 
     def score(self, task: Task, answer_text: str) -> FrontendScore:
         """Score one answer (the agent's final message)."""
@@ -355,11 +322,9 @@ class FrontendScorer:
 
     def _reference(self, state: _LoopState, html: str) -> asyncio.Future[Embedding]:
         """The reference page's embedding: from the cache, from a computation in flight, or a new one."""
-        key = hashlib.sha256(html.encode("utf-8", "surrogatepass")).hexdigest()
+        key = sha256_text(html)
         with self._lock:
-            cached = self._references.get(key)
-            if cached is not None:
-                self._references.move_to_end(key)
+            cached = self._references.get(key) if self._references is not None else None
         loop = asyncio.get_running_loop()
         if cached is not None:
             done: asyncio.Future[Embedding] = loop.create_future()
@@ -390,10 +355,8 @@ class FrontendScorer:
         except Exception as exc:
             raise _ReferenceError(f"the embedder {self.embedder.name!r} failed: {_describe(exc)}") from exc
         with self._lock:
-            if self._cache_size > 0:
+            if self._references is not None:
                 self._references[key] = embedding
-                while len(self._references) > self._cache_size:
-                    self._references.popitem(last=False)
         return embedding
 
 

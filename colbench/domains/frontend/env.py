@@ -3,44 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import atexit
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from colbench.envs.base import MAX_TURNS, ColbenchEnv, Episode
+from colbench.dialogue import MAX_TURNS, Turn
+from colbench.domains.frontend import DOMAIN as FRONTEND
+from colbench.domains.frontend.embed import Embedder
+from colbench.domains.frontend.extract import extract_html
+from colbench.domains.frontend.similarity import FrontendScorer
+from colbench.episode import ColbenchEnv, Episode
 from colbench.errors import InfraError
 from colbench.render import Renderer, RenderResult
-from colbench.scoring.embed import Embedder, make_embedder
-from colbench.scoring.frontend import FrontendScorer
-from colbench.scoring.html import extract_html
-from colbench.simulator import SimReply, Simulator, Turn
-from colbench.tasks import Task
-
-DEFAULT_TASKS = "frontend-test"
-
-_shared_lock = threading.Lock()
-_shared_renderer: Renderer | None = None
-_shared_embedders: dict[str, Embedder] = {}
-
-
-def shared_renderer() -> Renderer:
-    """One browser per process for every frontend env (Chromium is heavy; renders are isolated per page)."""
-    global _shared_renderer
-    with _shared_lock:
-        if _shared_renderer is None:
-            _shared_renderer = Renderer()
-            atexit.register(_shared_renderer.close)
-        return _shared_renderer
-
-
-def shared_embedder(spec: str) -> Embedder:
-    """One loaded model per embedder spec per process."""
-    with _shared_lock:
-        if spec not in _shared_embedders:
-            _shared_embedders[spec] = make_embedder(spec)
-        return _shared_embedders[spec]
+from colbench.simulators import SimReply, Simulator
+from colbench.tasks.record import Task
 
 
 @dataclass
@@ -58,21 +34,24 @@ class FrontendEnv(ColbenchEnv):
     no page or a page that fails to render scores the floor, 0). Infrastructure failures (Chromium, the
     embedder, the reference page itself, the LLM endpoint) raise ``InfraError``: they are never a reward.
 
-    ``simulator`` is a spec (``openai:MODEL``, a vision model; ``local`` / ``image_mode="html"`` for text-only
-    models; ``scripted``) completed by ``simulator_options``, or any ``Simulator``. ``embedder`` is an
-    embedder spec (``clip``, ``clip-center-crop``, ``clip:/path/weights``, ``test``) or an ``Embedder``.
+    ``tasks``: a split name, a JSONL file or a list of tasks (default: ``frontend-test``). ``simulator`` is a spec
+    (``openai:MODEL``, a vision model; ``llamacpp`` / ``image_mode="html"`` for text-only models; ``scripted``)
+    completed by ``simulator_options``, or any ``Simulator``. ``embedder`` is an embedder spec (``clip``,
+    ``clip-center-crop``, ``clip:/path/weights``, ``test``) or an ``Embedder``. ``scorer``: a ``FrontendScorer``
+    to use instead (default: the process's shared one for the embedder spec: one browser, one model, one reference
+    cache); ``renderer``: a ``Renderer`` of its own (then the env scores with a scorer of its own too).
     """
 
-    domain = "frontend"
-    default_tasks = DEFAULT_TASKS
+    domain_name = "frontend"
 
     def __init__(
         self,
-        tasks: str | Sequence[Task] = DEFAULT_TASKS,
+        tasks: str | Sequence[Task] | None = None,
         simulator: str | Simulator = "scripted",
         embedder: str | Embedder = "clip",
         *,
         renderer: Renderer | None = None,
+        scorer: FrontendScorer | None = None,
         simulator_options: dict[str, Any] | None = None,
         max_turns: int = MAX_TURNS,
         expose_hidden: bool = False,
@@ -84,26 +63,39 @@ class FrontendEnv(ColbenchEnv):
             simulator_options=simulator_options,
             max_turns=max_turns,
             expose_hidden=expose_hidden,
+            scorer=scorer,
             render_mode=render_mode,
         )
         self._embedder_spec = embedder
         self._renderer = renderer
-        self._scorer: FrontendScorer | None = None
+        self._owns_scorer = False
         self._pending: tuple[str, RenderResult] | None = None
+
+    def _default_scorer(self) -> FrontendScorer:
+        spec = self._embedder_spec
+        if isinstance(spec, str) and self._renderer is None:
+            scorer = self.domain.shared_scorer({"embedder": spec})
+            assert isinstance(scorer, FrontendScorer)
+            return scorer
+        self._owns_scorer = True
+        return FrontendScorer(self._renderer or FRONTEND.shared_renderer(), spec)
+
+    @property
+    def page_scorer(self) -> FrontendScorer:
+        scorer = self.scorer
+        assert isinstance(scorer, FrontendScorer), f"a frontend env needs a FrontendScorer, got {type(scorer).__name__}"
+        return scorer
+
+    def close(self) -> None:
+        if self._owns_scorer and self._scorer is not None:
+            self._scorer.close()  # its embedding thread; the renderer is the caller's or the shared one
+            self._scorer, self._owns_scorer = None, False
+        super().close()
 
     @property
     def renderer(self) -> Renderer:
-        if self._renderer is None:
-            self._renderer = shared_renderer()
-        return self._renderer
-
-    @property
-    def scorer(self) -> FrontendScorer:
-        if self._scorer is None:
-            spec = self._embedder_spec
-            embedder = shared_embedder(spec) if isinstance(spec, str) else spec
-            self._scorer = FrontendScorer(self.renderer, embedder)
-        return self._scorer
+        """The renderer of the agent's pages: the scorer's, so pages and references render alike."""
+        return self._renderer or self.page_scorer.renderer
 
     @property
     def page_png(self) -> bytes | None:
@@ -147,7 +139,7 @@ class FrontendEnv(ColbenchEnv):
     def _finish(self, episode: Episode, turn: Turn) -> tuple[float, dict[str, Any]]:
         assert isinstance(episode, _PageEpisode)
         page_html, page = self._pending if self._pending is not None else (episode.page_html, episode.page)
-        score = self.scorer.score_rendered(episode.task, page)
+        score = self.page_scorer.score_rendered(episode.task, page)
         if score.status == "infra_error":
             raise InfraError(f"frontend task {episode.task.task_id}: {score.error}")
         episode.page_html, episode.page = page_html, page

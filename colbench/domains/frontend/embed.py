@@ -32,11 +32,9 @@ import io
 import logging
 import os
 import socket
-import struct
 import threading
 import warnings
 import zipfile
-import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
@@ -93,75 +91,16 @@ class Embedder(Protocol):
 
 
 def decode_png(data: bytes) -> npt.NDArray[np.uint8]:
-    """PNG bytes -> ``(height, width, 3)`` uint8 RGB (alpha dropped, as Pillow's ``convert("RGB")`` does).
-
-    Uses Pillow when it is installed (fast); otherwise a pure-numpy decoder of 8-bit non-interlaced PNGs, which is
-    what Chromium writes. Decoding is lossless, so both give the same pixels.
-    """
+    """PNG bytes -> ``(height, width, 3)`` uint8 RGB (alpha dropped, as Pillow's ``convert("RGB")`` does)."""
     try:
         from PIL import Image as PILImage
-    except ImportError:  # pragma: no cover - Pillow comes with the clip extra
-        return decode_png_numpy(data)
+    except ImportError as exc:
+        raise ConfigError("decoding screenshots needs Pillow: pip install 'colbench[frontend]'") from exc
     try:
         with PILImage.open(io.BytesIO(data)) as image:
             return np.asarray(image.convert("RGB"))
     except Exception as exc:
         raise DataError(f"not a decodable PNG image: {exc}") from exc
-
-
-def decode_png_numpy(data: bytes) -> npt.NDArray[np.uint8]:
-    """Decode an 8-bit, non-interlaced greyscale/RGB(A) PNG with numpy only (see ``decode_png``)."""
-    if data[:8] != b"\x89PNG\r\n\x1a\n":
-        raise DataError("not a decodable PNG image: bad signature")
-    pos, header, chunks = 8, b"", []
-    try:
-        while pos + 8 <= len(data):
-            (length,) = struct.unpack(">I", data[pos : pos + 4])
-            kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
-            if kind == b"IHDR":
-                header = body
-            elif kind == b"IDAT":
-                chunks.append(body)
-            elif kind == b"IEND":
-                break
-            pos += 12 + length
-        width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", header)
-        channels = {0: 1, 2: 3, 4: 2, 6: 4}.get(colour)
-        if depth != 8 or interlace != 0 or channels is None:
-            raise DataError(f"unsupported PNG (bit depth {depth}, colour type {colour}, interlace {interlace})")
-        raw = np.frombuffer(zlib.decompress(b"".join(chunks)), np.uint8)
-        raw = raw[: height * (1 + width * channels)].reshape(height, 1 + width * channels)
-    except (struct.error, zlib.error, ValueError) as exc:
-        raise DataError(f"not a decodable PNG image: {exc}") from exc
-    pixels = _unfilter(raw[:, 0], raw[:, 1:].reshape(height, width, channels))
-    if channels <= 2:
-        return np.repeat(pixels[..., :1], 3, axis=2)
-    return pixels[..., :3]
-
-
-def _unfilter(filters: npt.NDArray[np.uint8], data: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
-    """Undo PNG row filters. Pixel (y, x) depends on (y, x-1), (y-1, x) and (y-1, x-1), so every anti-diagonal
-    x + y = t depends only on earlier ones: a skewed copy ``S[y + 1, t + 1] = pixel(y, t - y)`` turns each diagonal
-    into a column, decoded with whole-column numpy operations."""
-    height, width, channels = data.shape
-    ys, xs = np.arange(height)[:, None], np.arange(width)[None, :]
-    raw = np.zeros((height, width + height, channels), np.int16)
-    raw[ys, xs + ys] = data
-    skew = np.zeros((height + 1, width + height + 1, channels), np.int16)
-    kind = filters.astype(np.int16)[:, None]
-    sub, up, avg, paeth = kind == 1, kind == 2, kind == 3, kind == 4
-    zero = np.zeros((height, channels), np.int16)
-    for t in range(width + height - 1):
-        lo, hi = max(0, t - width + 1), min(height, t + 1)
-        a, b = skew[lo + 1 : hi + 1, t], skew[lo:hi, t]
-        c = skew[lo:hi, t - 1] if t else zero[lo:hi]
-        pa, pb, pc = np.abs(b - c), np.abs(a - c), np.abs(a + b - 2 * c)
-        predicted = np.where((pa <= pb) & (pa <= pc), a, np.where(pb <= pc, b, c))
-        predicted = np.where(paeth[lo:hi], predicted, np.where(avg[lo:hi], (a + b) >> 1, 0))
-        predicted = np.where(sub[lo:hi], a, np.where(up[lo:hi], b, predicted))
-        skew[lo + 1 : hi + 1, t + 1] = (raw[lo:hi, t] + predicted) & 255
-    pixels: npt.NDArray[np.uint8] = skew[1 + ys, 1 + xs + ys].astype(np.uint8)
-    return pixels
 
 
 # -- the test embedder -------------------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
-"""What both ColBench domains share: task selection, the dialogue, the turn cap, ``info``, text rendering.
+"""The episode every ColBench env runs, whatever its domain: task selection, the dialogue, the turn cap, ``info``,
+text rendering (the contract of docs/episode.md).
 
-A domain env says how a turn ends the episode and how the final answer is scored; the episode contract (seeded
-``reset`` without LLM calls, the answer marker or the turn cap ending with ``terminated=True``, infrastructure
-errors raised and leaving the episode as it was) lives here once.
+A domain's env (``colbench/domains/<name>/env.py``) says how a turn ends the episode and how the final answer is
+scored; the episode contract (seeded ``reset`` without LLM calls, the answer marker or the turn cap ending with
+``terminated=True``, infrastructure errors raised and leaving the episode as it was) lives here once.
 """
 
 from __future__ import annotations
@@ -10,26 +11,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib import resources
-from string import Template
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 
+from colbench.dialogue import MAX_TURNS, Turn, is_answer
+from colbench.domains import get_domain
+from colbench.domains.base import Domain, Scorer
 from colbench.errors import ColbenchError, ConfigError
-from colbench.llm import Usage
-from colbench.simulator import SimReply, Simulator, Turn, make_simulator
+from colbench.llm.client import Usage
+from colbench.simulators import SimReply, Simulator
 from colbench.spaces import UnicodeText
-from colbench.tasks import Domain, Task
-
-MAX_TURNS = 10
-ANSWER_MARKER = "I WANT TO ANSWER:"
-
-
-def agent_prompt(task: Task, max_turns: int = MAX_TURNS) -> str:
-    """The agent's first observation: the domain's instructions and the problem, never the hidden information."""
-    template = resources.files("colbench.envs").joinpath(task.domain, "prompts", "agent.txt").read_text("utf-8")
-    return Template(template).safe_substitute(problem_description=task.problem_description, max_turns=max_turns)
+from colbench.tasks.record import Task
 
 
 @dataclass
@@ -47,13 +40,13 @@ class Episode:
 class ColbenchEnv(gym.Env[str, str]):
     """One episode = one task; actions and observations are plain text (``UnicodeText``).
 
-    Subclasses set ``domain`` and implement ``_finish`` (score the final turn) and, where the simulator needs more
-    than the dialogue, ``_human_reply``.
+    Subclasses set ``domain_name`` and implement ``_finish`` (score the final turn with ``self.scorer``) and, where
+    the simulator needs more than the dialogue, ``_human_reply``. ``scorer``: the domain's scorer to use (default:
+    the process's shared one, ``Domain.shared_scorer``).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 (Gymnasium's declared attribute)
-    domain: Domain
-    default_tasks: str
+    domain_name: ClassVar[str]
 
     def __init__(
         self,
@@ -63,37 +56,53 @@ class ColbenchEnv(gym.Env[str, str]):
         simulator_options: dict[str, Any] | None = None,
         max_turns: int = MAX_TURNS,
         expose_hidden: bool = False,
+        scorer: Scorer | None = None,
         render_mode: str | None = None,
     ) -> None:
         if max_turns < 1:
             raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
         if render_mode not in (None, "ansi"):
             raise ConfigError(f"render_mode {render_mode!r} not supported; use 'ansi' or None")
-        self._tasks_spec = self.default_tasks if tasks is None else tasks
+        self._tasks_spec = self.domain.default_tasks if tasks is None else tasks
         self._tasks: list[Task] | None = None if isinstance(self._tasks_spec, str) else list(self._tasks_spec)
         if self._tasks is not None:
             self._check_tasks(self._tasks)
         if isinstance(simulator, str):
-            self.simulator = make_simulator(simulator, domain=self.domain, **(simulator_options or {}))
+            self.simulator = self.domain.make_simulator(simulator, **(simulator_options or {}))
         elif simulator_options:
             raise ConfigError("simulator_options apply to a simulator spec string, not to a Simulator instance")
         else:
             self.simulator = simulator
         self.max_turns = max_turns
         self.expose_hidden = expose_hidden
+        self._scorer = scorer
         self.render_mode = render_mode
         self.observation_space = UnicodeText()
         self.action_space = UnicodeText()
         self._episode: Episode | None = None
 
+    @property
+    def domain(self) -> Domain:
+        return get_domain(self.domain_name)
+
+    @property
+    def scorer(self) -> Scorer:
+        """The scorer of final answers (made on first use: making an env must be cheap and offline)."""
+        if self._scorer is None:
+            self._scorer = self._default_scorer()
+        return self._scorer
+
+    def _default_scorer(self) -> Scorer:
+        return self.domain.shared_scorer({})
+
     # -- lazily loaded tasks: making an env must be cheap and offline ------------------------------------------
     @property
     def tasks(self) -> list[Task]:
         if self._tasks is None:
-            from colbench.hub import resolve_tasks
+            from colbench.tasks.sources import load
 
             assert isinstance(self._tasks_spec, str)
-            tasks = resolve_tasks(self._tasks_spec)
+            tasks = load(self._tasks_spec)
             self._check_tasks(tasks)
             self._tasks = tasks
         return self._tasks
@@ -101,10 +110,10 @@ class ColbenchEnv(gym.Env[str, str]):
     def _check_tasks(self, tasks: Sequence[Task]) -> None:
         if not tasks:
             raise ConfigError("no tasks given")
-        bad = next((t for t in tasks if t.domain != self.domain), None)
+        bad = next((t for t in tasks if t.domain != self.domain_name), None)
         if bad is not None:
             raise ConfigError(
-                f"task {bad.task_id} ({bad.source}) is a {bad.domain} task; this env needs {self.domain} tasks"
+                f"task {bad.task_id} ({bad.source}) is a {bad.domain} task; this env needs {self.domain_name} tasks"
             )
 
     @property
@@ -133,7 +142,7 @@ class ColbenchEnv(gym.Env[str, str]):
         else:
             task = tasks[int(self.np_random.integers(len(tasks)))]
         self._episode = self._new_episode(task)
-        return agent_prompt(task, self.max_turns), self._info()
+        return self.domain.agent_prompt(task, self.max_turns), self._info()
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         episode = self._check_step(action)
@@ -163,7 +172,7 @@ class ColbenchEnv(gym.Env[str, str]):
         return episode
 
     def _is_final(self, episode: Episode, action: str) -> bool:
-        return ANSWER_MARKER in action or episode.agent_turns + 1 >= self.max_turns
+        return is_answer(action) or episode.agent_turns + 1 >= self.max_turns
 
     def _ended(
         self, episode: Episode, turn: Turn, scored: tuple[float, dict[str, Any]]
@@ -172,8 +181,7 @@ class ColbenchEnv(gym.Env[str, str]):
         episode.dialogue.append(turn)
         episode.done = True
         info = self._info()
-        answered = ANSWER_MARKER in turn.text
-        info.update(termination="answered" if answered else "turn_limit", answer=turn.text, **details)
+        info.update(termination="answered" if is_answer(turn.text) else "turn_limit", answer=turn.text, **details)
         return "", reward, True, False, info
 
     def _answered(self, episode: Episode, turn: Turn, reply: SimReply) -> tuple[str, float, bool, bool, dict[str, Any]]:

@@ -16,30 +16,33 @@ Semantics (docs/scoring.md has the reasons):
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
+import math
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from colbench.sandbox.base import Limits, Sandbox, TestOutcome
-from colbench.scoring.values import EXACT, DecodeError, Tolerance, decode, values_equal
-from colbench.tasks import Task
+from cachetools import LRUCache
 
-ANSWER_MARKER = "I WANT TO ANSWER:"
+from colbench.dialogue import after_marker
+from colbench.domains.backend.values import EXACT, DecodeError, Tolerance, decode, values_equal
+from colbench.errors import InfraError
+from colbench.sandbox.contract import Limits, Sandbox, TestOutcome
+from colbench.storage import sha256_text, write_atomic
+from colbench.tasks.record import Task
+
 SCORER_VERSION = "2"
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 
 
 def extract_code(text: str) -> str:
     """The code an agent's final message delivers (see module docstring)."""
-    if ANSWER_MARKER in text:
-        text = text.split(ANSWER_MARKER, 1)[1]
+    text = after_marker(text)
     blocks = [b for b in _FENCE.findall(text) if b.strip()]
     if blocks:
         with_def = [b for b in blocks if re.search(r"^\s*(def|class|import|from)\s", b, re.MULTILINE)]
@@ -90,7 +93,7 @@ class TestResult:
 
 @dataclass(frozen=True)
 class BackendScore:
-    """The scoring record of one answer (the CLI writes its ``summary()`` as one JSON line)."""
+    """The scoring record of one answer (the CLI writes its ``result_row()`` as one JSON line)."""
 
     task_id: str
     tests_passed: int
@@ -100,32 +103,41 @@ class BackendScore:
     error: str = ""
 
     @property
+    def judged(self) -> bool:
+        return self.status == "ok"
+
+    @property
     def pass_rate(self) -> float:
         return self.tests_passed / self.tests_total if self.tests_total else 0.0
 
     @property
-    def success(self) -> bool:
-        return self.tests_total > 0 and self.tests_passed == self.tests_total
+    def reward(self) -> float:
+        return self.pass_rate if self.judged else math.nan
+
+    @property
+    def success(self) -> bool | None:
+        """All judgeable tests passed (None when the answer could not be judged)."""
+        return self.tests_total > 0 and self.tests_passed == self.tests_total if self.judged else None
 
     @classmethod
     def infra_error(cls, task_id: str, error: str) -> BackendScore:
         """The record of an answer the harness could not judge: no score at all, never a zero."""
         return cls(task_id=task_id, tests_passed=0, tests_total=0, status="infra_error", error=error)
 
-    def summary(self) -> dict[str, Any]:
-        judged = self.status == "ok"
+    def result_row(self, task_id: str | None = None) -> dict[str, Any]:
+        """``{"task_id", "tests_passed", "tests_total", "pass_rate", "success", "status", "error"}``."""
         return {
-            "task_id": self.task_id,
+            "task_id": self.task_id if task_id is None else task_id,
             "tests_passed": self.tests_passed,
             "tests_total": self.tests_total,
-            "pass_rate": self.pass_rate if judged else None,
-            "success": self.success if judged else None,
+            "pass_rate": self.pass_rate if self.judged else None,
+            "success": self.success,
             "status": self.status,
             "error": self.error,
         }
 
     def details(self) -> dict[str, Any]:
-        return {**self.summary(), "tests": [asdict(t) for t in self.tests]}
+        return {**self.result_row(), "tests": [asdict(t) for t in self.tests]}
 
 
 def _short(value: Any, limit: int = 200) -> str:
@@ -149,21 +161,19 @@ def _expected_from(runs: Sequence[TestOutcome]) -> Expected:
 
 
 class ReferenceCache:
-    """Expected outcomes per task, in memory (LRU) and optionally on disk as one JSON file per key."""
+    """Expected outcomes per task, in memory (least recently used dropped first) and optionally on disk as one
+    JSON file per key."""
 
     def __init__(self, directory: str | Path | None = None, max_items: int = 50_000) -> None:
         self.directory = Path(directory) if directory else None
-        self._mem: OrderedDict[str, list[list[TestOutcome]]] = OrderedDict()
-        self._max = max_items
+        self._mem: LRUCache[str, list[list[TestOutcome]]] = LRUCache(maxsize=max_items)
         self._lock = threading.Lock()
 
     def get(self, key: str) -> list[list[TestOutcome]] | None:
         with self._lock:
-            if key in self._mem:
-                self._mem.move_to_end(key)
-                return self._mem[key]
-        if self.directory is None:
-            return None
+            runs = self._mem.get(key)
+        if runs is not None or self.directory is None:
+            return runs
         path = self.directory / f"{key}.json"
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
@@ -176,21 +186,19 @@ class ReferenceCache:
     def put(self, key: str, runs: list[list[TestOutcome]]) -> None:
         self._remember(key, runs)
         if self.directory is not None:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            tmp = self.directory / f".{key}.{threading.get_ident()}.tmp"
-            tmp.write_text(json.dumps([[asdict(o) for o in run] for run in runs]), encoding="utf-8")
-            tmp.replace(self.directory / f"{key}.json")
+            write_atomic(self.directory / f"{key}.json", json.dumps([[asdict(o) for o in run] for run in runs]))
 
     def _remember(self, key: str, runs: list[list[TestOutcome]]) -> None:
         with self._lock:
             self._mem[key] = runs
-            self._mem.move_to_end(key)
-            while len(self._mem) > self._max:
-                self._mem.popitem(last=False)
 
 
 class BackendScorer:
-    """Scores answers to backend tasks in ``sandbox``. Thread-safe: score many answers from a thread pool."""
+    """Scores answers to backend tasks in ``sandbox``. Thread-safe: score many answers from a thread pool.
+
+    ``jobs``: answers :meth:`score_many` scores at once (default: the sandbox's workers). ``owns_sandbox``: close
+    the sandbox with the scorer.
+    """
 
     def __init__(
         self,
@@ -201,6 +209,8 @@ class BackendScorer:
         cache: ReferenceCache | None = None,
         reference_runs: int = 2,
         seed: int = 0,
+        jobs: int | None = None,
+        owns_sandbox: bool = False,
     ) -> None:
         self.sandbox = sandbox
         self.limits = limits or Limits()
@@ -208,6 +218,34 @@ class BackendScorer:
         self.cache = cache or ReferenceCache()
         self.reference_runs = reference_runs
         self.seed = seed
+        self.jobs = jobs or int(getattr(sandbox, "workers", 0) or 1)
+        self._owns_sandbox = owns_sandbox
+
+    def describe(self) -> dict[str, Any]:
+        """run.json's ``scoring``: the runtime (not compared on resume: both pass one conformance suite) and the
+        scorer's version."""
+        sandbox = str(getattr(self.sandbox, "name", type(self.sandbox).__name__))
+        return {"sandbox": sandbox, "scorer_version": SCORER_VERSION}
+
+    def score_many(self, pairs: Sequence[tuple[Task, str]]) -> list[BackendScore]:
+        """Scores in input order, ``jobs`` at a time; an answer the sandbox cannot run is that answer's
+        ``infra_error`` record."""
+
+        def one(pair: tuple[Task, str]) -> BackendScore:
+            task, answer = pair
+            try:
+                return self.score(task, answer)
+            except InfraError as exc:
+                return BackendScore.infra_error(task.task_id, str(exc))
+
+        if len(pairs) <= 1 or self.jobs <= 1:
+            return [one(pair) for pair in pairs]
+        with ThreadPoolExecutor(min(self.jobs, len(pairs)), thread_name_prefix="colbench-score") as pool:
+            return list(pool.map(one, pairs))
+
+    def close(self) -> None:
+        if self._owns_sandbox:
+            self.sandbox.close()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> BackendScorer:
         # Shared service (Gymnasium deep-copies make() kwargs): copies share the sandbox and reference cache.
@@ -225,7 +263,7 @@ class BackendScorer:
                 self.limits.memory_mb,
             ],
         )
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+        return sha256_text(blob)
 
     def expected(self, task: Task) -> list[Expected]:
         """The reference's judged outcome per test (computed in the sandbox once, then cached)."""

@@ -13,31 +13,21 @@ model); it is a different, easier-to-game human and results made with it are lab
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
-from functools import cache
-from importlib import resources
-from string import Template
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from colbench.dialogue import Turn
+from colbench.domains.frontend.extract import extract_html
 from colbench.errors import ConfigError
-from colbench.llm import LLMClient
-from colbench.scoring.html import extract_html
-from colbench.simulator import OpenAISimulator, ResponseCache, Turn
-from colbench.tasks import Task
+from colbench.llm.client import LLMClient
+from colbench.simulators import ChatSimulator, check_ends_with_agent
+from colbench.tasks.record import Task
 
 ImageMode = Literal["image", "html"]
+IMAGE_MODES: tuple[ImageMode, ...] = ("image", "html")
 MAX_REPLY_CHARS = 1000
 NO_PAGE_NOTE = "(The designer has not shown you a page yet.)"
 PAGE_CUT = "[page shown above]"
-
-
-@cache
-def _template() -> Template:
-    return Template(resources.files("colbench.envs.frontend").joinpath("prompts/simulator.txt").read_text("utf-8"))
-
-
-def system_prompt(task: Task) -> str:
-    return _template().substitute(problem_description=task.problem_description.strip())
 
 
 def _png_part(png: bytes) -> dict[str, Any]:
@@ -52,27 +42,26 @@ def _message_without_page(text: str) -> str:
     return text.strip() or PAGE_CUT
 
 
-class PageSimulator(OpenAISimulator):
+class PageSimulator(ChatSimulator):
     """A chat model playing the human of a frontend task, via any OpenAI-compatible endpoint."""
 
     def __init__(
         self,
         client: LLMClient,
+        system_prompt: Callable[[Task], str],
         *,
         image_mode: ImageMode = "image",
         max_chars: int = MAX_REPLY_CHARS,
-        cache: ResponseCache | None = None,
     ) -> None:
-        if image_mode not in ("image", "html"):
+        if image_mode not in IMAGE_MODES:
             raise ConfigError(f"image_mode must be 'image' or 'html', got {image_mode!r}")
-        super().__init__(client, max_chars=max_chars, cache=cache)
+        super().__init__(client, system_prompt, max_chars=max_chars)
         self.image_mode = image_mode
 
     def messages(
         self, task: Task, dialogue: Sequence[Turn], reference_image: bytes | None = None
     ) -> list[dict[str, Any]]:
-        if not dialogue or dialogue[-1].role != "agent":
-            raise ConfigError("the simulator answers the agent: the dialogue must end with an agent turn")
+        check_ends_with_agent(dialogue)
         last = dialogue[-1]
         agent_page = extract_html(last.text)
         parts: list[dict[str, Any]] = [{"type": "text", "text": "FIRST, the page you have in mind:"}]
@@ -90,4 +79,4 @@ class PageSimulator(OpenAISimulator):
         content: str | list[dict[str, Any]] = parts
         if self.image_mode == "html":  # plain text: text-only servers may not accept content parts
             content = "\n\n".join(part["text"] for part in parts)
-        return [{"role": "system", "content": system_prompt(task)}, {"role": "user", "content": content}]
+        return [{"role": "system", "content": self.system_prompt(task)}, {"role": "user", "content": content}]

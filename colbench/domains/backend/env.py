@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from colbench.envs.base import ANSWER_MARKER, MAX_TURNS, ColbenchEnv, Episode
-from colbench.sandbox import Sandbox, shared_sandbox
-from colbench.scoring.backend import BackendScorer
-from colbench.simulator import Simulator, Turn
-from colbench.tasks import Task
-
-DEFAULT_TASKS = "backend-test"
+from colbench.dialogue import MAX_TURNS, Turn
+from colbench.domains.backend.unit_tests import BackendScore, BackendScorer
+from colbench.episode import ColbenchEnv, Episode
+from colbench.sandbox import Sandbox
+from colbench.simulators import Simulator
+from colbench.tasks.record import Task
 
 
 class BackendEnv(ColbenchEnv):
@@ -20,16 +19,18 @@ class BackendEnv(ColbenchEnv):
     fraction of judgeable tests passed. Otherwise the simulated human answers and that answer is the next
     observation. Infrastructure failures (sandbox, LLM endpoint) raise ``InfraError``: they are never a reward.
 
-    ``simulator`` is a spec (``openai:MODEL``, ``local``, ``scripted``) completed by ``simulator_options``
-    (``base_url``, ``api_key``, ``cache_dir``, ...), or any ``Simulator``.
+    ``tasks``: a split name, a JSONL file or a list of tasks (default: the paper's test split, ``backend-test``).
+    ``simulator`` is a spec (``openai:MODEL``, ``llamacpp``, ``scripted``) completed by ``simulator_options``
+    (``base_url``, ``api_key``, ``cache_dir``, ...), or any ``Simulator``. ``sandbox``: ``auto``, ``docker``,
+    ``bwrap`` or a ``Sandbox``; ``scorer``: a ``BackendScorer`` to use instead (default: the process's shared one
+    for the sandbox runtime, so every env shares warm workers and one reference cache).
     """
 
-    domain = "backend"
-    default_tasks = DEFAULT_TASKS
+    domain_name = "backend"
 
     def __init__(
         self,
-        tasks: str | Sequence[Task] = DEFAULT_TASKS,
+        tasks: str | Sequence[Task] | None = None,
         simulator: str | Simulator = "scripted",
         sandbox: str | Sandbox = "auto",
         *,
@@ -45,20 +46,20 @@ class BackendEnv(ColbenchEnv):
             simulator_options=simulator_options,
             max_turns=max_turns,
             expose_hidden=expose_hidden,
+            scorer=scorer,
             render_mode=render_mode,
         )
         self._sandbox_spec = sandbox
-        self._scorer = scorer
 
-    @property
-    def scorer(self) -> BackendScorer:
-        if self._scorer is None:
-            spec = self._sandbox_spec
-            self._scorer = BackendScorer(shared_sandbox(spec) if isinstance(spec, str) else spec)
-        return self._scorer
+    def _default_scorer(self) -> BackendScorer:
+        spec = self._sandbox_spec
+        scorer = self.domain.shared_scorer({"sandbox": spec}) if isinstance(spec, str) else BackendScorer(spec)
+        assert isinstance(scorer, BackendScorer)
+        return scorer
 
     def _finish(self, episode: Episode, turn: Turn) -> tuple[float, dict[str, Any]]:
         score = self.scorer.score(episode.task, turn.text)
+        assert isinstance(score, BackendScore)
         return float(score.pass_rate), {
             "score": score.details(),
             "success": score.success,
@@ -66,6 +67,3 @@ class BackendEnv(ColbenchEnv):
             "tests_passed": score.tests_passed,
             "tests_total": score.tests_total,
         }
-
-
-__all__ = ["ANSWER_MARKER", "DEFAULT_TASKS", "MAX_TURNS", "BackendEnv"]

@@ -1,0 +1,116 @@
+"""The backend domain: write a Python function with a simulated human who knows the reference function; the answer
+is judged by running the task's call expressions in a sandbox (``unit_tests``), values compared in the host
+(``values``). The env is ``ColBench-Backend-v0`` (``env``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import closing
+from typing import Any, ClassVar
+
+from colbench.domains.base import Domain, Metrics, Score, Scorer
+from colbench.errors import DataError
+from colbench.tasks.record import Task
+
+SANDBOX_HELP = "auto (Docker when available, else bwrap) | docker | bwrap"
+
+
+class BackendDomain(Domain):
+    name = "backend"
+    default_tasks = "backend-test"
+    sample_tasks = "backend-sample"
+    metrics = Metrics(reward_label="tests passed %", reward_name="tests passed", has_success=True)
+    max_reply_chars = 400  # the original release's cut
+    score_help: ClassVar[str] = "score Python answers with the tasks' unit tests"
+
+    def __init__(self) -> None:
+        self._shared: dict[str, Scorer] = {}
+        self._lock = threading.Lock()
+
+    # -- tasks ----------------------------------------------------------------------------------------------
+    def claims(self, row: Mapping[str, Any]) -> bool:
+        return "test_cases" in row
+
+    def test_cases(self, row: Mapping[str, Any], where: str) -> tuple[tuple[str, str], ...]:
+        raw = row.get("test_cases")
+        if not isinstance(raw, dict) or not raw:
+            got = "missing" if raw is None else type(raw).__name__
+            raise DataError(f"{where}: field 'test_cases': expected a non-empty object of call expressions, got {got}")
+        for name, expr in raw.items():
+            if not isinstance(expr, str) or not expr.strip():
+                raise DataError(f"{where}: field 'test_cases.{name}': expected a call expression string")
+        return tuple((str(k), v) for k, v in raw.items())
+
+    # -- scoring --------------------------------------------------------------------------------------------
+    def make_scorer(self, options: Mapping[str, Any], *, jobs: int | None = None) -> Scorer:
+        from colbench.domains.backend.unit_tests import BackendScorer
+        from colbench.sandbox import make_sandbox
+
+        sandbox = make_sandbox(str(options.get("sandbox", "auto")), workers=jobs)
+        return BackendScorer(sandbox, jobs=jobs, owns_sandbox=True)
+
+    def shared_scorer(self, options: Mapping[str, Any]) -> Scorer:
+        from colbench.domains.backend.unit_tests import BackendScorer
+        from colbench.sandbox import resolve_kind, shared_sandbox
+
+        kind = resolve_kind(str(options.get("sandbox", "auto")))
+        with self._lock:
+            if kind not in self._shared:
+                self._shared[kind] = BackendScorer(shared_sandbox(kind))
+            return self._shared[kind]
+
+    def unjudged(self, task_id: str, error: str) -> Score:
+        from colbench.domains.backend.unit_tests import BackendScore
+
+        return BackendScore.infra_error(task_id, error)
+
+    # -- the command line -----------------------------------------------------------------------------------
+    def add_score_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--sandbox", default="auto", help=SANDBOX_HELP)
+        parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="answers scored at once")
+
+    def scorer_from_args(self, args: argparse.Namespace) -> Scorer:
+        return self.make_scorer({"sandbox": args.sandbox}, jobs=args.jobs)
+
+    def score_summary(self, scores: Sequence[Score], scorer: Scorer) -> str:
+        judged = [s for s in scores if s.judged]
+        success = sum(bool(s.success) for s in judged)
+        passed = sum(s.reward for s in judged)
+        return (
+            f"scored {len(scores)} answers: success {success}/{len(judged)} "
+            f"({100 * success / max(len(judged), 1):.1f}%), tests passed "
+            f"{100 * passed / max(len(judged), 1):.1f}%, infrastructure errors {len(scores) - len(judged)}"
+        )
+
+    def check_tasks(self, tasks: Sequence[Task], options: Mapping[str, Any]) -> Iterable[str]:
+        """Run every reference against its own tests: which tests can be judged, and does it pass them?"""
+        from colbench.domains.backend.unit_tests import BackendScore
+
+        with closing(self.make_scorer(options, jobs=options.get("jobs"))) as scorer:
+            started = time.monotonic()
+            scores = scorer.score_many([(t, t.ground_truth) for t in tasks])
+        full = judged = 0
+        for task, score in zip(tasks, scores, strict=True):
+            assert isinstance(score, BackendScore)
+            judged += score.tests_total
+            full += bool(score.success)
+            skipped = [t for t in score.tests if not t.judgeable]
+            if not score.judged:
+                yield f"{task.task_id}\tinfrastructure error\t{score.error}"
+            elif skipped or not score.success:
+                reasons = sorted(
+                    {t.detail for t in skipped} | {t.detail for t in score.tests if t.judgeable and not t.passed}
+                )
+                yield f"{task.task_id}\t{score.tests_passed}/{score.tests_total} judgeable\t{'; '.join(reasons)}"
+        total_tests = sum(len(t.test_cases) for t in tasks)
+        yield (
+            f"checked {len(tasks)} tasks in {time.monotonic() - started:.1f}s: reference passes all judgeable tests "
+            f"on {full}/{len(tasks)}; {judged}/{total_tests} tests judgeable"
+        )
+
+
+DOMAIN = BackendDomain()

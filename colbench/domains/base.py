@@ -1,0 +1,249 @@
+"""What a domain is: everything that differs between backend (Python functions) and frontend (web pages).
+
+Code outside ``colbench/domains/<name>/`` never compares domain names: it asks the task's (or run's) domain, found
+with :func:`colbench.domains.get_domain`. A domain owns its task schema, its prompt templates (``envs/<name>/``),
+how its simulated human is built and what it is shown, its scorer, whether its answers are rendered pages, and
+how its results read in progress lines, run records and leaderboards. Adding a domain means adding one package
+that subclasses :class:`Domain` and registering it (:func:`colbench.domains.register_domain`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from colbench.errors import ConfigError
+from colbench.llm.client import ENDPOINT_FIELDS, LLMClient
+from colbench.llm.limits import EndpointLimits
+from colbench.llm.specs import Spec, connect, parse_spec
+from colbench.prompts import fill, template_text
+from colbench.simulators import ChatSimulator, ScriptedSimulator, Simulator
+from colbench.storage import sha256_text
+from colbench.tasks.record import Task
+
+SIMULATOR_CACHE = "simulator.sqlite"
+
+
+@runtime_checkable
+class Score(Protocol):
+    """The judgement of one answer, whatever the domain."""
+
+    @property
+    def status(self) -> str:
+        """``ok``, ``infra_error``, or a domain's finer outcome (frontend: ``no_answer``, ``render_failed``)."""
+
+    @property
+    def judged(self) -> bool:
+        """False for an infrastructure error: no score at all, never a zero."""
+
+    @property
+    def reward(self) -> float:
+        """The env's reward (NaN when not judged)."""
+
+    @property
+    def success(self) -> bool | None:
+        """Whether the answer is fully right, where the domain has that notion (None otherwise)."""
+
+    def result_row(self, task_id: str) -> dict[str, Any]:
+        """The row ``colbench score`` writes (the CLI contract of the domain)."""
+
+    def details(self) -> dict[str, Any]:
+        """Everything about the judgement (``info["score"]``, the run record's ``score``)."""
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Judges final answers of one domain; thread-safe, shared by every env of a process."""
+
+    def score(self, task: Task, answer: str) -> Score: ...
+
+    def score_many(self, pairs: Sequence[tuple[Task, str]]) -> Sequence[Score]:
+        """Scores in input order; an infrastructure failure of one answer is that answer's (unjudged) score."""
+
+    def describe(self) -> dict[str, Any]:
+        """What identifies the scoring in run.json (compared on resume, shown in leaderboard notes)."""
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """How a domain's results read.
+
+    ``reward_label``: the leaderboard column of the mean reward; ``reward_name``: the same in prose.
+    ``has_success``: records carry ``success`` (all tests passed) and leaderboards rank by it first.
+    ``success_threshold``: where records have no success, ``reward >= threshold`` counts as one (flip rate only).
+    ``win_rate``: ``colbench report --reference-run`` adds a win-rate column (ties count half).
+    ``reward_range``: the rewards a valid record can hold.
+    """
+
+    reward_label: str
+    reward_name: str
+    has_success: bool
+    success_threshold: float | None = None
+    win_rate: bool = False
+    reward_range: tuple[float, float] = (0.0, 1.0)
+
+
+class Domain(ABC):
+    """One ColBench domain. Subclasses set the class attributes and implement the abstract methods."""
+
+    name: ClassVar[str]
+    default_tasks: ClassVar[str]
+    """The split an env of this domain loads when given no tasks (the paper's test split)."""
+    sample_tasks: ClassVar[str]
+    """A small sample bundled with colbench (offline demos and tests)."""
+    renders_pages: ClassVar[bool] = False
+    """Answers are pages: each turn's page is rendered, the final one is saved beside the run record."""
+    metrics: ClassVar[Metrics]
+    simulator_options: ClassVar[frozenset[str]] = frozenset()
+    """Options of this domain's simulated human besides the endpoint's fields."""
+    max_reply_chars: ClassVar[int] = 400
+    """The simulated human's replies are cut to this many characters."""
+
+    # -- tasks ----------------------------------------------------------------------------------------------
+    @abstractmethod
+    def claims(self, row: Mapping[str, Any]) -> bool:
+        """Whether a row without a ``domain`` field has this domain's schema."""
+
+    def test_cases(self, row: Mapping[str, Any], where: str) -> tuple[tuple[str, str], ...]:
+        """The row's tests, validated (a DataError naming ``where`` and the field); none by default."""
+        return ()
+
+    # -- prompts --------------------------------------------------------------------------------------------
+    def prompt_template(self, name: str) -> str:
+        """The template ``agent`` or ``simulator`` (default: ``envs/<domain>/prompts/<name>.txt``)."""
+        return template_text(self.name, name)
+
+    def agent_prompt(self, task: Task, max_turns: int) -> str:
+        """The agent's first observation: the domain's instructions and the problem, never hidden information."""
+        return fill(self.prompt_template("agent"), problem_description=task.problem_description, max_turns=max_turns)
+
+    def simulator_prompt(self, task: Task) -> str:
+        """The simulated human's instructions for ``task`` (its system prompt)."""
+        return fill(
+            self.prompt_template("simulator"),
+            problem_description=task.problem_description.strip(),
+            hidden_information=task.hidden_information.strip(),
+        )
+
+    def prompt_sha256(self, name: str) -> str:
+        """What identifies a prompt in run.json: a changed template is a changed run."""
+        return sha256_text(self.prompt_template(name))
+
+    # -- the simulated human --------------------------------------------------------------------------------
+    def make_simulator(
+        self,
+        spec: str | Spec,
+        *,
+        cache_dir: str | Path | None = None,
+        limits: EndpointLimits | None = None,
+        **options: Any,
+    ) -> Simulator:
+        """The simulated human of a spec (``openai:MODEL``, ``llamacpp[:PATH]``, ``scripted``): ``options`` are
+        endpoint fields (``base_url``, ``temperature``, ...) and this domain's simulator options; replies are cached
+        in ``cache_dir/simulator.sqlite`` when given and requests obey ``limits``."""
+        parsed = spec if isinstance(spec, Spec) else parse_spec(spec, "simulator")
+        own = {k: v for k, v in options.items() if k in self.simulator_options}
+        unknown = sorted(set(options) - set(own) - ENDPOINT_FIELDS)
+        if unknown:
+            known = sorted(ENDPOINT_FIELDS | self.simulator_options)
+            raise ConfigError(
+                f"unknown simulator option(s) {', '.join(unknown)} for {self.name} tasks; known: {', '.join(known)}"
+            )
+        if parsed.kind == "scripted":
+            if options:
+                raise ConfigError(f"the scripted simulator takes no options, got {', '.join(sorted(options))}")
+            return ScriptedSimulator()
+        endpoint = {k: v for k, v in options.items() if k in ENDPOINT_FIELDS}
+        cache_path = Path(cache_dir) / SIMULATOR_CACHE if cache_dir is not None else None
+        client = connect(parsed, "simulator", cache_path=cache_path, limits=limits, **endpoint)
+        return self.chat_simulator(client, parsed, **own)
+
+    def chat_simulator(self, client: LLMClient, spec: Spec, **options: Any) -> Simulator:
+        """The human played by a chat model behind ``client`` (domains that show it more override this)."""
+        return ChatSimulator(client, self.simulator_prompt, max_chars=self.max_reply_chars)
+
+    def describe_simulator(self, spec: str, simulator: Simulator) -> dict[str, Any]:
+        """The simulator's section of run.json (everything that could change its replies)."""
+        described: dict[str, Any] = {
+            "spec": spec,
+            "class": f"{type(simulator).__module__}.{type(simulator).__qualname__}",
+            "model": None,
+            "base_url": None,
+            "temperature": None,
+            "max_tokens": None,
+            "extra_body": None,
+            "prompt_sha256": self.prompt_sha256("simulator"),
+            "max_chars": None,
+            "image_mode": None,
+        }
+        if isinstance(simulator, ChatSimulator):
+            endpoint = simulator.client.endpoint
+            described.update(
+                model=endpoint.model,
+                base_url=endpoint.identity or endpoint.base_url,
+                temperature=endpoint.temperature,
+                max_tokens=endpoint.max_tokens,
+                extra_body=dict(endpoint.extra_body) if endpoint.extra_body else None,
+                max_chars=simulator.max_chars,
+            )
+        return described
+
+    # -- scoring --------------------------------------------------------------------------------------------
+    @abstractmethod
+    def make_scorer(self, options: Mapping[str, Any], *, jobs: int | None = None) -> Scorer:
+        """A new scorer, owned by the caller (close it). ``options``: scoring options; each domain reads its own
+        (backend: ``sandbox``; frontend: ``embedder``) and ignores the others. ``jobs``: answers at once."""
+
+    @abstractmethod
+    def shared_scorer(self, options: Mapping[str, Any]) -> Scorer:
+        """The process-wide scorer for ``options`` (one per distinct configuration, closed at exit), shared by
+        every env: warm sandboxes or one browser, and one reference cache."""
+
+    @abstractmethod
+    def unjudged(self, task_id: str, error: str) -> Score:
+        """The score of an answer the harness could not judge (an infrastructure error)."""
+
+    # -- the command line -----------------------------------------------------------------------------------
+    score_help: ClassVar[str] = ""
+
+    @abstractmethod
+    def add_score_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """The options of ``colbench score <name>`` besides ``--tasks``, ``--answers`` and ``--out``."""
+
+    @abstractmethod
+    def scorer_from_args(self, args: argparse.Namespace) -> Scorer:
+        """The scorer ``colbench score <name>`` uses (owned by the caller)."""
+
+    @abstractmethod
+    def score_summary(self, scores: Sequence[Score], scorer: Scorer) -> str:
+        """The summary line of ``colbench score`` (what the scores come to)."""
+
+    def check_tasks(self, tasks: Sequence[Task], options: Mapping[str, Any]) -> Iterable[str]:
+        """``colbench tasks check``: a line per problem found (a task a model cannot be judged fairly on), then a
+        summary line. ``options``: ``sandbox``, ``jobs`` (each domain reads what it needs)."""
+        yield f"checked {len(tasks)} {self.name} tasks: this domain has no checks"
+
+    # -- results --------------------------------------------------------------------------------------------
+    def headline(self, scored: int, successes: int, reward_sum: float) -> str:
+        """What ``scored`` episodes came to, in a progress or summary line."""
+        if not scored:
+            return "no scored episodes"
+        mean = reward_sum / scored
+        if self.metrics.has_success:
+            return f"success {successes}/{scored} ({100 * successes / scored:.1f}%), mean reward {mean:.3f}"
+        return f"mean {self.metrics.reward_name} {mean:.3f}"
+
+    def success_of(self, reward: float, success: bool | None) -> bool:
+        """Whether a scored episode counts as a success (flip rate): the record's own, else the threshold."""
+        if self.metrics.has_success or self.metrics.success_threshold is None:
+            return bool(success)
+        return reward >= self.metrics.success_threshold
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"

@@ -1,0 +1,136 @@
+"""The frontend domain: design a Tailwind web page with a simulated human who sees it next to the page they want
+(``page_human``); the answer is the last page the agent wrote (``extract``), rendered offline (``colbench.render``)
+and judged by the cosine similarity of the two screenshots' embeddings (``similarity``, ``embed``). The env is
+``ColBench-Frontend-v0`` (``env``)."""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import math
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from colbench.domains.base import Domain, Metrics, Score, Scorer
+from colbench.llm.client import LLMClient
+from colbench.llm.specs import Spec
+from colbench.simulators import Simulator
+from colbench.tasks.record import Task
+
+if TYPE_CHECKING:
+    from colbench.render import Renderer
+
+EMBEDDER_HELP = "clip (default) | clip-center-crop | clip:WEIGHTS | test (offline tests)"
+SUCCESS_THRESHOLD = 0.8
+"""A page this similar counts as a success for the flip rate only (HAL's threshold on CLIP cosine)."""
+
+
+class FrontendDomain(Domain):
+    name = "frontend"
+    default_tasks = "frontend-test"
+    sample_tasks = "frontend-sample"
+    renders_pages = True
+    metrics = Metrics(
+        reward_label="similarity x100",
+        reward_name="similarity",
+        has_success=False,
+        success_threshold=SUCCESS_THRESHOLD,
+        win_rate=True,
+        reward_range=(-1.0, 1.0),
+    )
+    simulator_options = frozenset({"image_mode"})
+    max_reply_chars = 1000  # the original release's cap for the page-seeing human
+    score_help: ClassVar[str] = "score HTML answers by the similarity of their screenshots"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._renderer: Renderer | None = None
+        self._scorers: dict[str, Scorer] = {}
+
+    # -- tasks ----------------------------------------------------------------------------------------------
+    def claims(self, row: Mapping[str, Any]) -> bool:
+        return "test_cases" not in row
+
+    # -- the simulated human --------------------------------------------------------------------------------
+    def chat_simulator(self, client: LLMClient, spec: Spec, **options: Any) -> Simulator:
+        from colbench.domains.frontend.page_human import PageSimulator
+
+        if spec.is_embedded:  # the embedded model reads no images: show it the pages' HTML
+            options.setdefault("image_mode", "html")
+        return PageSimulator(client, self.simulator_prompt, max_chars=self.max_reply_chars, **options)
+
+    def describe_simulator(self, spec: str, simulator: Simulator) -> dict[str, Any]:
+        described = super().describe_simulator(spec, simulator)
+        described["image_mode"] = getattr(simulator, "image_mode", None)
+        return described
+
+    # -- scoring --------------------------------------------------------------------------------------------
+    def shared_renderer(self) -> Renderer:
+        """One browser per process for every frontend env and scorer (Chromium is heavy; renders are isolated
+        per page)."""
+        from colbench.render import Renderer
+
+        with self._lock:
+            if self._renderer is None:
+                self._renderer = Renderer()
+                atexit.register(self._renderer.close)
+            return self._renderer
+
+    def make_scorer(self, options: Mapping[str, Any], *, jobs: int | None = None) -> Scorer:
+        from colbench.domains.frontend.similarity import FrontendScorer
+
+        return FrontendScorer(embedder=str(options.get("embedder", "clip")), concurrency=jobs or 4)
+
+    def shared_scorer(self, options: Mapping[str, Any]) -> Scorer:
+        from colbench.domains.frontend.similarity import FrontendScorer
+
+        spec = str(options.get("embedder", "clip"))
+        renderer = self.shared_renderer()
+        with self._lock:
+            if spec not in self._scorers:
+                scorer = FrontendScorer(renderer, spec)
+                atexit.register(scorer.close)
+                self._scorers[spec] = scorer
+            return self._scorers[spec]
+
+    def unjudged(self, task_id: str, error: str) -> Score:
+        from colbench.domains.frontend.similarity import FrontendScore
+
+        return FrontendScore(math.nan, "infra_error", error)
+
+    # -- the command line -----------------------------------------------------------------------------------
+    def add_score_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--embedder", default="clip", help=EMBEDDER_HELP)
+        parser.add_argument("--jobs", type=int, default=4, help="pages rendered at once")
+
+    def scorer_from_args(self, args: argparse.Namespace) -> Scorer:
+        return self.make_scorer({"embedder": args.embedder}, jobs=args.jobs)
+
+    def score_summary(self, scores: Sequence[Score], scorer: Scorer) -> str:
+        statuses: dict[str, int] = {}
+        for score in scores:
+            statuses[score.status] = statuses.get(score.status, 0) + 1
+        judged = [s.reward for s in scores if s.judged]
+        counts = ", ".join(f"{name} {n}" for name, n in sorted(statuses.items()))
+        embedder = scorer.describe().get("embedder", "?")
+        return (
+            f"scored {len(scores)} answers with {embedder}: mean similarity "
+            f"{sum(judged) / max(len(judged), 1):.4f} over {len(judged)} judged ({counts})"
+        )
+
+    def check_tasks(self, tasks: Sequence[Task], options: Mapping[str, Any]) -> Iterable[str]:
+        """Render every reference page: a task whose page does not render cannot be judged."""
+        from colbench.render import Renderer
+
+        failed = 0
+        with Renderer() as renderer:
+            for task in tasks:
+                result = renderer.render(task.ground_truth)
+                if result.status != "ok":
+                    failed += 1
+                    yield f"{task.task_id}\treference page {result.status}\t{result.error or 'no details'}"
+        yield f"checked {len(tasks)} frontend tasks: {len(tasks) - failed} reference pages render, {failed} do not"
+
+
+DOMAIN = FrontendDomain()

@@ -1,1 +1,0 @@
-"""Gymnasium environments of ColBench, one subpackage per domain."""

@@ -1,1 +1,0 @@
-"""The backend (Python function) domain: environment and its prompt templates."""
