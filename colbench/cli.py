@@ -6,22 +6,22 @@ import argparse
 import json
 import os
 import sys
-import time
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from colbench import __version__
-from colbench.errors import ColbenchError, DataError, InfraError
-from colbench.tasks import Task, iter_jsonl
+from colbench.domains import all_domains, get_domain
+from colbench.errors import ColbenchError, ConfigError, DataError, InfraError
+from colbench.tasks.record import Task
+from colbench.tasks.rows import iter_jsonl
+from colbench.tasks.sources import load
 
+if TYPE_CHECKING:
+    from colbench.domains.base import Domain, Score
 
-def _load(spec: str) -> list[Task]:
-    from colbench.hub import resolve_tasks
-
-    return resolve_tasks(spec)
+SANDBOX_HELP = "auto (Docker when available, else bwrap) | docker | bwrap"
 
 
 def _read_answers(path: str, tasks: dict[str, Task]) -> list[tuple[Task, str]]:
@@ -47,15 +47,9 @@ def _write_jsonl(out: TextIO, row: dict[str, Any]) -> None:
     os.fsync(out.fileno())
 
 
-def _parallel(jobs: int, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterable[Any]:
-    """Results in input order, computed by ``jobs`` threads (the sandbox pool does the real work)."""
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
-        yield from pool.map(fn, items)
-
-
 # -- tasks ------------------------------------------------------------------------------------------------------
 def cmd_tasks_ls(args: argparse.Namespace) -> int:
-    tasks = _load(args.source)
+    tasks = load(args.source)
     for task in tasks:
         if args.ids:
             print(task.task_id)
@@ -66,37 +60,17 @@ def cmd_tasks_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks_check(args: argparse.Namespace) -> int:
-    """Run every reference in the sandbox: which tests can be judged, and does the reference pass itself?"""
-    from colbench.sandbox import make_sandbox
-    from colbench.scoring.backend import BackendScorer
+    """Ask each task's domain whether its tasks can be judged fairly (docs/tasks.md): one line per problem found."""
+    from colbench.tasks.check import check_tasks
 
-    tasks = [t for t in _load(args.source) if t.domain == "backend"]
-    with closing(make_sandbox(args.sandbox, workers=args.jobs)) as sandbox:
-        scorer = BackendScorer(sandbox)
-        started = time.monotonic()
-        full = judged = 0
-        for task, score in zip(
-            tasks, _parallel(args.jobs, lambda t: scorer.score(t, t.ground_truth), tasks), strict=True
-        ):
-            judged += score.tests_total
-            full += score.success
-            skipped = [t for t in score.tests if not t.judgeable]
-            if skipped or not score.success:
-                reasons = sorted(
-                    {t.detail for t in skipped} | {t.detail for t in score.tests if t.judgeable and not t.passed}
-                )
-                print(f"{task.task_id}\t{score.tests_passed}/{score.tests_total} judgeable\t{'; '.join(reasons)}")
-    total_tests = sum(len(t.test_cases) for t in tasks)
-    print(
-        f"checked {len(tasks)} tasks in {time.monotonic() - started:.1f}s: reference passes all judgeable tests "
-        f"on {full}/{len(tasks)}; {judged}/{total_tests} tests judgeable"
-    )
+    for line in check_tasks(load(args.source), {"sandbox": args.sandbox, "jobs": args.jobs}):
+        print(line, flush=True)
     return 0
 
 
 def cmd_tasks_build_frontend(args: argparse.Namespace) -> int:
     """Build a WebSight frontend split (pinned, hash-checked) into a ColBench JSONL task file."""
-    from colbench.websight import build_frontend
+    from colbench.tasks.websight import build_frontend
 
     tasks = build_frontend(args.split, args.out, revision=args.revision)
     print(f"wrote {len(tasks)} frontend tasks of split {args.split} -> {args.out}")
@@ -106,7 +80,8 @@ def cmd_tasks_build_frontend(args: argparse.Namespace) -> int:
 # -- eval -------------------------------------------------------------------------------------------------------
 def cmd_eval(args: argparse.Namespace) -> int:
     """Run an agent with a simulated human on tasks into a run directory (docs/evaluation.md, docs/run-format.md)."""
-    from colbench.eval import EndpointLimits, EvalConfig, run_eval
+    from colbench.eval import EvalConfig, run_eval
+    from colbench.llm.limits import EndpointLimits
 
     agent_options, simulator_options = _endpoint_options(args, "agent"), _endpoint_options(args, "simulator")
     if args.simulator_image_mode:
@@ -143,8 +118,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def _endpoint_options(args: argparse.Namespace, role: str) -> dict[str, Any]:
     """Endpoint fields given on the command line for ``role``; the API key is read from the named variable."""
-    from colbench.errors import ConfigError
-
     options: dict[str, Any] = {}
     key_env = getattr(args, f"{role}_api_key_env")
     if key_env:
@@ -174,78 +147,33 @@ def _endpoint_options(args: argparse.Namespace, role: str) -> dict[str, Any]:
 
 
 # -- score ------------------------------------------------------------------------------------------------------
-def cmd_score_backend(args: argparse.Namespace) -> int:
-    from colbench.sandbox import make_sandbox
-    from colbench.scoring.backend import BackendScore, BackendScorer
+SCORE_CHUNK = 64  # answers scored together: a long run writes (and keeps) its results as it goes
 
-    tasks = {t.task_id: t for t in _load(args.tasks)}
+
+def cmd_score(args: argparse.Namespace) -> int:
+    """Score answers offline with their domain's scorer; one result row per answer, in answer order."""
+    domain: Domain = get_domain(args.domain)
+    tasks = {t.task_id: t for t in load(args.tasks)}
     answers = _read_answers(args.answers, tasks)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    counts = {"n": 0, "success": 0, "pass_rate": 0.0, "infra": 0}
-
-    def score_one(item: tuple[Task, str]) -> dict[str, Any]:
-        task, answer = item
-        try:
-            return scorer.score(task, answer).summary()
-        except InfraError as exc:
-            return BackendScore.infra_error(task.task_id, str(exc)).summary()
-
-    with (
-        closing(make_sandbox(args.sandbox, workers=args.jobs)) as sandbox,
-        open(args.out, "w", encoding="utf-8") as out,
-    ):
-        scorer = BackendScorer(sandbox)
-        for row in _parallel(args.jobs, score_one, answers):
-            _write_jsonl(out, row)
-            counts["n"] += 1
-            if row["status"] == "ok":
-                counts["success"] += bool(row["success"])
-                counts["pass_rate"] += row["pass_rate"]
-            else:
-                counts["infra"] += 1
-    judged = counts["n"] - counts["infra"]
-    print(
-        f"scored {counts['n']} answers: success {counts['success']}/{judged} "
-        f"({100 * counts['success'] / max(judged, 1):.1f}%), tests passed "
-        f"{100 * counts['pass_rate'] / max(judged, 1):.1f}%, infrastructure errors {counts['infra']} -> {args.out}"
-    )
-    return 0
-
-
-# -- report -----------------------------------------------------------------------------------------------------
-def cmd_score_frontend(args: argparse.Namespace) -> int:
-    from colbench.scoring.frontend import FrontendScore, FrontendScorer
-
-    tasks = {t.task_id: t for t in _load(args.tasks)}
-    answers = _read_answers(args.answers, tasks)
-    wrong = next((task for task, _ in answers if task.domain != "frontend"), None)
+    wrong = next((task for task, _ in answers if task.domain != domain.name), None)
     if wrong is not None:
-        raise DataError(f"{args.tasks}: task {wrong.task_id!r} is a {wrong.domain} task; use `colbench score backend`")
+        raise DataError(
+            f"{args.tasks}: task {wrong.task_id!r} is a {wrong.domain} task; use `colbench score {wrong.domain}`"
+        )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    statuses: dict[str, int] = {}
-    total = 0.0
-    with FrontendScorer(embedder=args.embedder, concurrency=args.jobs) as scorer, open(args.out, "w") as out:
-        # In chunks, so a long run writes (and keeps) its results as it goes.
-        for start in range(0, len(answers), _FRONTEND_CHUNK):
-            chunk = answers[start : start + _FRONTEND_CHUNK]
+    scores: list[Score] = []
+    with closing(domain.scorer_from_args(args)) as scorer, open(args.out, "w", encoding="utf-8") as out:
+        for start in range(0, len(answers), SCORE_CHUNK):
+            chunk = answers[start : start + SCORE_CHUNK]
             try:
-                scores = scorer.score_many(chunk)
+                chunk_scores = list(scorer.score_many(chunk))
             except InfraError as exc:
-                scores = [FrontendScore(float("nan"), "infra_error", str(exc))] * len(chunk)
-            for (task, _), score in zip(chunk, scores, strict=True):
-                _write_jsonl(out, score.to_result(task.task_id))
-                statuses[score.status] = statuses.get(score.status, 0) + 1
-                total += score.similarity if score.judged else 0.0
-    judged = len(answers) - statuses.get("infra_error", 0)
-    counts = ", ".join(f"{name} {n}" for name, n in sorted(statuses.items()))
-    print(
-        f"scored {len(answers)} answers with {scorer.embedder.name}: mean similarity "
-        f"{total / max(judged, 1):.4f} over {judged} judged ({counts}) -> {args.out}"
-    )
+                chunk_scores = [domain.unjudged(task.task_id, str(exc)) for task, _ in chunk]
+            for (task, _), score in zip(chunk, chunk_scores, strict=True):
+                _write_jsonl(out, score.result_row(task.task_id))
+            scores += chunk_scores
+        print(f"{domain.score_summary(scores, scorer)} -> {args.out}")
     return 0
-
-
-_FRONTEND_CHUNK = 64
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -305,9 +233,11 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("source", metavar="FILE_OR_SPLIT")
     ls.add_argument("--ids", action="store_true", help="print one task_id per line, in file order")
     ls.set_defaults(func=cmd_tasks_ls)
-    check = tasks.add_parser("check", help="run the references in the sandbox and report unjudgeable tests")
+    check = tasks.add_parser(
+        "check", help="check that every task can be judged fairly (backend: run the references in the sandbox)"
+    )
     check.add_argument("source", metavar="FILE_OR_SPLIT")
-    check.add_argument("--sandbox", default="auto", help="auto (Docker when available, else local) | docker | local")
+    check.add_argument("--sandbox", default="auto", help=f"backend: {SANDBOX_HELP}")
     check.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     check.set_defaults(func=cmd_tasks_check)
     build_frontend = tasks.add_parser(
@@ -324,9 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--agent",
         required=True,
         metavar="SPEC",
-        help="openai:MODEL | local | module.path:Attr | scripted:reference|ask|empty",
+        help="openai:MODEL | llamacpp[:PATH.gguf] | module.path:Attr | scripted:reference|ask|empty",
     )
-    ev.add_argument("--simulator", required=True, metavar="SPEC", help="openai:MODEL | local | scripted")
+    ev.add_argument("--simulator", required=True, metavar="SPEC", help="openai:MODEL | llamacpp[:PATH.gguf] | scripted")
     ev.add_argument(
         "--tasks", metavar="FILE_OR_SPLIT", help="a task JSONL file or split (default: the env's test split)"
     )
@@ -336,9 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", required=True, metavar="DIR", help="the run directory (docs/run-format.md)")
     ev.add_argument("--resume", action="store_true", help="continue the run in DIR (same configuration)")
     ev.add_argument("--max-turns", type=int, metavar="N", help="agent turns per episode (default 10)")
-    ev.add_argument(
-        "--sandbox", default="auto", help="backend: auto (Docker when available, else local) | docker | local"
-    )
+    ev.add_argument("--sandbox", default="auto", help=f"backend: {SANDBOX_HELP}")
     ev.add_argument("--embedder", default="clip", help="frontend: clip | clip-center-crop | clip:PATH | test")
     ev.add_argument(
         "--max-consecutive-errors",
@@ -348,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     for role in ("agent", "simulator"):
-        group = ev.add_argument_group(f"{role} endpoint (openai:/local specs)")
+        group = ev.add_argument_group(f"{role} endpoint (openai:/llamacpp specs)")
         group.add_argument(
             f"--{role}-base-url", metavar="URL", help=f"else $COLBENCH_{role.upper()}_BASE_URL, $OPENAI_BASE_URL"
         )
@@ -372,23 +300,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(func=cmd_eval)
 
     score = sub.add_parser("score", help="score answers offline").add_subparsers(dest="domain", required=True)
-    backend = score.add_parser("backend", help="score Python answers with the tasks' unit tests")
-    backend.add_argument("--tasks", required=True, metavar="FILE_OR_SPLIT")
-    backend.add_argument("--answers", required=True, help='JSONL of {"task_id", "answer"}')
-    backend.add_argument("--out", required=True, help="JSONL results, one per answer, in answer order")
-    backend.add_argument("--sandbox", default="auto", help="auto (Docker when available, else local) | docker | local")
-    backend.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    backend.set_defaults(func=cmd_score_backend)
-
-    frontend = score.add_parser("frontend", help="score HTML answers by the similarity of their screenshots")
-    frontend.add_argument("--tasks", required=True, metavar="FILE_OR_SPLIT")
-    frontend.add_argument("--answers", required=True, help='JSONL of {"task_id", "answer"}')
-    frontend.add_argument("--out", required=True, help="JSONL results, one per answer, in answer order")
-    frontend.add_argument(
-        "--embedder", default="clip", help="clip (default) | clip-center-crop | clip:WEIGHTS | test (offline tests)"
-    )
-    frontend.add_argument("--jobs", type=int, default=4, help="pages rendered at once")
-    frontend.set_defaults(func=cmd_score_frontend)
+    for domain in all_domains():
+        scoring = score.add_parser(domain.name, help=domain.score_help)
+        scoring.add_argument("--tasks", required=True, metavar="FILE_OR_SPLIT")
+        scoring.add_argument("--answers", required=True, help='JSONL of {"task_id", "answer"}')
+        scoring.add_argument("--out", required=True, help="JSONL results, one per answer, in answer order")
+        domain.add_score_arguments(scoring)
+        scoring.set_defaults(func=cmd_score)
 
     report = sub.add_parser("report", help="leaderboard, token costs and HTML reports of eval run directories")
     report.add_argument("dirs", nargs="+", metavar="DIR", help="run directories written by colbench eval")
@@ -417,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--force", action="store_true", help="rebuild from scratch, ignoring caches")
     build.add_argument("--image", default="colbench-sandbox:1", help=argparse.SUPPRESS)
     build.set_defaults(func=cmd_sandbox_build)
-    doc = sandbox_sub.add_parser("doctor", help="check Docker, the image and the local runtime; exit 1 on a failure")
+    doc = sandbox_sub.add_parser("doctor", help="check Docker, the image and the bwrap runtime; exit 1 on a failure")
     doc.add_argument("--image", default="colbench-sandbox:1", help=argparse.SUPPRESS)
     doc.set_defaults(func=cmd_sandbox_doctor)
     return parser

@@ -1,20 +1,25 @@
-"""Tallies of finished episodes and the live progress line of ``colbench eval`` (on stderr).
+"""Tallies of finished episodes and the live progress of ``colbench eval`` (on stderr).
 
-On a terminal one line is redrawn in place twice a second; otherwise (a log file, CI) a full line is printed every
-few seconds. ``--quiet`` turns it off. The line: episodes done/total, episodes running, success rate (backend) or
-mean similarity (frontend) so far, infrastructure errors, tokens spent this session, episodes per minute, ETA.
+On a terminal, a ``rich`` progress bar redrawn twice a second; otherwise (a log file, CI) a plain line every few
+seconds. ``--quiet`` turns it off. What it says: episodes done/total, episodes running, how the scored ones did so
+far (the domain's headline: success rate, or mean similarity), infrastructure errors, tokens spent this session,
+episodes per minute, ETA.
 """
 
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TextIO
 
-from colbench.tasks import Domain
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+from rich.progress import Progress as RichProgress
+from rich.table import Column
+
+from colbench.domains.base import Domain
 
 ProgressMode = Literal["auto", "tty", "lines", "off"]
 
@@ -45,17 +50,8 @@ class Tally:
     def finished(self) -> int:
         return self.ok + self.infra
 
-    @property
-    def mean_reward(self) -> float:
-        return self.reward_sum / self.ok if self.ok else 0.0
-
-    def score_text(self, domain: Domain) -> str:
-        if not self.ok:
-            return "no scored episodes"
-        if domain == "frontend":
-            return f"mean similarity {self.mean_reward:.3f}"
-        rate = 100 * self.success / self.ok
-        return f"success {self.success}/{self.ok} ({rate:.1f}%), mean reward {self.mean_reward:.3f}"
+    def headline(self, domain: Domain) -> str:
+        return domain.headline(self.ok, self.success, self.reward_sum)
 
 
 def _tokens(usage: Any) -> int:
@@ -78,7 +74,7 @@ def _duration(seconds: float) -> str:
 
 
 class Progress:
-    """The live line. ``kept`` are the episodes already final before this session (a resume)."""
+    """The live display. ``kept`` are the episodes already final before this session (a resume)."""
 
     def __init__(
         self,
@@ -102,6 +98,23 @@ class Progress:
         self.running = 0
         self.interval_s = interval_s if interval_s is not None else (0.5 if self.mode == "tty" else 5.0)
         self._started = time.monotonic()
+        self._bar: RichProgress | None = None
+        if self.mode == "tty":
+            console = Console(file=stream, force_terminal=True, highlight=False)
+            status = Column(ratio=1, no_wrap=True, overflow="ellipsis")  # what gives way on a narrow terminal
+            self._bar = RichProgress(
+                TextColumn("[bold]eval[/]"),
+                BarColumn(bar_width=24),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[status]}", table_column=status),
+                console=console,
+                auto_refresh=False,
+                transient=False,
+                expand=True,
+            )
+            self._task = self._bar.add_task("eval", total=total, completed=kept.ok, status="")
+            self._bar.start()
 
     def episode_started(self) -> None:
         self.running += 1
@@ -112,30 +125,37 @@ class Progress:
         if record.get("status") == "ok":
             self.overall.add(record)
 
-    def line(self) -> str:
-        done = self.kept.ok + self.session.finished
-        parts = [f"{done}/{self.total} done"]
+    @property
+    def done(self) -> int:
+        return self.kept.ok + self.session.finished
+
+    def status(self) -> str:
+        """Everything but the count and the ETA (the bar shows those itself)."""
+        parts = []
         if self.running:
             parts.append(f"{self.running} running")
-        parts.append(self.overall.score_text(self.domain))
+        parts.append(self.overall.headline(self.domain))
         parts.append(f"infra errors {self.session.infra}")
-        tokens = self.session.agent_tokens + self.session.simulator_tokens
-        parts.append(f"tokens {_human(tokens)}")
+        parts.append(f"tokens {_human(self.session.agent_tokens + self.session.simulator_tokens)}")
+        return " | ".join(parts)
+
+    def line(self) -> str:
+        parts = [f"{self.done}/{self.total} done", self.status()]
         elapsed = time.monotonic() - self._started
         if self.session.finished and elapsed > 0:
             rate = self.session.finished / elapsed
             parts.append(f"{60 * rate:.1f} ep/min")
-            parts.append(f"ETA {_duration(max(0, self.total - done) / rate)}")
+            parts.append(f"ETA {_duration(max(0, self.total - self.done) / rate)}")
         return " | ".join(parts)
 
     def draw(self) -> None:
         if self.stream is None or self.mode == "off":
             return
-        if self.mode == "tty":  # one terminal line, cut to the width so that it never wraps
-            width = shutil.get_terminal_size((120, 24)).columns - 1
-            self.stream.write("\r\x1b[K" + self.line()[: max(20, width)])
-        else:
-            self.stream.write(self.line() + "\n")
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.done, status=self.status())
+            self._bar.refresh()
+            return
+        self.stream.write(self.line() + "\n")
         self.stream.flush()
 
     async def run(self) -> None:
@@ -150,6 +170,5 @@ class Progress:
         if self.stream is None or self.mode == "off":
             return
         self.draw()
-        if self.mode == "tty":
-            self.stream.write("\n")
-            self.stream.flush()
+        if self._bar is not None:
+            self._bar.stop()

@@ -7,15 +7,14 @@ how to read the numbers.
 
 from __future__ import annotations
 
-from colbench.llm import Usage
+from colbench.llm.client import Usage
 from colbench.report.costs import Price, Prices, RoleCost, load_prices, role_costs
-from colbench.report.html import render_run, write_run_report
-from colbench.report.leaderboard import FRONTEND_SUCCESS_THRESHOLD, Report, Row, Table, build_report
-from colbench.report.rundir import EpisodeRecord, Run, load_run
-from colbench.report.stats import Estimate
+from colbench.report.html_report import render_run, write_run_report
+from colbench.report.leaderboard import Report, Row, Table, build_report
+from colbench.report.stats import Estimate, WinRate, win_rate
+from colbench.runs import EpisodeRecord, Run, load_run
 
 __all__ = [
-    "FRONTEND_SUCCESS_THRESHOLD",
     "EpisodeRecord",
     "Estimate",
     "Price",
@@ -26,10 +25,12 @@ __all__ = [
     "Run",
     "Table",
     "Usage",
+    "WinRate",
     "build_report",
     "load_prices",
     "load_run",
     "render_run",
     "role_costs",
+    "win_rate",
     "write_run_report",
 ]

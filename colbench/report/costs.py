@@ -20,9 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, field_validator
+
 from colbench.errors import DataError
-from colbench.llm import Usage
-from colbench.report.rundir import ROLES, Run
+from colbench.llm.client import Usage
+from colbench.runs import ROLES, Run
+from colbench.schema import validate
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,20 @@ class Prices:
             if name in self.models:
                 return name, self.models[name]
         return None
+
+
+class _Price(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    input: float
+    output: float
+
+    @field_validator("input", "output", mode="before")
+    @classmethod
+    def _price(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+            raise ValueError(f"{value!r} is not a price >= 0 (USD per 1M)")
+        return value
 
 
 def load_prices(path: str | Path) -> Prices:
@@ -74,13 +91,8 @@ def load_prices(path: str | Path) -> Prices:
         unknown = sorted(set(entry) - {"input", "output"})
         if unknown:
             raise DataError(f"{path}: model {name!r}: unknown field {unknown[0]!r} (expected 'input' and 'output')")
-        values = []
-        for side in ("input", "output"):
-            value = entry.get(side)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-                raise DataError(f"{path}: model {name!r}: field {side!r}: {value!r} is not a price >= 0 (USD per 1M)")
-            values.append(float(value))
-        models[name] = Price(*values)
+        price = validate(_Price, entry, f"{path}: model {name!r}")
+        models[name] = Price(price.input, price.output)
     return Prices(models, as_of, str(path))
 
 

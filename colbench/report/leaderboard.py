@@ -14,19 +14,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from colbench.domains import all_domains, get_domain
 from colbench.errors import ConfigError
 from colbench.report import stats
 from colbench.report.costs import Prices, RoleCost, role_costs
-from colbench.report.rundir import Run
+from colbench.runs import Run
 
-FRONTEND_SUCCESS_THRESHOLD = 0.8  # frontend "success" for the flip rate only (HAL's threshold on CLIP cosine)
 NA = "-"
 
 
 @dataclass
 class Row:
-    """One run's leaderboard entry. Backend: ``primary`` = success, ``secondary`` = tests passed (mean reward).
-    Frontend: ``primary`` = mean similarity, ``secondary`` = win rate against the reference run (if any)."""
+    """One run's leaderboard entry. A domain with success (backend): ``primary`` = success, ``secondary`` = the mean
+    reward (tests passed). Without (frontend): ``primary`` = the mean reward (similarity), ``secondary`` = win rate
+    against the reference run (if any)."""
 
     run: Run
     label: str
@@ -57,9 +58,11 @@ def _task_values(run: Run) -> dict[str, list[float]]:
 
 
 def _task_success(run: Run) -> dict[str, list[bool]]:
-    if run.domain == "backend":
-        return {task: [bool(e.success) for e in eps] for task, eps in run.scored().items()}
-    return {task: [v >= FRONTEND_SUCCESS_THRESHOLD for v in values] for task, values in _task_values(run).items()}
+    domain = run.spec
+    return {
+        task: [domain.success_of(e.reward or 0.0, e.success) for e in eps if e.reward is not None]
+        for task, eps in run.scored().items()
+    }
 
 
 def summarize(run: Run, label: str, reference: Run | None = None) -> Row:
@@ -71,11 +74,11 @@ def summarize(run: Run, label: str, reference: Run | None = None) -> Row:
     not_run = max(0, expected - len(run.episodes)) if expected is not None else None
     notes = []
     secondary: stats.Estimate | None
-    if run.domain == "backend":
+    if run.spec.metrics.has_success:
         primary, secondary = stats.success_estimate(successes), stats.mean_estimate(values)
     else:
         primary, secondary = stats.mean_estimate(values), None
-        if reference is not None:
+        if reference is not None and run.spec.metrics.win_rate:
             secondary = stats.win_estimate(stats.task_means(values), stats.task_means(_task_values(reference)))
             if secondary.n != primary.n:
                 notes.append(f"win rate over {secondary.n} common tasks")
@@ -216,10 +219,11 @@ class Report:
 
 def build_report(runs: Sequence[Run], *, reference: Run | None = None, prices: Prices | None = None) -> Report:
     """Leaderboard tables (backend first), each sorted best first, and the token/cost rows of every run."""
-    if reference is not None and reference.domain != "frontend":
+    if reference is not None and not reference.spec.metrics.win_rate:
+        with_win = [d.name for d in all_domains() if d.metrics.win_rate]
         raise ConfigError(
-            f"--reference-run {reference.path}: a {reference.domain} run; win rate is a frontend metric "
-            "(pass a frontend run, e.g. GPT-4o's as in the paper)"
+            f"--reference-run {reference.path}: a {reference.domain} run; win rate is a metric of "
+            f"{' and '.join(with_win)} runs (pass one, e.g. GPT-4o's as in the paper)"
         )
     unique: list[Run] = []
     seen: set[Path] = set()
@@ -233,22 +237,23 @@ def build_report(runs: Sequence[Run], *, reference: Run | None = None, prices: P
         matches = [lbl for lbl, r in zip(labels, unique, strict=True) if r.path.resolve() == reference.path.resolve()]
         reference_label = matches[0] if matches else run_labels([reference])[0]
     tables = []
-    for domain in ("backend", "frontend"):
+    for domain in all_domains():
+        against = reference if reference is not None and reference.domain == domain.name else None
         rows = [
-            summarize(run, label, reference if domain == "frontend" else None)
+            summarize(run, label, against)
             for run, label in zip(unique, labels, strict=True)
-            if run.domain == domain
+            if run.domain == domain.name
         ]
         if not rows:
             continue
         _annotate(rows)
-        if domain == "frontend" and reference is not None:
+        if against is not None:
             for row in rows:
-                _reference_notes(row, reference)
+                _reference_notes(row, against)
         rows.sort(key=_sort_key)
         for rank, row in enumerate(rows, start=1):
             row.rank = rank
-        tables.append(Table(domain, rows, reference_label if domain == "frontend" else None))
+        tables.append(Table(domain.name, rows, reference_label if against is not None else None))
     costs = [(label, role_costs(run, prices)) for run, label in zip(unique, labels, strict=True)]
     return Report(tables, costs, prices, reference)
 
@@ -276,16 +281,14 @@ def _usd(value: float | None, digits: int) -> str:
 
 def leaderboard_columns(table: Table) -> tuple[list[str], list[list[str]]]:
     """Header and cells of one table (the terminal, Markdown and HTML outputs share them)."""
-    if table.domain == "backend":
-        metrics = ["tests passed %", "success %"]
-    else:
-        metrics = ["similarity x100"]
-        if table.reference_label is not None:
-            metrics.append(f"win % vs {table.reference_label}")
+    spec = get_domain(table.domain).metrics
+    metrics = [spec.reward_label, "success %"] if spec.has_success else [spec.reward_label]
+    if table.reference_label is not None:
+        metrics.append(f"win % vs {table.reference_label}")
     header = ["#", "run", "agent", *metrics, "tasks", "trials", "infra", "flip %", "note"]
     body = []
     for row in table.rows:
-        if table.domain == "backend":
+        if spec.has_success:
             cells = [estimate_cell(row.secondary), estimate_cell(row.primary)]
         else:
             cells = [estimate_cell(row.primary)]
@@ -360,18 +363,26 @@ def legend(report: Report) -> list[str]:
         f"{stats.BOOTSTRAP_SEED}; trials averaged within each task); success with one trial per task: Wilson.",
         "infra = episodes whose last record is an infrastructure error: excluded from every score, not zeros; "
         "tasks = tasks with at least one scored episode.",
-        "flip % (tasks) = share of tasks with >= 2 scored trials whose success differs across trials "
-        f"(frontend success: similarity >= {FRONTEND_SUCCESS_THRESHOLD:.2f}).",
-    ]
-    if any(t.domain == "backend" for t in report.tables):
-        lines.append("backend rows sorted by success %, then tests passed %.")
-    if any(t.domain == "frontend" for t in report.tables):
-        lines.append(
-            "frontend rows sorted by similarity; win % = share of common tasks where the run's similarity beats "
-            "the reference run's (ties count half)."
-            if report.reference is not None
-            else "frontend rows sorted by similarity; no --reference-run, so no win rate (the paper's is vs GPT-4o)."
+        "flip % (tasks) = share of tasks with >= 2 scored trials whose success differs across trials"
+        + "".join(
+            f" ({d.name} success: {d.metrics.reward_name} >= {d.metrics.success_threshold:.2f})"
+            for d in (get_domain(t.domain) for t in report.tables)
+            if not d.metrics.has_success and d.metrics.success_threshold is not None
         )
+        + ".",
+    ]
+    for table in report.tables:
+        spec = get_domain(table.domain).metrics
+        if spec.has_success:
+            lines.append(f"{table.domain} rows sorted by success %, then {spec.reward_label}.")
+        elif table.reference_label is not None:
+            lines.append(
+                f"{table.domain} rows sorted by {spec.reward_name}; win % = share of common tasks where the run's "
+                f"{spec.reward_name} beats the reference run's (ties count half)."
+            )
+        else:
+            no_win = "; no --reference-run, so no win rate (the paper's is vs GPT-4o)" if spec.win_rate else ""
+            lines.append(f"{table.domain} rows sorted by {spec.reward_name}{no_win}.")
     return lines
 
 

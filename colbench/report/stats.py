@@ -23,6 +23,8 @@ from statistics import NormalDist
 
 import numpy as np
 
+from colbench.errors import ConfigError, DataError
+
 CONFIDENCE = 0.95
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
@@ -117,27 +119,64 @@ def success_estimate(per_task: Mapping[str, Sequence[bool]]) -> Estimate:
     return mean_estimate({task: [float(v) for v in values] for task, values in scored.items()})
 
 
-def win_outcomes(scores: Mapping[str, float], reference: Mapping[str, float]) -> dict[str, float]:
-    """Per common task: 1.0 where ``scores`` beats ``reference``, 0.5 for a tie (exact equality), 0.0 otherwise
-    (the per-task terms of ``colbench.scoring.frontend.win_rate``, resampled for its interval)."""
+@dataclass(frozen=True)
+class WinRate:
+    """How often run ``a`` beat run ``b`` on the tasks both scored; ``rate = (wins + ties / 2) / n``."""
+
+    rate: float
+    wins: int
+    ties: int
+    losses: int
+    n: int
+    only_a: int = 0
+    only_b: int = 0
+
+
+def win_outcomes(
+    scores: Mapping[str, float], reference: Mapping[str, float], *, tie_tolerance: float = 0.0
+) -> dict[str, float]:
+    """Per common task: 1.0 where ``scores`` beats ``reference``, 0.5 for a tie, 0.0 otherwise.
+
+    A tie is exact equality by default (``tie_tolerance=0.0``): scores are deterministic for one embedder and
+    renderer, and exact ties are real (both floors, or the same page); with ``tie_tolerance`` > 0, differences of at
+    most that much are ties. A missing, None or NaN score on a common task (an infrastructure error) is a DataError:
+    rerun or drop that task.
+    """
+    if not tie_tolerance >= 0.0:
+        raise ConfigError(f"tie_tolerance must be >= 0, got {tie_tolerance}")
     out = {}
-    for task, value in scores.items():
+    for task in scores:
         if task in reference:
-            other = reference[task]
-            out[task] = 1.0 if value > other else 0.5 if value == other else 0.0
+            x, y = _score(scores, task, "a"), _score(reference, task, "b")
+            out[task] = 0.5 if abs(x - y) <= tie_tolerance else 1.0 if x > y else 0.0
     return out
 
 
-def win_estimate(scores: Mapping[str, float], reference: Mapping[str, float]) -> Estimate:
-    """Win rate (``colbench.scoring.frontend.win_rate``: exact ties count half) with a bootstrap interval over the
-    common tasks. Both mappings are task_id -> similarity, the mean over trials where a run has several."""
-    from colbench.scoring.frontend import win_rate
+def win_rate(a: Mapping[str, float], b: Mapping[str, float], *, tie_tolerance: float = 0.0) -> WinRate:
+    """Share of the tasks present in both runs where ``a``'s score beats ``b``'s; ties count half (the paper's win
+    rate against GPT-4o). Tasks in only one run are counted (``only_a``, ``only_b``) but not compared."""
+    outcomes = win_outcomes(a, b, tie_tolerance=tie_tolerance)
+    if not outcomes:
+        raise DataError(f"the two runs have no task in common ({len(a)} tasks in a, {len(b)} in b)")
+    values = list(outcomes.values())
+    wins, ties = values.count(1.0), values.count(0.5)
+    n = len(values)
+    return WinRate(mean(values), wins, ties, n - wins - ties, n, only_a=len(a) - n, only_b=len(b) - n)
 
+
+def _score(run: Mapping[str, float], task_id: str, label: str) -> float:
+    value: object = run[task_id]
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise DataError(f"task {task_id!r} has no score in run {label} ({value!r}): rerun or drop it")
+    return float(value)
+
+
+def win_estimate(scores: Mapping[str, float], reference: Mapping[str, float]) -> Estimate:
+    """Win rate (exact ties count half) with a bootstrap interval over the common tasks. Both mappings are
+    task_id -> score, the mean over trials where a run has several."""
     outcomes = list(win_outcomes(scores, reference).values())
     if not outcomes:
         return Estimate(None, method="bootstrap")
-    result = win_rate(scores, reference)
-    return _estimate(result.rate, bootstrap_ci(outcomes), result.n, "bootstrap")
     return _estimate(mean(outcomes), bootstrap_ci(outcomes), len(outcomes), "bootstrap")
 
 

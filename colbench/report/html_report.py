@@ -19,7 +19,7 @@ from urllib.parse import quote
 from colbench import __version__
 from colbench.errors import ConfigError
 from colbench.report.leaderboard import Report, Table, cost_columns, leaderboard_columns, legend
-from colbench.report.rundir import EpisodeRecord, Run
+from colbench.runs import EpisodeRecord, Run
 
 REPORT_NAME = "report.html"
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' file: data:; base-uri 'none'; form-action 'none'"
@@ -193,7 +193,7 @@ def _episode_section(run: Run, index: int, episode: EpisodeRecord) -> str:
         rest = {k: v for k, v in score.items() if k != "tests"}
         if rest:
             parts += ["<h4>Score details</h4>", _json(rest)]
-    if run.domain == "frontend":
+    if run.spec.renders_pages:
         parts.append(_screenshot(run, episode))
     parts.append("</section>")
     return "\n".join(parts)

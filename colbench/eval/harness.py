@@ -1,23 +1,23 @@
-"""The evaluation runner behind ``colbench eval``: many episodes at once on one asyncio loop, one record each.
+"""The evaluation harness behind ``colbench eval``: many episodes at once on one asyncio loop, one record each.
 
 Every episode gets its own env instance (made with ``gymnasium.make``), all of them sharing one agent, one
-simulator (with its response cache under ``DIR/cache``), one scorer and sandbox (backend) or renderer and embedder
-(frontend). ``concurrency`` episodes run at once; per endpoint, a :class:`~colbench.eval.ratelimit.Gate` caps
-requests per minute and requests in flight. The conversation the agent sees: the env's first observation as a
-``user`` message, then its own turns as ``assistant`` and the human's replies as ``user`` messages.
+simulator (its client caches replies under ``DIR/cache`` and obeys the simulator's request limits) and the
+domain's shared scorer (warm sandboxes, or one browser and embedder). ``concurrency`` episodes run at once. The
+conversation the agent sees: the env's first observation as a ``user`` message, then its own turns as
+``assistant`` and the human's replies as ``user`` messages. Nothing here depends on the domain: what differs is
+asked of it (:class:`~colbench.domains.Domain`).
 
 Failures: bad configuration (unknown env, bad spec, missing tasks, a run directory that does not match) raises
 ``ConfigError``/``DataError`` before anything runs. Inside an episode any exception (an ``InfraError`` above all:
 an endpoint after its retries, the sandbox, the renderer) ends that episode with an ``infra_error`` record, never a
 score; the run goes on, unless so many fail in a row that the infrastructure is evidently down (then it stops
 scheduling, and ``--resume`` picks up later). Ctrl-C keeps every finished episode. The run directory's format is
-docs/run-format.md; docs/evaluation.md is the user's guide.
+docs/run-format.md (:mod:`colbench.runs`); docs/evaluation.md is the user's guide.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import re
 import sys
@@ -26,7 +26,6 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -34,60 +33,66 @@ import gymnasium as gym
 
 from colbench import __version__
 from colbench.agents import Agent, AgentReply, ChatAgent, EpisodeContext, make_agent
-from colbench.envs.base import MAX_TURNS, ColbenchEnv
+from colbench.dialogue import MAX_TURNS
+from colbench.domains import get_domain
+from colbench.domains.base import Domain, Scorer
+from colbench.episode import ColbenchEnv
 from colbench.errors import ColbenchError, ConfigError, InfraError
 from colbench.eval.progress import Progress, ProgressMode, Tally
-from colbench.eval.ratelimit import EndpointLimits, Gate, GatedLLMClient
-from colbench.eval.records import (
+from colbench.llm.client import LLMClient, Message, Usage
+from colbench.llm.limits import EndpointLimits
+from colbench.llm.specs import parse_spec
+from colbench.registration import env_specs
+from colbench.runs import (
     CACHE,
     EPISODES,
     FORMAT,
+    LOG_FILE,
     RUN_JSON,
-    SCREENS,
     EpisodeKey,
+    EpisodeRecord,
     EpisodeWriter,
-    canonical_json,
     check_out_dir,
     compared_view,
     config_sha256,
+    counted,
+    final_records,
     first_difference,
-    latest,
     lock_run_dir,
-    read_episodes,
+    read_episode_log,
     read_run_json,
-    sha256_text,
-    write_json_atomic,
+    screenshot_name,
+    write_run_json,
 )
-from colbench.llm import LLMClient, Message, Usage
-from colbench.simulator import OpenAISimulator, Simulator, make_simulator
-from colbench.tasks import Domain, Task
+from colbench.simulators import Simulator
+from colbench.storage import canonical_json, sha256_text
+from colbench.tasks.record import Task
+from colbench.tasks.sources import describe_source, load
 
 log = logging.getLogger(__name__)
 
-LOG_FILE = "eval.log"
 _SECRET = re.compile(r"key|token|secret|password", re.IGNORECASE)
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 @dataclass
 class EvalConfig:
     """Everything ``colbench eval`` takes. ``agent_options`` / ``simulator_options`` are endpoint fields
     (``base_url``, ``api_key``, ``temperature``, ``max_tokens``, ``extra_body``, ``timeout_s``, ``max_retries``, ...;
-    a plug-in agent gets its ``agent_options`` as arguments). ``runtime`` notes go to run.json's ``runtime``
-    section (never compared on resume, never secrets)."""
+    a plug-in agent gets its ``agent_options`` as arguments; the frontend human also takes ``image_mode``).
+    ``runtime`` notes go to run.json's ``runtime`` section (never compared on resume, never secrets)."""
 
     env_id: str
     agent: str
     simulator: str
     out: str | Path
-    tasks: str | None = None  # a JSONL file or split name; None: the env's default split
+    tasks: str | None = None  # a JSONL file or split name; None: the domain's default split
     limit: int | None = None  # the first N tasks, in file order
     trials: int = 1
     concurrency: int = 8
     resume: bool = False
     max_turns: int = MAX_TURNS
-    sandbox: str = "auto"  # backend
-    embedder: str = "clip"  # frontend
+    sandbox: str = "auto"  # scoring option of the backend domain
+    embedder: str = "clip"  # scoring option of the frontend domain
     agent_options: dict[str, Any] = field(default_factory=dict)
     simulator_options: dict[str, Any] = field(default_factory=dict)
     agent_limits: EndpointLimits = field(default_factory=EndpointLimits)
@@ -96,10 +101,15 @@ class EvalConfig:
     progress: ProgressMode = "auto"
     runtime: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def scoring_options(self) -> dict[str, Any]:
+        """What the domains' scorers read (each its own: backend ``sandbox``, frontend ``embedder``)."""
+        return {"sandbox": self.sandbox, "embedder": self.embedder}
+
 
 @dataclass
 class EvalResult:
-    """What a run (or this session of it) came to. ``overall`` tallies the last record of every episode."""
+    """What a run (or this session of it) came to. ``overall`` tallies the counted record of every episode."""
 
     out: Path
     env_id: str
@@ -128,7 +138,7 @@ class EvalResult:
     def summary_line(self) -> str:
         parts = [
             f"{self.env_id} {self.agent}: {self.overall.ok}/{self.total} episodes scored, "
-            f"{self.overall.score_text(self.domain)}",
+            f"{self.overall.headline(self.domain)}",
             f"infra errors {self.overall.infra}",
         ]
         if self.unfinished:
@@ -150,17 +160,13 @@ def run_eval(
     *,
     agent: Agent | None = None,
     simulator: Simulator | None = None,
-    scorer: Any = None,
-    embedder: Any = None,
-    renderer: Any = None,
+    scorer: Scorer | None = None,
     stderr: TextIO | None = sys.stderr,
 ) -> EvalResult:
-    """Run (or resume) an evaluation into ``config.out``. ``agent``/``simulator``/``scorer``/``embedder``/``renderer``
-    replace what the specs would build (tests, custom harnesses); run.json still describes them from the specs."""
+    """Run (or resume) an evaluation into ``config.out``. ``agent``/``simulator``/``scorer`` replace what the specs
+    and options would build (tests, custom harnesses); run.json still describes them from the specs."""
     started = time.monotonic()
-    runner = _Runner.build(
-        config, agent=agent, simulator=simulator, scorer=scorer, embedder=embedder, renderer=renderer
-    )
+    runner = _Runner.build(config, agent=agent, simulator=simulator, scorer=scorer)
     return runner.run(stderr=stderr, started=started)
 
 
@@ -185,9 +191,7 @@ def _check_numbers(config: EvalConfig) -> None:
 
 def env_class(env_id: str) -> type[ColbenchEnv]:
     """The ColbenchEnv class registered under ``env_id`` (a ConfigError naming the known ids otherwise)."""
-    from colbench.registration import ENV_IDS
-
-    known = ", ".join(ENV_IDS)
+    known = ", ".join(spec.id for spec in env_specs())
     try:
         spec = gym.spec(env_id)
     except gym.error.Error:
@@ -212,89 +216,27 @@ def _pool_size(config: EvalConfig, limits: EndpointLimits) -> int:
     return max(in_flight, 100)
 
 
-def _is_endpoint_spec(spec: str) -> bool:
-    return spec.startswith("openai:") or spec == "local" or spec.startswith("local:")
-
-
 def _make_agent(config: EvalConfig, tasks: Sequence[Task]) -> Agent:
     options = dict(config.agent_options)
-    if _is_endpoint_spec(config.agent):
+    if parse_spec(config.agent, "agent").is_model:
         # An empty completion is the agent's (wrong) turn, not an endpoint fault to retry into an infra error.
         options.setdefault("accept_empty", True)
         options.setdefault("max_connections", _pool_size(config, config.agent_limits))
+    elif config.agent_limits.active:
+        log.warning("agent %s calls no colbench endpoint: its request limits are ignored", config.agent)
     try:
-        return make_agent(config.agent, tasks=tasks, options=options)
+        return make_agent(config.agent, tasks=tasks, options=options, limits=config.agent_limits)
     except TypeError as exc:  # a plug-in that does not take the given options
         raise ConfigError(f"agent spec {config.agent!r}: {exc}") from exc
 
 
 def _make_simulator(config: EvalConfig, domain: Domain, out: Path) -> Simulator:
     options = dict(config.simulator_options)
-    if _is_endpoint_spec(config.simulator):
+    if parse_spec(config.simulator, "simulator").is_model:
         options.setdefault("max_connections", _pool_size(config, config.simulator_limits))
-    return make_simulator(config.simulator, domain=domain, cache_dir=out / CACHE, **options)
-
-
-def _sha256_resource(*parts: str) -> str | None:
-    try:
-        return sha256_text(resources.files("colbench.envs").joinpath(*parts).read_text("utf-8"))
-    except (OSError, ModuleNotFoundError):
-        return None
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as data:
-        for block in iter(lambda: data.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def describe_source(spec: str) -> dict[str, Any]:
-    """Where tasks came from: a file (path + sha256), a bundled sample, or a hub split (repo, revision and file
-    hash: the manifest's verified values, else the pins recorded on first use)."""
-    from colbench import hub
-
-    path = Path(spec)
-    if path.is_file():
-        return {"kind": "file", "path": str(path.resolve()), "sha256": _sha256_file(path)}
-    if spec in hub.BUNDLED:
-        resource, _ = hub.BUNDLED[spec]
-        with resources.as_file(resources.files("colbench").joinpath(resource)) as bundled:
-            return {"kind": "bundled", "name": spec, "sha256": _sha256_file(bundled)}
-    name, _, revision = spec.partition("@")
-    split = hub.split_spec(name)
-    commit = revision or split.revision
-    sha = split.sha256 if split.revision is None or commit == split.revision else None
-    pins = _read_pins()
-    entry = pins.get(split.pin_key) if isinstance(pins.get(split.pin_key), dict) else None
-    if entry is not None:
-        if commit is None and isinstance(entry.get("pinned"), str):
-            commit = entry["pinned"]
-        record = (entry.get("commits") or {}).get(commit) if commit else None
-        if sha is None and isinstance(record, dict) and isinstance(record.get("sha256"), str):
-            sha = record["sha256"]
-    return {
-        "kind": split.kind,
-        "split": name,
-        "repo_id": split.repo_id,
-        "filename": split.filename or split.data_files,
-        "revision": commit,
-        "sha256": sha,
-    }
-
-
-def _read_pins() -> dict[str, Any]:
-    import json
-
-    from colbench.hub import pins_path
-
-    try:
-        raw = json.loads(pins_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    files = raw.get("files") if isinstance(raw, dict) else None
-    return files if isinstance(files, dict) else {}
+    elif config.simulator_limits.active:
+        log.warning("simulator %s calls no endpoint: its request limits are ignored", config.simulator)
+    return domain.make_simulator(config.simulator, cache_dir=out / CACHE, limits=config.simulator_limits, **options)
 
 
 def _jsonable(value: Any) -> Any:
@@ -323,40 +265,21 @@ def describe_agent(spec: str, agent: Agent, options: Mapping[str, Any]) -> dict[
             extra_body=dict(endpoint.extra_body) if endpoint.extra_body else None,
             system_prompt_sha256=sha256_text(agent.system_prompt) if agent.system_prompt else None,
         )
-    elif not spec.startswith("scripted:"):
+    elif _kind(spec) != "scripted":  # a plug-in (or an agent object given with a name of its own)
         described["options"] = {k: _jsonable(v) for k, v in sorted(options.items()) if not _SECRET.search(k)}
     return described
 
 
-def describe_simulator(spec: str, simulator: Simulator, domain: Domain) -> dict[str, Any]:
-    described: dict[str, Any] = {
-        "spec": spec,
-        "class": f"{type(simulator).__module__}.{type(simulator).__qualname__}",
-        "model": None,
-        "base_url": None,
-        "temperature": None,
-        "max_tokens": None,
-        "extra_body": None,
-        "prompt_sha256": _sha256_resource(domain, "prompts", "simulator.txt"),
-        "max_chars": None,
-        "image_mode": None,
-    }
-    if isinstance(simulator, OpenAISimulator):
-        endpoint = simulator.client.endpoint
-        described.update(
-            model=endpoint.model,
-            base_url=endpoint.identity or endpoint.base_url,
-            temperature=endpoint.temperature,
-            max_tokens=endpoint.max_tokens,
-            extra_body=dict(endpoint.extra_body) if endpoint.extra_body else None,
-            max_chars=simulator.max_chars,
-            image_mode=getattr(simulator, "image_mode", None),
-        )
-    return described
+def _kind(spec: str) -> str | None:
+    try:
+        return parse_spec(spec, "agent").kind
+    except ConfigError:
+        return None
 
 
-def _safe_name(task_id: str) -> str:
-    return _UNSAFE.sub("_", task_id)[:120] or "task"
+def _describe_scoring(scorer: Scorer) -> dict[str, Any]:
+    describe = getattr(scorer, "describe", None)
+    return dict(describe()) if callable(describe) else {"scorer": type(scorer).__name__}
 
 
 def _utc_now() -> str:
@@ -375,7 +298,7 @@ def _one_line(exc: BaseException) -> str:
 class _Runner:
     config: EvalConfig
     out: Path
-    env_cls: type[ColbenchEnv]
+    domain: Domain
     tasks: dict[str, Task]
     keys: list[EpisodeKey]
     agent: Agent
@@ -383,75 +306,36 @@ class _Runner:
     env_kwargs: dict[str, Any]
     run_json: dict[str, Any]
     resuming: bool
-    agent_gate: Gate
-    final: dict[EpisodeKey, dict[str, Any]] = field(default_factory=dict)
+    final: dict[EpisodeKey, EpisodeRecord] = field(default_factory=dict)
     stop_reason: str | None = None
     _consecutive_errors: int = 0
 
-    @property
-    def domain(self) -> Domain:
-        return self.env_cls.domain
-
     @classmethod
     def build(
-        cls,
-        config: EvalConfig,
-        *,
-        agent: Agent | None,
-        simulator: Simulator | None,
-        scorer: Any,
-        embedder: Any,
-        renderer: Any,
+        cls, config: EvalConfig, *, agent: Agent | None, simulator: Simulator | None, scorer: Scorer | None
     ) -> _Runner:
         _check_numbers(config)
         env_cls = env_class(config.env_id)
-        domain = env_cls.domain
+        domain = get_domain(env_cls.domain_name)
         out = Path(config.out)
         resuming = check_out_dir(out, resume=config.resume)
         previous = read_run_json(out) if resuming else None
 
-        from colbench.hub import resolve_tasks
-
-        tasks_spec = config.tasks or env_cls.default_tasks
-        available = resolve_tasks(tasks_spec)
-        wrong = next((t for t in available if t.domain != domain), None)
+        tasks_spec = config.tasks or domain.default_tasks
+        available = load(tasks_spec)
+        wrong = next((t for t in available if t.domain != domain.name), None)
         if wrong is not None:
             raise ConfigError(
-                f"{tasks_spec}: task {wrong.task_id} is a {wrong.domain} task; {config.env_id} needs {domain} tasks"
+                f"{tasks_spec}: task {wrong.task_id} is a {wrong.domain} task; "
+                f"{config.env_id} needs {domain.name} tasks"
             )
         selected = available[: config.limit] if config.limit else available
         if agent is None:
             agent = _make_agent(config, selected)
         if simulator is None:
             simulator = _make_simulator(config, domain, out)
-        sim_gate = Gate(config.simulator_limits)
-        if sim_gate.active:
-            if isinstance(simulator, OpenAISimulator) and isinstance(simulator.client, LLMClient):
-                simulator.client = GatedLLMClient(simulator.client.endpoint, sim_gate)
-            else:
-                log.warning("simulator %s calls no endpoint: its request limits are ignored", config.simulator)
-
-        env_kwargs: dict[str, Any] = {"simulator": simulator, "max_turns": config.max_turns}
-        if domain == "backend":
-            from colbench.sandbox import resolve_kind, shared_sandbox
-            from colbench.scoring.backend import SCORER_VERSION, BackendScorer
-
-            if scorer is None:
-                kind = resolve_kind(config.sandbox)
-                scorer = BackendScorer(shared_sandbox(kind))
-            else:
-                kind = f"{type(scorer.sandbox).__name__}" if hasattr(scorer, "sandbox") else type(scorer).__name__
-            env_kwargs["scorer"] = scorer
-            scoring: dict[str, Any] = {"sandbox": kind, "scorer_version": SCORER_VERSION}
-        else:
-            from colbench.envs.frontend.env import shared_embedder
-
-            if embedder is None:
-                embedder = shared_embedder(config.embedder)
-            env_kwargs["embedder"] = embedder
-            if renderer is not None:
-                env_kwargs["renderer"] = renderer
-            scoring = {"embedder": str(embedder.name)}
+        if scorer is None:
+            scorer = domain.shared_scorer(config.scoring_options)
 
         ids = [t.task_id for t in selected]
         run_json: dict[str, Any] = {
@@ -459,9 +343,9 @@ class _Runner:
             "colbench_version": __version__,
             "created": _utc_now(),
             "env_id": config.env_id,
-            "domain": domain,
+            "domain": domain.name,
             "max_turns": config.max_turns,
-            "agent_prompt_sha256": _sha256_resource(domain, "prompts", "agent.txt"),
+            "agent_prompt_sha256": domain.prompt_sha256("agent"),
             "trials": config.trials,
             "limit": config.limit,
             "tasks": {
@@ -471,8 +355,8 @@ class _Runner:
                 "source": describe_source(tasks_spec),
             },
             "agent": describe_agent(config.agent, agent, config.agent_options),
-            "simulator": describe_simulator(config.simulator, simulator, domain),
-            "scoring": scoring,
+            "simulator": domain.describe_simulator(config.simulator, simulator),
+            "scoring": _describe_scoring(scorer),
             "runtime": {
                 "concurrency": config.concurrency,
                 "agent_rpm": config.agent_limits.rpm,
@@ -495,15 +379,14 @@ class _Runner:
         runner = cls(
             config=config,
             out=out,
-            env_cls=env_cls,
+            domain=domain,
             tasks={t.task_id: t for t in selected},
             keys=[(task_id, trial) for trial in range(config.trials) for task_id in ids],
             agent=agent,
             simulator=simulator,
-            env_kwargs=env_kwargs,
+            env_kwargs={"simulator": simulator, "max_turns": config.max_turns, "scorer": scorer},
             run_json=run_json,
             resuming=previous is not None,
-            agent_gate=Gate(config.agent_limits),
         )
         runner._make_env(selected[0]).close()  # a bad env argument fails here, before anything runs
         return runner
@@ -526,13 +409,14 @@ class _Runner:
         if not self.resuming:
             if (self.out / RUN_JSON).exists():  # another run started here since the directory was checked
                 raise ConfigError(f"--out {self.out} is not empty: use --resume to continue the run there")
-            write_json_atomic(self.out / RUN_JSON, self.run_json)
-        self.final = latest(read_episodes(self.out / EPISODES, repair=True))
+            write_run_json(self.out, self.run_json)
+        log_records = read_episode_log(self.out / EPISODES, self.domain.metrics, repair=True).records
+        self.final = final_records(log_records)
         kept = Tally()
         for key in self.keys:
-            if self.final.get(key, {}).get("status") == "ok":
-                kept.add(self.final[key])
-        pending = [key for key in self.keys if self.final.get(key, {}).get("status") != "ok"]
+            if key in self.final and self.final[key].ok:
+                kept.add(self.final[key].row)
+        pending = [key for key in self.keys if key not in self.final or not self.final[key].ok]
         progress = Progress(
             total=len(self.keys),
             kept=kept,
@@ -557,7 +441,7 @@ class _Runner:
         overall = Tally()
         for key in self.keys:
             if key in self.final:
-                overall.add(self.final[key])
+                overall.add(self.final[key].row)
         return EvalResult(
             out=self.out,
             env_id=self.config.env_id,
@@ -584,23 +468,24 @@ class _Runner:
             while queue and self.stop_reason is None:
                 task_id, trial = queue.popleft()
                 progress.episode_started()
-                record = await self._episode(self.tasks[task_id], trial, writer)
+                row = await self._episode(self.tasks[task_id], trial, writer)
                 try:
-                    await writer.append(record)
+                    await writer.append(row)
                 except OSError as exc:
                     raise InfraError(f"cannot write {writer.path}: {exc}") from exc
-                key = (task_id, trial)
-                if self.final.get(key, {}).get("status") != "ok":
-                    self.final[key] = record
-                progress.episode_finished(record)
-                if record["status"] == "ok":
+                record = EpisodeRecord(
+                    task_id, trial, row["status"], row["reward"], row["success"], str(writer.path), row
+                )
+                self.final[record.key] = counted(self.final.get(record.key), record)
+                progress.episode_finished(row)
+                if record.ok:
                     self._consecutive_errors = 0
                 else:
                     self._consecutive_errors += 1
                     if limit and self._consecutive_errors >= limit and self.stop_reason is None:
                         self.stop_reason = (
                             f"stopped after {self._consecutive_errors} infrastructure errors in a row "
-                            f"(last: {record['error']})"
+                            f"(last: {row['error']})"
                         )
                         log.error("%s", self.stop_reason)
 
@@ -640,14 +525,13 @@ class _Runner:
             while True:
                 context = EpisodeContext(
                     task_id=task.task_id,
-                    domain=self.domain,
+                    domain=self.domain.name,
                     turn=int(info.get("turn", 0)) + 1,
                     max_turns=env.max_turns,
                     trial=trial,
                 )
                 mark = time.monotonic()
-                async with self.agent_gate:
-                    reply = await self.agent.aact(messages, context)
+                reply = await self.agent.aact(messages, context)
                 timings["agent_s"] += time.monotonic() - mark
                 text = _reply_text(reply)
                 if isinstance(reply, AgentReply):
@@ -660,13 +544,14 @@ class _Runner:
                 messages += [{"role": "assistant", "content": text}, {"role": "user", "content": observation}]
             screenshot = None
             png = getattr(env, "page_png", None)
-            if isinstance(png, bytes):
-                screenshot = f"{SCREENS}/{_safe_name(task.task_id)}.{trial}.png"
+            if self.domain.renders_pages and isinstance(png, bytes):
+                screenshot = screenshot_name(task.task_id, trial)
                 await writer.save_file(screenshot, png)
+            success = info.get("success")
             record.update(
                 status="ok",
                 reward=float(reward),
-                success=bool(info["success"]) if self.domain == "backend" and "success" in info else None,
+                success=success if isinstance(success, bool) else None,
                 termination=info.get("termination"),
                 turns=int(info.get("turn", 0)),
                 score=_jsonable(info.get("score")),
@@ -674,7 +559,7 @@ class _Runner:
                 screenshot=screenshot,
                 error=None,
             )
-            if "answer_html" in info:  # frontend: the page that was scored (it may come from an earlier turn)
+            if "answer_html" in info:  # a page answer: the page that was scored (it may come from an earlier turn)
                 record["answer_html"] = info["answer_html"]
         except Exception as exc:
             error = _one_line(exc)

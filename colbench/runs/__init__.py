@@ -1,0 +1,71 @@
+"""Run directories: the one place that reads and writes them (docs/run-format.md), for ``colbench eval`` (writing,
+resuming) and ``colbench report`` (reading) alike.
+
+- ``run.json``: :func:`read_run_json`, :func:`write_run_json`; what a resume compares: :func:`compared_view`.
+- ``episodes.jsonl``: :func:`read_episode_log`, :class:`EpisodeWriter`; which record counts: :func:`final_records`.
+- a whole directory: :func:`load_run` -> :class:`Run`.
+"""
+
+from __future__ import annotations
+
+from colbench.runs.directory import ROLES, Run, load_run
+from colbench.runs.episodes import (
+    EpisodeKey,
+    EpisodeLog,
+    EpisodeRecord,
+    EpisodeWriter,
+    counted,
+    final_records,
+    parse_record,
+    read_episode_log,
+)
+from colbench.runs.layout import (
+    CACHE,
+    EPISODES,
+    LOCK,
+    LOG_FILE,
+    RUN_JSON,
+    SCREENS,
+    check_out_dir,
+    lock_run_dir,
+    screenshot_name,
+)
+from colbench.runs.run_json import (
+    FORMAT,
+    NOT_COMPARED,
+    compared_view,
+    config_sha256,
+    first_difference,
+    read_run_json,
+    write_run_json,
+)
+
+__all__ = [
+    "CACHE",
+    "EPISODES",
+    "FORMAT",
+    "LOCK",
+    "LOG_FILE",
+    "NOT_COMPARED",
+    "ROLES",
+    "RUN_JSON",
+    "SCREENS",
+    "EpisodeKey",
+    "EpisodeLog",
+    "EpisodeRecord",
+    "EpisodeWriter",
+    "Run",
+    "check_out_dir",
+    "compared_view",
+    "config_sha256",
+    "counted",
+    "final_records",
+    "first_difference",
+    "load_run",
+    "lock_run_dir",
+    "parse_record",
+    "read_episode_log",
+    "read_run_json",
+    "screenshot_name",
+    "write_run_json",
+]

@@ -1,0 +1,128 @@
+"""A run directory, read (docs/run-format.md): its configuration and the record that counts for each episode.
+
+Strict about what scores are computed from (a malformed record is a DataError naming ``file:line`` and the field),
+lenient about what is only displayed (dialogue, answer, score details are kept as they are). Which record counts
+when an episode has several is :func:`colbench.runs.episodes.final_records`: the same answer resume gets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from colbench.domains.base import Domain
+from colbench.domains import get_domain
+from colbench.llm.client import Usage
+from colbench.runs.episodes import EpisodeRecord, final_records, read_episode_log
+from colbench.runs.layout import EPISODES
+from colbench.runs.run_json import read_run_json
+
+ROLES = ("agent", "simulator")
+
+
+@dataclass
+class Run:
+    """One run directory, read."""
+
+    path: Path
+    config: dict[str, Any]
+    episodes: dict[tuple[str, int], EpisodeRecord] = field(default_factory=dict)
+    records: int = 0
+    usage: dict[str, Usage] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    torn_line: str | None = None
+
+    # -- run.json fields ----------------------------------------------------------------------------------------
+    @property
+    def env_id(self) -> str:
+        return str(self.config["env_id"])
+
+    @property
+    def domain(self) -> str:
+        return str(self.config["domain"])
+
+    @property
+    def spec(self) -> Domain:
+        """The run's domain (how its results read)."""
+        return get_domain(self.domain)
+
+    @property
+    def trials(self) -> int:
+        return int(self.config.get("trials", 1))
+
+    @property
+    def tasks(self) -> Mapping[str, Any]:
+        tasks = self.config.get("tasks")
+        return tasks if isinstance(tasks, dict) else {}
+
+    @property
+    def task_count(self) -> int | None:
+        count = self.tasks.get("count")
+        return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+    @property
+    def ids_sha256(self) -> str | None:
+        value = self.tasks.get("ids_sha256")
+        return value if isinstance(value, str) and value else None
+
+    def role_model(self, role: str) -> str | None:
+        """The model name of a role as run.json gives it (``name`` / ``model``, else the spec)."""
+        section = self.config.get(role)
+        if not isinstance(section, dict):
+            return None
+        for key in ("name", "model", "spec"):
+            value = section.get(key)
+            if isinstance(value, str) and value:
+                return value
+        return None
+
+    def role_names(self, role: str) -> list[str]:
+        """Every name a price table may list the role's model under, most specific first."""
+        section = self.config.get(role)
+        if not isinstance(section, dict):
+            return []
+        names = [section.get(k) for k in ("name", "model", "spec")]
+        return list(dict.fromkeys(n for n in names if isinstance(n, str) and n))
+
+    # -- episodes -----------------------------------------------------------------------------------------------
+    def ordered_episodes(self) -> list[EpisodeRecord]:
+        """Final records, tasks in the order they first appear in the file, trials ascending."""
+        first_seen: dict[str, int] = {}
+        for task_id, _ in self.episodes:
+            first_seen.setdefault(task_id, len(first_seen))
+        return sorted(self.episodes.values(), key=lambda e: (first_seen[e.task_id], e.trial))
+
+    @property
+    def infra_errors(self) -> int:
+        """Episodes whose final record is an infrastructure error (excluded from every score)."""
+        return sum(1 for e in self.episodes.values() if not e.ok)
+
+    def scored(self) -> dict[str, list[EpisodeRecord]]:
+        """Scored (``ok``) episodes grouped by task, in file order."""
+        out: dict[str, list[EpisodeRecord]] = {}
+        for episode in self.ordered_episodes():
+            if episode.ok:
+                out.setdefault(episode.task_id, []).append(episode)
+        return out
+
+
+def load_run(path: str | Path) -> Run:
+    """Read one run directory; a ``DataError`` naming the file (and line) for anything malformed."""
+    path = Path(path)
+    run = Run(path=path, config=read_run_json(path))
+    episodes = path / EPISODES
+    if not episodes.exists():
+        run.warnings.append(f"{episodes}: not found: no episode has finished yet")
+        return run
+    log = read_episode_log(episodes, run.spec.metrics)
+    run.records = len(log.records)
+    for record in log.records:
+        for role, counts in record.usage().items():
+            run.usage.setdefault(role, Usage()).add(counts)
+    run.episodes = final_records(log.records)
+    if log.torn_line is not None:
+        run.torn_line = log.torn_line
+        run.warnings.append(f"{log.torn_line}: ignored a torn last line (the run was stopped mid-write)")
+    return run

@@ -1,0 +1,54 @@
+"""The files of a run directory, and who may write them (docs/run-format.md)."""
+
+from __future__ import annotations
+
+import fcntl
+import re
+from pathlib import Path
+from typing import IO
+
+from colbench.errors import ConfigError, DataError
+
+RUN_JSON = "run.json"
+EPISODES = "episodes.jsonl"
+SCREENS = "screens"
+CACHE = "cache"
+LOCK = ".lock"
+LOG_FILE = "eval.log"
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def screenshot_name(task_id: str, trial: int) -> str:
+    """Where an episode's final page goes: ``screens/<task_id>.<trial>.png``, other characters of the id as ``_``."""
+    return f"{SCREENS}/{_UNSAFE.sub('_', task_id)[:120] or 'task'}.{trial}.png"
+
+
+def check_out_dir(out: Path, *, resume: bool) -> bool:
+    """Whether ``out`` holds a run to resume. A fresh run needs a missing or empty directory (a ``cache/`` left by a
+    run that never started is fine); a resume without ``run.json`` but with episodes is refused."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} exists and is not a directory")
+    entries = {p.name for p in out.iterdir()} if out.is_dir() else set()
+    ours = entries & {RUN_JSON, EPISODES}
+    if not resume:
+        if entries - {CACHE, LOCK}:
+            raise ConfigError(f"--out {out} is not empty: use --resume to continue the run there, or another --out")
+        return False
+    if EPISODES in ours and RUN_JSON not in ours:
+        raise DataError(f"{out} has {EPISODES} but no {RUN_JSON}: not a run colbench can resume")
+    if RUN_JSON not in ours and entries - {CACHE, LOCK}:
+        raise ConfigError(f"--out {out} is not empty and holds no colbench run: use another --out")
+    return RUN_JSON in ours
+
+
+def lock_run_dir(out: Path) -> IO[bytes]:
+    """Hold ``out/.lock`` for this process (released when the file is closed or the process dies): two runs
+    appending to one directory would run episodes twice."""
+    handle = open(out / LOCK, "ab")  # noqa: SIM115 (the caller closes it)
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise ConfigError(f"another colbench eval is writing to {out}: let it end, or use another --out") from None
+    return handle
