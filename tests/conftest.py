@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from colbench.sandbox.base import Limits, Sandbox
-from colbench.sandbox.local import LocalSandbox
-from colbench.scoring.backend import BackendScorer
-from colbench.tasks import Task, load_tasks
+from colbench.domains.backend.unit_tests import BackendScorer
+from colbench.sandbox.bwrap import BwrapSandbox
+from colbench.sandbox.contract import Limits, Sandbox
+from colbench.tasks import Task, load_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data" / "colbench"
-BUNDLED_SAMPLE = REPO / "colbench" / "data" / "backend_sample.jsonl"
+BUNDLED_SAMPLE = REPO / "tasks" / "samples" / "backend-sample.jsonl"
 
 
 @pytest.fixture(scope="session")
@@ -23,19 +23,19 @@ def shared_backend_sample() -> list[Task]:
     path = SHARED_DATA / "backend_test_sample.jsonl"
     if not path.exists():
         pytest.skip(f"the ColBench sample is not present at {path} (../shared is only on development machines)")
-    return load_tasks(path)
+    return load_jsonl(path)
 
 
 @pytest.fixture(scope="session")
 def bundled_tasks() -> list[Task]:
-    return load_tasks(BUNDLED_SAMPLE)
+    return load_jsonl(BUNDLED_SAMPLE)
 
 
 @pytest.fixture(scope="session")
-def local_sandbox() -> Iterator[LocalSandbox]:
+def bwrap_sandbox() -> Iterator[BwrapSandbox]:
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap is not installed (the README's set-up command installs it)")
-    sandbox = LocalSandbox(workers=2, limits=Limits(timeout_s=3.0))
+    sandbox = BwrapSandbox(workers=2, limits=Limits(timeout_s=3.0))
     yield sandbox
     sandbox.close()
 
@@ -54,15 +54,15 @@ def docker_sandbox() -> Iterator[Sandbox]:
     sandbox.close()
 
 
-@pytest.fixture(params=[pytest.param("local"), pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.fixture(params=[pytest.param("bwrap"), pytest.param("docker", marks=pytest.mark.docker)])
 def any_sandbox(request: pytest.FixtureRequest) -> Sandbox:
     """Every runtime in turn: the conformance and attack suites run against each."""
     return request.getfixturevalue(f"{request.param}_sandbox")  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="session")
-def scorer(local_sandbox: LocalSandbox) -> BackendScorer:
-    return BackendScorer(local_sandbox, limits=Limits(timeout_s=3.0))
+def scorer(bwrap_sandbox: BwrapSandbox) -> BackendScorer:
+    return BackendScorer(bwrap_sandbox, limits=Limits(timeout_s=3.0))
 
 
 def make_task(ground_truth: str, tests: list[str], task_id: str = "t") -> Task:

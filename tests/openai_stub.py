@@ -219,3 +219,23 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout) before we answered
+
+
+class InFlight:
+    """A responder that answers ``reply`` after ``seconds`` and records the most requests it held at once."""
+
+    def __init__(self, reply: str, seconds: float) -> None:
+        self.reply = reply
+        self.seconds = seconds
+        self.most = 0
+        self._now = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, request: dict[str, Any]) -> str:
+        with self._lock:
+            self._now += 1
+            self.most = max(self.most, self._now)
+        threading.Event().wait(self.seconds)
+        with self._lock:
+            self._now -= 1
+        return self.reply

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 from conftest import make_task
 
-from colbench.sandbox.base import Limits, Sandbox
-from colbench.sandbox.local import LocalSandbox
-from colbench.scoring.backend import BackendScorer
-from colbench.scoring.values import decode
+from colbench.domains.backend.unit_tests import BackendScorer
+from colbench.domains.backend.values import decode
+from colbench.sandbox.bwrap import BwrapSandbox
+from colbench.sandbox.contract import Limits, Sandbox
 
 REFERENCE = "def f(x):\n    return 3 * x + 7\n"
 TASK = make_task(REFERENCE, [f"f({x})" for x in range(10)], task_id="attack")
@@ -168,7 +168,7 @@ def f(x):
         assert out[0].outcome == "value", out[0]
         assert decode(out[0].value) < 1000
     # Control: the scan does find such an output when it went through the answer's own worker.
-    with LocalSandbox(workers=1) as single:
+    with BwrapSandbox(workers=1) as single:
         single.run_tests(reference, sizes)
         out = single.run_tests(scan, ["f(0)"], limits=Limits(timeout_s=20.0))
         assert decode(out[0].value) >= 1000

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from colbench.tasks import Task
 
-BUNDLED = Path(__file__).resolve().parents[1] / "colbench" / "data" / "backend_sample.jsonl"
+BUNDLED = Path(__file__).resolve().parents[1] / "tasks" / "samples" / "backend-sample.jsonl"
 
 
 def colbench(*args: str) -> subprocess.CompletedProcess[str]:
@@ -55,7 +55,7 @@ def test_score_backend(tmp_path: Path, bundled_tasks: list[Task]) -> None:
         "--out",
         str(out),
         "--sandbox",
-        "local",
+        "bwrap",
         "--jobs",
         "2",
     )
@@ -104,9 +104,11 @@ def test_score_backend_reports_a_broken_sandbox_as_infrastructure(tmp_path: Path
         timeout=120,
     )
     assert res.returncode == 3 and "bubblewrap" in res.stderr and "infrastructure" in res.stderr
+    # the old name of the runtime still works, and says so once
+    assert res.stderr.count("deprecated: the sandbox runtime 'local' is now 'bwrap'") == 1
 
 
 def test_tasks_check_runs_references() -> None:
-    res = colbench("tasks", "check", "backend-sample", "--sandbox", "local")
+    res = colbench("tasks", "check", "backend-sample", "--sandbox", "bwrap")
     assert res.returncode == 0, res.stderr
     assert "reference passes all judgeable tests on 20/20; 200/200 tests judgeable" in res.stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.hub import resolve_tasks
+from colbench.tasks import load
 
 pytestmark = pytest.mark.browser
 
@@ -22,7 +22,7 @@ def colbench(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 
 
 def test_score_frontend_rows_floors_and_summary(tmp_path: Path) -> None:
-    tasks = resolve_tasks("frontend-sample")
+    tasks = load("frontend-sample")
     answers = [
         {"task_id": tasks[0].task_id, "answer": "I WANT TO ANSWER:\n" + tasks[0].ground_truth},
         {"task_id": tasks[1].task_id, "answer": "Sorry, no page."},
@@ -56,7 +56,7 @@ def test_score_frontend_rows_floors_and_summary(tmp_path: Path) -> None:
 
 def test_score_frontend_bad_input_is_one_line(tmp_path: Path) -> None:
     backend_answer = tmp_path / "a.jsonl"
-    backend_answer.write_text(json.dumps({"task_id": resolve_tasks("backend-sample")[0].task_id, "answer": "x"}) + "\n")
+    backend_answer.write_text(json.dumps({"task_id": load("backend-sample")[0].task_id, "answer": "x"}) + "\n")
     done = colbench(
         "score",
         "frontend",
@@ -87,7 +87,7 @@ def test_score_frontend_bad_input_is_one_line(tmp_path: Path) -> None:
 
 
 def test_missing_clip_weights_offline_is_a_clear_error(tmp_path: Path) -> None:
-    tasks = resolve_tasks("frontend-sample")
+    tasks = load("frontend-sample")
     answers = tmp_path / "a.jsonl"
     answers.write_text(json.dumps({"task_id": tasks[0].task_id, "answer": tasks[0].ground_truth}) + "\n")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "HOME": str(tmp_path)}

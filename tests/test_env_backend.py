@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
-from openai_stub import StubOpenAIServer
+from openai_stub import InFlight, StubOpenAIServer
 
 import colbench
-from colbench.envs.backend.env import BackendEnv
+from colbench.domains.backend.env import BackendEnv
+from colbench.domains.backend.unit_tests import BackendScorer
 from colbench.errors import ColbenchError, ConfigError, LLMError
-from colbench.scoring.backend import BackendScorer
-from colbench.simulator import ScriptedSimulator
+from colbench.simulators import ScriptedSimulator
 from colbench.spaces import UnicodeText
 from colbench.tasks import Task
 
@@ -150,19 +150,8 @@ def test_astep_runs_many_episodes_concurrently_through_a_real_http_simulator(
     bundled_tasks: list[Task], scorer: BackendScorer
 ) -> None:
     import asyncio
-    import threading
-    import time
 
-    lock, in_flight, most = threading.Lock(), [0], [0]
-
-    def human(request: dict[str, object]) -> str:
-        with lock:
-            in_flight[0] += 1
-            most[0] = max(most[0], in_flight[0])
-        time.sleep(0.3)
-        with lock:
-            in_flight[0] -= 1
-        return "Keep the order."
+    human = InFlight("Keep the order.", 0.3)
 
     with StubOpenAIServer(default=human) as server:
         envs = [
@@ -191,4 +180,4 @@ def test_astep_runs_many_episodes_concurrently_through_a_real_http_simulator(
     assert [info["task_id"] for _, info in results] == [t.task_id for t in bundled_tasks[:8]]
     assert len(server.requests) == 8
     # The simulator calls overlapped: the human was asked by several episodes at once.
-    assert most[0] > 1, most[0]
+    assert human.most > 1, human.most

@@ -11,12 +11,12 @@ import pytest
 from openai_stub import StubOpenAIServer
 
 import colbench  # noqa: F401 (registers the ids)
-from colbench.envs.frontend.env import FrontendEnv
+from colbench.dialogue import Turn
+from colbench.domains.frontend.env import FrontendEnv
 from colbench.errors import ConfigError, InfraError
-from colbench.hub import resolve_tasks
 from colbench.render import Renderer
-from colbench.simulator import ScriptedSimulator, Turn
-from colbench.tasks import Task
+from colbench.simulators import ScriptedSimulator
+from colbench.tasks import Task, load
 
 pytestmark = pytest.mark.browser
 
@@ -25,7 +25,7 @@ RUNAWAY = "<html><body><h1>spin</h1><script>while (true) {}</script></body></htm
 
 @pytest.fixture(scope="module")
 def tasks() -> list[Task]:
-    return resolve_tasks("frontend-sample")
+    return load("frontend-sample")
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,9 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import colbench  # noqa: F401 (registers the ids)
-from colbench.hub import resolve_tasks
-from colbench.registration import ENV_IDS
-from colbench.simulator import ScriptedSimulator
-from colbench.tasks import Task
+from colbench.registration import env_ids
+from colbench.simulators import ScriptedSimulator
+from colbench.tasks import Task, load
 
 
 def offline_kwargs(env_id: str, request: pytest.FixtureRequest) -> dict[str, object]:
@@ -21,14 +20,14 @@ def offline_kwargs(env_id: str, request: pytest.FixtureRequest) -> dict[str, obj
     if env_id == "ColBench-Frontend-v0":
         request.applymarker(pytest.mark.browser)
         return {
-            "tasks": resolve_tasks("frontend-sample"),
+            "tasks": load("frontend-sample"),
             "simulator": human,
             "embedder": "test",  # the process's shared renderer: gym deep-copies kwargs, a browser cannot be copied
         }
     raise AssertionError(f"{env_id} is registered but has no offline configuration in this test: add one")
 
 
-@pytest.mark.parametrize("env_id", sorted(ENV_IDS))
+@pytest.mark.parametrize("env_id", env_ids())
 def test_check_env_on_every_registered_id(env_id: str, request: pytest.FixtureRequest) -> None:
     env = gym.make(env_id, **offline_kwargs(env_id, request))
     check_env(env.unwrapped, skip_render_check=False)

@@ -3,28 +3,27 @@ request limits, the connection pool and progress output. Fault injection and kil
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from openai_stub import StubOpenAIServer
+from openai_stub import InFlight, StubOpenAIServer
 
 from colbench.agents import AgentReply, EpisodeContext
+from colbench.domains import get_domain
+from colbench.domains.backend.unit_tests import BackendScore, BackendScorer
 from colbench.errors import ConfigError, DataError, LLMError
-from colbench.eval import EndpointLimits, EvalConfig, Gate, TokenBucket, read_episodes, read_run_json, run_eval
+from colbench.eval import EvalConfig, run_eval
 from colbench.eval.progress import Progress, Tally
-from colbench.eval.records import first_difference, latest
-from colbench.llm import Message, Usage
-from colbench.scoring.backend import BackendScore, BackendScorer
-from colbench.simulator import ScriptedSimulator
+from colbench.llm import EndpointLimits, Message, Usage
+from colbench.runs import final_records, first_difference, read_episode_log, read_run_json
+from colbench.simulators import ScriptedSimulator
 from colbench.tasks import Task
 
 BACKEND = "ColBench-Backend-v0"
@@ -42,6 +41,13 @@ def config(out: Path, agent: str = "scripted:reference", **overrides: Any) -> Ev
     }
     settings.update(overrides)
     return EvalConfig(**settings)
+
+
+def read_episodes(path: Path, *, repair: bool = False) -> list[dict[str, Any]]:
+    """Every record of an episodes file, in order (the run's domain says what a valid record is)."""
+    run = path.parent / "run.json"
+    domain = get_domain(json.loads(run.read_text())["domain"] if run.exists() else "backend")
+    return [dict(r.row) for r in read_episode_log(path, domain.metrics, repair=repair).records]
 
 
 def records(out: Path) -> list[dict[str, Any]]:
@@ -221,7 +227,7 @@ def test_resume_refuses_a_changed_configuration_naming_the_field(tmp_path: Path,
 
 
 def test_two_runs_never_write_to_one_directory(tmp_path: Path, scorer: BackendScorer) -> None:
-    from colbench.eval.records import lock_run_dir
+    from colbench.runs import lock_run_dir
 
     out = tmp_path / "run"
     run_eval(config(out, limit=1), scorer=scorer)
@@ -258,8 +264,8 @@ def test_resume_reruns_infra_errors_and_never_an_ok_episode(
     assert (second.overall.ok, second.overall.infra, second.session.finished) == (8, 0, 3)
     rows = records(out)
     assert len(rows) == 11  # appended, never rewritten
-    final = latest(rows)
-    assert len(final) == 8 and all(r["status"] == "ok" for r in final.values())
+    final = final_records(read_episode_log(out / "episodes.jsonl", get_domain("backend").metrics).records)
+    assert len(final) == 8 and all(r.status == "ok" for r in final.values())
     ok_keys = [(r["task_id"], r["trial"]) for r in rows if r["status"] == "ok"]
     assert len(ok_keys) == len(set(ok_keys)) == 8
 
@@ -305,7 +311,7 @@ def test_resume_cuts_a_torn_last_line(tmp_path: Path, scorer: BackendScorer) -> 
 
 def test_a_bad_line_before_the_end_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "episodes.jsonl"
-    good = json.dumps({"task_id": "a", "trial": 0, "status": "ok"})
+    good = json.dumps({"task_id": "a", "trial": 0, "status": "ok", "reward": 1.0, "success": True})
     path.write_text(good + "\n{broken\n" + good + "\n")
     with pytest.raises(DataError, match=r"episodes\.jsonl:2"):
         read_episodes(path)
@@ -382,54 +388,15 @@ def test_empty_completion_from_an_agent_endpoint_is_the_agents_turn(tmp_path: Pa
 # -- limits, the connection pool, progress ----------------------------------------------------------------------
 
 
-def test_token_bucket_spreads_requests() -> None:
-    async def go() -> float:
-        bucket = TokenBucket(rpm=1200)  # 20/s, bursts of 20
-        start = time.monotonic()
-        await asyncio.gather(*(bucket.acquire() for _ in range(30)))
-        return time.monotonic() - start
-
-    elapsed = asyncio.run(go())
-    assert 0.4 <= elapsed < 1.5, elapsed  # 20 at once, then 10 more at 20/s
-
-
-def test_gate_caps_requests_in_flight() -> None:
-    most, now = [0], [0]
-
-    async def one(gate: Gate) -> None:
-        async with gate:
-            now[0] += 1
-            most[0] = max(most[0], now[0])
-            await asyncio.sleep(0.01)
-            now[0] -= 1
-
-    async def go() -> None:
-        gate = Gate(EndpointLimits(max_concurrency=3))
-        await asyncio.gather(*(one(gate) for _ in range(20)))
-
-    asyncio.run(go())
-    assert most[0] == 3
-
-
 def test_endpoint_limits_apply_to_agent_and_simulator(tmp_path: Path, bundled_tasks: list[Task]) -> None:
-    lock, in_flight, most = threading.Lock(), [0], [0]
-
-    def slow(request: dict[str, Any]) -> str:
-        with lock:
-            in_flight[0] += 1
-            most[0] = max(most[0], in_flight[0])
-        time.sleep(0.05)
-        with lock:
-            in_flight[0] -= 1
-        return "Sure."
-
+    slow = InFlight("Sure.", 0.05)
     agent = RecordingAgent(bundled_tasks, answer_at=2)
     with StubOpenAIServer(default=slow) as server:
         cfg = config(tmp_path / "run", limit=10, concurrency=8, simulator="openai:human")
         cfg.simulator_options = {"base_url": server.base_url, "api_key": "k"}
         cfg.simulator_limits = EndpointLimits(max_concurrency=2)
         result = run_eval(cfg, agent=agent, scorer=QuickScorer())
-    assert result.overall.ok == 10 and server.request_count == 10 and most[0] <= 2
+    assert result.overall.ok == 10 and server.request_count == 10 and slow.most <= 2
 
 
 def test_concurrency_is_not_capped_by_the_connection_pool(
@@ -470,9 +437,12 @@ class FakeTTY(io.StringIO):
         return True
 
 
-def test_progress_line_on_a_terminal_and_in_a_log() -> None:
+def test_progress_on_a_terminal_and_in_a_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # the fake terminal's width
     for stream in (FakeTTY(), io.StringIO()):
-        progress = Progress(total=4, kept=Tally(ok=1, success=1, reward_sum=1.0), domain="backend", stream=stream)
+        progress = Progress(
+            total=4, kept=Tally(ok=1, success=1, reward_sum=1.0), domain=get_domain("backend"), stream=stream
+        )
         progress.episode_started()
         progress.episode_finished(
             {"status": "ok", "reward": 0.5, "success": False, "usage": {"agent": {"prompt_tokens": 1500}}}
@@ -482,14 +452,14 @@ def test_progress_line_on_a_terminal_and_in_a_log() -> None:
         progress.draw()
         progress.close()
         text = stream.getvalue()
-        assert "3/4 done" in text and "success 1/2 (50.0%)" in text and "infra errors 1" in text
-        assert "tokens 1.5k" in text and "ETA" in text
-        if isinstance(stream, FakeTTY):
-            assert text.startswith("\r\x1b[K") and text.endswith("\n") and text.count("\n") == 1
-        else:
-            assert text.count("\n") == 2 and "\r" not in text
+        assert "success 1/2 (50.0%)" in text and "infra errors 1" in text and "tokens 1.5k" in text
+        if isinstance(stream, FakeTTY):  # a live bar: redrawn in place, the count and ETA its own columns
+            assert "3/4" in text and "\x1b[" in text and "━" in text
+        else:  # a log: whole lines, nothing redrawn
+            assert text.count("\n") == 2 and "\r" not in text and "\x1b" not in text
+            assert "3/4 done" in text and "ETA" in text
     quiet = io.StringIO()
-    Progress(total=1, kept=Tally(), domain="frontend", stream=quiet, mode="off").close()
+    Progress(total=1, kept=Tally(), domain=get_domain("frontend"), stream=quiet, mode="off").close()
     assert quiet.getvalue() == ""
 
 
@@ -507,7 +477,7 @@ def test_cli_eval_summary_and_exit_codes(tmp_path: Path) -> None:
         pytest.skip("bubblewrap is not installed")
     out = tmp_path / "run"
     base = ["eval", "--env", BACKEND, "--agent", "scripted:reference", "--simulator", "scripted"]
-    base += ["--tasks", "backend-sample", "--limit", "3", "--sandbox", "local", "--out", str(out)]
+    base += ["--tasks", "backend-sample", "--limit", "3", "--sandbox", "bwrap", "--out", str(out)]
     res = colbench(*base)
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("\n") == 1 and "3/3 episodes scored, success 3/3 (100.0%)" in res.stdout
@@ -542,18 +512,18 @@ def test_cli_eval_all_infra_errors_exit_3(tmp_path: Path) -> None:
 
 @pytest.mark.browser
 def test_frontend_eval_scores_similarity_and_keeps_the_final_pages(tmp_path: Path) -> None:
+    from colbench.domains.frontend.similarity import FrontendScorer
     from colbench.errors import ConfigError as RendererUnavailable
-    from colbench.render import Renderer
 
     try:
-        renderer = Renderer()
+        scorer = FrontendScorer(embedder="test")
     except RendererUnavailable as exc:
         pytest.skip(f"headless Chromium unavailable: {exc}")
-    with renderer:
+    with scorer:
         out = tmp_path / "run"
         common = {"env_id": "ColBench-Frontend-v0", "tasks": "frontend-sample", "limit": 2, "embedder": "test"}
-        result = run_eval(config(out, **common), renderer=renderer)
-        asked = run_eval(config(tmp_path / "ask", "scripted:ask", max_turns=2, **common), renderer=renderer)
+        result = run_eval(config(out, **common), scorer=scorer)
+        asked = run_eval(config(tmp_path / "ask", "scripted:ask", max_turns=2, **common), scorer=scorer)
         assert asked.overall.ok == 2 and asked.overall.reward_sum == 0.0
     assert result.exit_code == 0 and result.overall.ok == 2 and "mean similarity 1.000" in result.summary_line()
     assert read_run_json(out)["scoring"]["embedder"].startswith("test-")

@@ -17,9 +17,16 @@ from typing import Any
 import pytest
 from openai_stub import StubOpenAIServer
 
-from colbench.eval import EvalConfig, latest, read_episodes, run_eval
-from colbench.scoring.backend import BackendScorer
+from colbench.domains import get_domain
+from colbench.domains.backend.unit_tests import BackendScorer
+from colbench.eval import EvalConfig, run_eval
+from colbench.runs import final_records, read_episode_log
 from colbench.tasks import Task
+
+
+def read_episodes(path: Path) -> list[dict[str, Any]]:
+    return [dict(r.row) for r in read_episode_log(path, get_domain("backend").metrics).records]
+
 
 BACKEND = "ColBench-Backend-v0"
 WRONG_CODE = "def not_the_function():\n    return None"
@@ -152,8 +159,8 @@ def test_exhausted_retries_are_infra_errors_and_resume_completes_the_run(
     check_never_scored_for_infra(rows, wrong)
     ok_keys = [(r["task_id"], r["trial"]) for r in rows if r["status"] == "ok"]
     assert len(ok_keys) == len(set(ok_keys)) == 20
-    final = latest(rows)
-    assert sorted(k for k, r in final.items() if r["reward"] < 1) == sorted((t, 0) for t in wrong)
+    final = final_records(read_episode_log(out / "episodes.jsonl", get_domain("backend").metrics).records)
+    assert sorted(k for k, r in final.items() if (r.reward or 0) < 1) == sorted((t, 0) for t in wrong)
 
 
 # -- killed and interrupted runs ---------------------------------------------------------------------------------
@@ -163,7 +170,7 @@ def eval_args(out: Path, base_url: str) -> list[str]:
     return [
         sys.executable, "-m", "colbench.cli", "eval",
         "--env", BACKEND, "--agent", "openai:policy", "--simulator", "scripted",
-        "--tasks", "backend-sample", "--out", str(out), "--sandbox", "local", "--concurrency", "2",
+        "--tasks", "backend-sample", "--out", str(out), "--sandbox", "bwrap", "--concurrency", "2",
         "--agent-base-url", base_url, "--agent-api-key-env", "COLBENCH_TEST_AGENT_KEY", "--agent-max-retries", "0",
     ]  # fmt: skip
 
@@ -238,7 +245,7 @@ def test_ctrl_c_keeps_finished_episodes_and_exits_130(
     out = tmp_path / "run"
     path = out / "episodes.jsonl"
     with StubOpenAIServer(default=stub_agent(bundled_tasks, set()), latency_s=0.15) as server:
-        args = [*eval_args(out, server.base_url), "--sandbox", "local"]
+        args = [*eval_args(out, server.base_url), "--sandbox", "bwrap"]
         if not Path("/usr/bin/bwrap").exists():
             pytest.skip("bubblewrap is not installed")
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=secret_env)

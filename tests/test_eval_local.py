@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from colbench import local_model
 from colbench.errors import ConfigError
+from colbench.llm import llamacpp
 
 
 def _installed() -> str | None:
     try:
-        local_model.require_xllamacpp()
-        local_model.resolve_gguf()
+        llamacpp.require_xllamacpp()
+        llamacpp.resolve_gguf()
     except ConfigError as exc:
         return str(exc)
     return None
@@ -31,9 +31,9 @@ def _installed() -> str | None:
 def test_eval_with_the_local_model_as_agent_and_human(tmp_path: Path) -> None:
     out = tmp_path / "run"
     command = [sys.executable, "-m", "colbench.cli", "eval", "--env", "ColBench-Backend-v0"]
-    command += ["--agent", "local", "--simulator", "local", "--tasks", "backend-sample", "--limit", "2"]
+    command += ["--agent", "llamacpp", "--simulator", "llamacpp", "--tasks", "backend-sample", "--limit", "2"]
     command += ["--max-turns", "2", "--agent-max-tokens", "48", "--simulator-max-tokens", "24"]
-    command += ["--sandbox", "local", "--quiet", "--out", str(out)]
+    command += ["--sandbox", "bwrap", "--quiet", "--out", str(out)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=540)
     assert done.returncode == 0, done.stderr
     assert "2/2 episodes scored" in done.stdout
@@ -47,11 +47,11 @@ def test_eval_with_the_local_model_as_agent_and_human(tmp_path: Path) -> None:
         assert record["usage"]["agent"]["completion_tokens"] > 0 and record["usage"]["agent"]["calls"] >= 1
         assert 0.0 <= record["reward"] <= 1.0 and record["termination"] in ("answered", "turn_limit")
     run = json.loads((out / "run.json").read_text())
-    assert run["agent"]["spec"] == "local" and "SmolLM2" in json.dumps(run["agent"])
+    assert run["agent"]["spec"] == "llamacpp" and "SmolLM2" in json.dumps(run["agent"])
     assert "127.0.0.1" not in json.dumps(run)  # the per-run port is not part of the configuration
 
     report = subprocess.run(
         [sys.executable, "-m", "colbench.cli", "report", str(out)], capture_output=True, text=True, timeout=120
     )
     assert report.returncode == 0, report.stderr
-    assert "local" in report.stdout or "SmolLM2" in report.stdout
+    assert "SmolLM2" in report.stdout

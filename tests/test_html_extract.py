@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from colbench.scoring.html import extract_html
+from colbench.domains.frontend.extract import extract_html
 
 PAGE = '<html>\n<body class="bg-gray-100"><h1>Hi</h1></body>\n</html>'
 

@@ -5,12 +5,25 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from openai_stub import StubOpenAIServer
+from openai_stub import InFlight, StubOpenAIServer
 
 from colbench.errors import ConfigError, InfraError, LLMError
-from colbench.llm import ChatReply, Endpoint, LLMClient, LLMRequestRejected, Usage, endpoint_from_spec
+from colbench.llm import (
+    ChatReply,
+    Endpoint,
+    EndpointLimits,
+    Gate,
+    LLMClient,
+    LLMRequestRejected,
+    ResponseCache,
+    Usage,
+    endpoint_for,
+    parse_spec,
+)
+from colbench.llm.limits import rate_limiter
 
 HELLO = [{"role": "user", "content": "hello there"}]
 
@@ -178,11 +191,11 @@ class TestSpecs:
             monkeypatch.delenv(name, raising=False)
 
     def test_model_and_defaults(self) -> None:
-        endpoint = endpoint_from_spec("openai:gpt-4o-mini", "agent")
+        endpoint = endpoint_for("openai:gpt-4o-mini", "agent")
         assert endpoint == Endpoint(model="gpt-4o-mini")
 
     def test_model_names_may_contain_colons_and_slashes(self) -> None:
-        assert endpoint_from_spec("openai:meta-llama/Llama-3.1-8B:latest", "agent").model == (
+        assert endpoint_for("openai:meta-llama/Llama-3.1-8B:latest", "agent").model == (
             "meta-llama/Llama-3.1-8B:latest"
         )
 
@@ -191,15 +204,15 @@ class TestSpecs:
         monkeypatch.setenv("OPENAI_API_KEY", "generic-key")
         monkeypatch.setenv("COLBENCH_SIMULATOR_BASE_URL", "http://sim/v1")
         monkeypatch.setenv("COLBENCH_SIMULATOR_API_KEY", "sim-key")
-        sim = endpoint_from_spec("openai:big", "simulator")
-        agent = endpoint_from_spec("openai:small", "agent")
+        sim = endpoint_for("openai:big", "simulator")
+        agent = endpoint_for("openai:small", "agent")
         assert (sim.base_url, sim.api_key) == ("http://sim/v1", "sim-key")
         assert (agent.base_url, agent.api_key) == ("http://generic/v1", "generic-key")
 
     def test_explicit_overrides_win_over_env(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("COLBENCH_AGENT_BASE_URL", "http://env/v1")
         monkeypatch.setenv("COLBENCH_AGENT_API_KEY", "env-key")
-        endpoint = endpoint_from_spec(
+        endpoint = endpoint_for(
             "openai:m", "agent", base_url="http://flag/v1", api_key=None, timeout_s=5.0, temperature=1.0
         )
         assert endpoint.base_url == "http://flag/v1"
@@ -209,20 +222,153 @@ class TestSpecs:
     @pytest.mark.parametrize("spec", ["gpt-4o", "openai:", "openai:  ", "anthropic:claude", "", "OpenAI:gpt-4o"])
     def test_bad_spec_is_a_config_error_naming_it(self, spec: str) -> None:
         with pytest.raises(ConfigError) as info:
-            endpoint_from_spec(spec, "agent")
+            endpoint_for(spec, "agent")
         message = str(info.value)
         assert repr(spec) in message and "openai:MODEL" in message and "\n" not in message
 
     def test_unknown_option_is_a_config_error(self) -> None:
         with pytest.raises(ConfigError, match="temprature"):
-            endpoint_from_spec("openai:m", "agent", temprature=0.5)
+            endpoint_for("openai:m", "agent", temprature=0.5)
 
     def test_env_resolved_endpoint_talks_to_the_server(
         self, stub: StubOpenAIServer, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         monkeypatch.setenv("COLBENCH_AGENT_BASE_URL", stub.base_url)
         monkeypatch.setenv("COLBENCH_AGENT_API_KEY", "agent-key")
-        reply = LLMClient(endpoint_from_spec("openai:tiny", "agent", max_retries=0)).chat(HELLO)
+        reply = LLMClient(endpoint_for("openai:tiny", "agent", max_retries=0)).chat(HELLO)
         assert reply.text == "echo: hello there"
         assert stub.requests[0]["model"] == "tiny"
         assert stub.headers[0]["authorization"] == "Bearer agent-key"
+
+
+# -- the client owns caching and limits ---------------------------------------------------------------------------
+
+
+def test_a_cached_reply_costs_no_request_and_no_tokens(stub: StubOpenAIServer, tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    endpoint = Endpoint(model="stub-model", base_url=stub.base_url, max_retries=0)
+    first = LLMClient(endpoint, cache=cache).chat(HELLO)
+    again = LLMClient(endpoint, cache=ResponseCache(tmp_path / "c.sqlite")).chat(HELLO)  # another client, one file
+    assert stub.request_count == 1 and not first.cached and again.cached and again.text == first.text
+    assert again.usage == Usage() and first.usage.calls == 1
+    assert asyncio.run(LLMClient(endpoint, cache=cache).achat(HELLO)).cached and stub.request_count == 1
+    other = LLMClient(Endpoint(model="stub-model", base_url=stub.base_url, max_retries=0, temperature=0.7), cache=cache)
+    assert not other.chat(HELLO).cached and stub.request_count == 2  # sampling settings are part of the key
+
+
+def test_one_request_is_built_once_and_is_what_the_server_receives(stub: StubOpenAIServer) -> None:
+    client = client_for(stub, max_tokens=7, extra_body={"seed": 3})
+    request = client.request(HELLO)
+    assert request.key["model"] == request.kwargs["model"] == "stub-model"
+    assert request.key["messages"] is request.kwargs["messages"]  # one list, not rebuilt
+    client.chat(HELLO)
+    sent = stub.requests[0]
+    assert (sent["messages"], sent["max_tokens"], sent["seed"]) == (HELLO, 7, 3)
+
+
+def test_limits_cap_requests_in_flight_but_not_cache_hits(stub: StubOpenAIServer, tmp_path: Path) -> None:
+    slow = InFlight("ok", 0.05)
+    stub.default = slow
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    client = LLMClient(
+        Endpoint(model="m", base_url=stub.base_url, max_retries=0),
+        cache=cache,
+        limits=EndpointLimits(max_concurrency=2),
+    )
+
+    async def many() -> list[ChatReply]:
+        return await asyncio.gather(*(client.achat([{"role": "user", "content": f"q{i % 8}"}]) for i in range(16)))
+
+    replies = asyncio.run(many())
+    assert slow.most <= 2 and stub.request_count <= 16
+    cached_before = sum(r.cached for r in replies)
+    again = asyncio.run(many())
+    assert all(r.cached for r in again) and stub.request_count == 16 - cached_before
+
+
+def test_rate_limiter_spreads_requests() -> None:
+    async def go() -> float:
+        limiter = rate_limiter(1200)  # 20/s, bursts of 20
+        start = time.monotonic()
+        for _ in range(30):
+            await limiter.acquire()
+        return time.monotonic() - start
+
+    elapsed = asyncio.run(go())
+    assert 0.4 <= elapsed < 1.5, elapsed  # 20 at once, then 10 more at 20/s
+    with pytest.raises(ConfigError):
+        rate_limiter(0)
+
+
+def test_gate_caps_requests_in_flight() -> None:
+    most, now = [0], [0]
+
+    async def one(gate: Gate) -> None:
+        async with gate:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+            await asyncio.sleep(0.01)
+            now[0] -= 1
+
+    async def go() -> None:
+        gate = Gate(EndpointLimits(max_concurrency=3))
+        await asyncio.gather(*(one(gate) for _ in range(20)))
+
+    asyncio.run(go())
+    assert most[0] == 3
+
+
+# -- the one spec parser ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "role", "kind", "value"),
+    [
+        ("openai:gpt-4o", "agent", "openai", "gpt-4o"),
+        ("openai:meta/llama:8b", "simulator", "openai", "meta/llama:8b"),
+        ("llamacpp", "simulator", "llamacpp", ""),
+        ("llamacpp:/m/x.gguf", "agent", "llamacpp", "/m/x.gguf"),
+        ("scripted", "simulator", "scripted", ""),
+        ("scripted:ask", "agent", "scripted", "ask"),
+        ("my_pkg.agents:Smart", "agent", "plugin", "my_pkg.agents:Smart"),
+    ],
+)
+def test_specs_parse(spec: str, role: str, kind: str, value: str) -> None:
+    parsed = parse_spec(spec, role)
+    assert (parsed.kind, parsed.value, parsed.text) == (kind, value, spec)
+
+
+@pytest.mark.parametrize(
+    ("spec", "role"),
+    [
+        ("gpt-4o", "agent"),
+        ("openai:", "simulator"),
+        ("scripted:dance", "agent"),
+        ("scripted:ask", "simulator"),
+        ("my_pkg:Agent", "simulator"),
+        ("llamacpp:", "agent"),
+        (":x", "agent"),
+        ("", "simulator"),
+    ],
+)
+def test_a_bad_spec_is_one_line_listing_what_the_role_accepts(spec: str, role: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_spec(spec, role)
+    message = str(info.value)
+    assert f"bad {role} spec {spec!r}" in message and "\n" not in message
+    assert "openai:MODEL" in message or "scripted agent" in message
+    if role == "simulator":
+        assert "module.path:Attr" not in message  # only what a simulator may be
+
+
+def test_local_still_means_llamacpp_and_says_so_once(capsys: pytest.CaptureFixture[str]) -> None:
+    import colbench.deprecation as deprecation
+
+    deprecation._said.discard("local:")
+    deprecation._said.discard("local")
+    assert parse_spec("local:/m/x.gguf", "agent").kind == "llamacpp"
+    assert parse_spec("local:/m/y.gguf", "simulator").value == "/m/y.gguf"
+    assert parse_spec("local", "simulator").kind == "llamacpp"
+    err = capsys.readouterr().err
+    assert err.count("colbench: deprecated: the model spec 'local:' is now 'llamacpp:'") == 1
+    assert err.count("colbench: deprecated: the model spec 'local' is now 'llamacpp'") == 1

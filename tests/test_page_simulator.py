@@ -10,11 +10,14 @@ from pathlib import Path
 import pytest
 from openai_stub import StubOpenAIServer
 
-from colbench.envs.frontend.simulator import MAX_REPLY_CHARS, NO_PAGE_NOTE, PAGE_CUT, PageSimulator
+from colbench.dialogue import Turn
+from colbench.domains import get_domain
+from colbench.domains.frontend.page_human import MAX_REPLY_CHARS, NO_PAGE_NOTE, PAGE_CUT, PageSimulator
 from colbench.errors import ConfigError
-from colbench.llm import Endpoint, LLMClient
-from colbench.simulator import ResponseCache, Turn, make_simulator
+from colbench.llm import Endpoint, LLMClient, ResponseCache
 from colbench.tasks import Task
+
+FRONTEND, BACKEND = get_domain("frontend"), get_domain("backend")
 
 REFERENCE = '<html><body class="bg-blue-500"><h1>Bakery</h1></body></html>'
 TASK = Task(
@@ -35,8 +38,12 @@ def stub() -> Iterator[StubOpenAIServer]:
         yield server
 
 
-def _client(stub: StubOpenAIServer) -> LLMClient:
-    return LLMClient(Endpoint(model="vision-model", base_url=stub.base_url, api_key="k", max_retries=0))
+def _client(stub: StubOpenAIServer, cache: ResponseCache | None = None) -> LLMClient:
+    return LLMClient(Endpoint(model="vision-model", base_url=stub.base_url, api_key="k", max_retries=0), cache=cache)
+
+
+def page_simulator(stub: StubOpenAIServer, **options: object) -> PageSimulator:
+    return PageSimulator(_client(stub), FRONTEND.simulator_prompt, **options)  # type: ignore[arg-type]
 
 
 def _images(content: list[dict[str, object]]) -> list[bytes]:
@@ -46,7 +53,7 @@ def _images(content: list[dict[str, object]]) -> list[bytes]:
 
 
 def test_the_model_sees_both_pages_and_the_message_without_its_html(stub: StubOpenAIServer) -> None:
-    sim = PageSimulator(_client(stub))
+    sim = page_simulator(stub)
     turn = Turn("agent", f"Does this work? Any colour wishes?\n```html\n{AGENT_PAGE}\n```", image=AGENT_PNG)
     reply = sim.reply(TASK, [turn], reference_image=REF_PNG)
     assert reply.text == "Make the header blue and call it Bakery."
@@ -62,7 +69,7 @@ def test_the_model_sees_both_pages_and_the_message_without_its_html(stub: StubOp
 
 
 def test_no_page_yet_is_said_in_words(stub: StubOpenAIServer) -> None:
-    sim = PageSimulator(_client(stub))
+    sim = page_simulator(stub)
     sim.reply(TASK, [Turn("agent", "What should the page show first?")], reference_image=REF_PNG)
     user = stub.requests[0]["messages"][1]
     assert _images(user["content"]) == [REF_PNG]
@@ -70,14 +77,14 @@ def test_no_page_yet_is_said_in_words(stub: StubOpenAIServer) -> None:
 
 
 def test_a_page_that_did_not_render_is_no_page_for_the_human(stub: StubOpenAIServer) -> None:
-    sim = PageSimulator(_client(stub))
+    sim = page_simulator(stub)
     sim.reply(TASK, [Turn("agent", AGENT_PAGE, image=None)], reference_image=REF_PNG)
     user = stub.requests[0]["messages"][1]
     assert _images(user["content"]) == [REF_PNG]
 
 
 def test_html_mode_sends_plain_text_for_text_only_models(stub: StubOpenAIServer) -> None:
-    sim = PageSimulator(_client(stub), image_mode="html")
+    sim = page_simulator(stub, image_mode="html")
     sim.reply(TASK, [Turn("agent", f"Here:\n{AGENT_PAGE}", image=AGENT_PNG)])
     content = stub.requests[0]["messages"][1]["content"]
     assert isinstance(content, str)
@@ -86,7 +93,7 @@ def test_html_mode_sends_plain_text_for_text_only_models(stub: StubOpenAIServer)
 
 def test_replies_are_capped_and_cached(stub: StubOpenAIServer, tmp_path: Path) -> None:
     stub.default = lambda request: "word " * 400
-    sim = PageSimulator(_client(stub), cache=ResponseCache(tmp_path / "sim.sqlite"))
+    sim = PageSimulator(_client(stub, ResponseCache(tmp_path / "sim.sqlite")), FRONTEND.simulator_prompt)
     dialogue = [Turn("agent", AGENT_PAGE, image=AGENT_PNG)]
     first = sim.reply(TASK, dialogue, reference_image=REF_PNG)
     assert 0 < len(first.text) <= MAX_REPLY_CHARS
@@ -98,31 +105,33 @@ def test_replies_are_capped_and_cached(stub: StubOpenAIServer, tmp_path: Path) -
 
 
 def test_bad_use_is_a_clear_error(stub: StubOpenAIServer) -> None:
-    sim = PageSimulator(_client(stub))
+    sim = page_simulator(stub)
     with pytest.raises(ConfigError, match="reference_image"):
         sim.reply(TASK, [Turn("agent", AGENT_PAGE)])
     with pytest.raises(ConfigError, match="end with an agent turn"):
         sim.reply(TASK, [], reference_image=REF_PNG)
     with pytest.raises(ConfigError, match="image_mode"):
-        PageSimulator(_client(stub), image_mode="video")  # type: ignore[arg-type]
+        page_simulator(stub, image_mode="video")  # type: ignore[arg-type]
     assert stub.requests == []
 
 
 def test_specs_pick_the_page_simulator_for_frontend(stub: StubOpenAIServer) -> None:
-    sim = make_simulator("openai:gpt-4o", domain="frontend", base_url=stub.base_url, api_key="k", image_mode="html")
+    sim = FRONTEND.make_simulator("openai:gpt-4o", base_url=stub.base_url, api_key="k", image_mode="html")
     assert isinstance(sim, PageSimulator) and sim.image_mode == "html"
-    assert not isinstance(make_simulator("openai:gpt-4o", base_url=stub.base_url, api_key="k"), PageSimulator)
-    with pytest.raises(ConfigError, match="frontend tasks only"):
-        make_simulator("openai:gpt-4o", base_url=stub.base_url, api_key="k", image_mode="html")
+    assert not isinstance(BACKEND.make_simulator("openai:gpt-4o", base_url=stub.base_url, api_key="k"), PageSimulator)
+    with pytest.raises(
+        ConfigError, match=r"unknown simulator option\(s\) image_mode for backend tasks; known: .*api_key"
+    ):
+        BACKEND.make_simulator("openai:gpt-4o", base_url=stub.base_url, api_key="k", image_mode="html")
 
 
 def test_the_local_model_sees_html_not_images() -> None:
-    from colbench import local_model
+    from colbench.llm import llamacpp
 
     try:
-        local_model.resolve_gguf()
-        local_model.require_xllamacpp()
+        llamacpp.resolve_gguf()
+        llamacpp.require_xllamacpp()
     except ConfigError as exc:
         pytest.skip(f"the embedded model is not installed: {exc}")
-    sim = make_simulator("local", domain="frontend")
+    sim = FRONTEND.make_simulator("llamacpp")
     assert isinstance(sim, PageSimulator) and sim.image_mode == "html"

@@ -22,7 +22,7 @@ import pytest
 from colbench.errors import ConfigError, DataError
 from colbench.report import build_report, load_prices, load_run, render_run, write_run_report
 from colbench.report.costs import Prices
-from colbench.report.html import redact, safe_relative
+from colbench.report.html_report import redact, safe_relative
 from colbench.report.stats import (
     BOOTSTRAP_RESAMPLES,
     bootstrap_ci,
@@ -310,7 +310,7 @@ def test_frontend_flip_rate_uses_similarity_threshold(tmp_path: Path) -> None:
 
 
 def test_backend_reference_run_is_refused() -> None:
-    with pytest.raises(ConfigError, match="win rate is a frontend metric"):
+    with pytest.raises(ConfigError, match="win rate is a metric of frontend runs"):
         build_report([load_run(RUNS / "frontend-a")], reference=load_run(RUNS / "backend-a"))
 
 
@@ -391,7 +391,7 @@ def test_price_table_toml_and_spec_lookup(tmp_path: Path) -> None:
     ("content", "message"),
     [
         ('{"m": {"input": -1, "output": 1}}', "model 'm': field 'input': -1 is not a price"),
-        ('{"m": {"input": 1}}', "model 'm': field 'output': None"),
+        ('{"m": {"input": 1}}', "model 'm': field 'output': missing"),
         ('{"m": {"input": 1, "output": 1, "cached": 0.5}}', "unknown field 'cached'"),
         ('{"m": 3}', "model 'm': expected"),
         ("[1]", "expected an object"),
@@ -525,7 +525,7 @@ def test_cli_report_table_markdown_and_html(tmp_path: Path) -> None:
     [
         (["{tmp}/nope"], "nope: no such run directory"),
         (["{runs}/backend-a", "--prices", "{tmp}/missing.json"], "missing.json: cannot read price table"),
-        (["{runs}/frontend-a", "--reference-run", "{runs}/backend-a"], "win rate is a frontend metric"),
+        (["{runs}/frontend-a", "--reference-run", "{runs}/backend-a"], "win rate is a metric of frontend runs"),
         (["{runs}/backend-a", "--markdown", "{tmp}/no/such/dir/board.md"], "board.md: cannot write"),
         (["{tmp}/bad"], "episodes.jsonl:1: field 'status'"),
     ],

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from colbench.sandbox.base import Limits, Sandbox
-from colbench.scoring.values import decode
+from colbench.domains.backend.values import decode
+from colbench.sandbox.contract import Limits, Sandbox
 
 FAST = Limits(timeout_s=2.0)
 

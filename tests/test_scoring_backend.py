@@ -7,7 +7,7 @@ import re
 import pytest
 from conftest import make_task
 
-from colbench.scoring.backend import BackendScorer, ReferenceCache, extract_code
+from colbench.domains.backend.unit_tests import BackendScorer, ReferenceCache, extract_code
 from colbench.tasks import Task
 
 
@@ -65,7 +65,7 @@ def test_partial_credit_and_details(scorer: BackendScorer) -> None:
     failed = [t for t in score.tests if not t.passed]
     assert [t.name for t in failed] == ["test2", "test4"]
     assert "expected 2, got -2" in failed[0].detail
-    assert score.summary()["pass_rate"] == 0.5
+    assert score.result_row()["pass_rate"] == 0.5
 
 
 def test_unjudgeable_reference_tests_are_excluded_and_reported(scorer: BackendScorer) -> None:
@@ -87,17 +87,17 @@ def test_none_and_nan_results_are_judged(scorer: BackendScorer) -> None:
     assert scorer.score(task, answer("def f(x):\n    return 0\n")).tests_passed == 0
 
 
-def test_reference_outputs_are_cached_on_disk(local_sandbox: object, tmp_path: object) -> None:
+def test_reference_outputs_are_cached_on_disk(bwrap_sandbox: object, tmp_path: object) -> None:
     from pathlib import Path
 
-    from colbench.sandbox.base import Limits
+    from colbench.sandbox.contract import Limits
 
     directory = Path(str(tmp_path)) / "refs"
     task = make_task("def f(x):\n    return x + 1\n", ["f(1)"])
-    first = BackendScorer(local_sandbox, cache=ReferenceCache(directory), limits=Limits(timeout_s=3.0))  # type: ignore[arg-type]
+    first = BackendScorer(bwrap_sandbox, cache=ReferenceCache(directory), limits=Limits(timeout_s=3.0))  # type: ignore[arg-type]
     assert first.score(task, answer("def f(x):\n    return x + 1\n")).success
     assert len(list(directory.glob("*.json"))) == 1
-    second = BackendScorer(local_sandbox, cache=ReferenceCache(directory), limits=Limits(timeout_s=3.0))  # type: ignore[arg-type]
+    second = BackendScorer(bwrap_sandbox, cache=ReferenceCache(directory), limits=Limits(timeout_s=3.0))  # type: ignore[arg-type]
     assert second.cache.get(second._key(task)) is not None
     assert second.score(task, answer("def f(x):\n    return x + 1\n")).success
 
@@ -118,9 +118,9 @@ def test_extract_code(text: str, code: str) -> None:
 
 
 def test_infrastructure_errors_carry_no_score() -> None:
-    from colbench.scoring.backend import BackendScore
+    from colbench.domains.backend.unit_tests import BackendScore
 
-    row = BackendScore.infra_error("t1", "sandbox worker failed to start").summary()
+    row = BackendScore.infra_error("t1", "sandbox worker failed to start").result_row()
     assert row == {
         "task_id": "t1",
         "tests_passed": 0,
@@ -133,7 +133,7 @@ def test_infrastructure_errors_carry_no_score() -> None:
 
 
 def test_tests_written_as_comparisons_are_judged_on_the_call(scorer: BackendScorer) -> None:
-    from colbench.scoring.backend import judged_expression
+    from colbench.domains.backend.unit_tests import judged_expression
 
     assert judged_expression("f(1, [2]) == 175") == "f(1, [2])"
     assert judged_expression(" f(0) == f(1)") == "f(0)"

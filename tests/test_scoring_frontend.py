@@ -18,11 +18,12 @@ import numpy as np
 import pytest
 from test_embed import encode_png, page_like
 
+from colbench.domains.frontend.embed import TestEmbedder
+from colbench.domains.frontend.similarity import FLOOR, FrontendScore, FrontendScorer, cosine
 from colbench.errors import ConfigError, DataError, InfraError
 from colbench.render import RenderConfig, Renderer, RenderResult
-from colbench.scoring.embed import TestEmbedder
-from colbench.scoring.frontend import FLOOR, FrontendScore, FrontendScorer, WinRate, cosine, win_rate
-from colbench.tasks import Task, load_tasks
+from colbench.report.stats import WinRate, win_rate
+from colbench.tasks import Task, load_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_FRONTEND = REPO.parent / "shared" / "data" / "colbench" / "frontend_test_sample.jsonl"
@@ -56,7 +57,7 @@ def test_cosine() -> None:
 
 def test_result_rows() -> None:
     ok = FrontendScore(0.8125, "ok", None, "ok", "test-x")
-    assert ok.to_result("a") == {"task_id": "a", "similarity": 0.8125, "status": "ok", "error": None}
+    assert ok.result_row("a") == {"task_id": "a", "similarity": 0.8125, "status": "ok", "error": None}
     assert ok.details() == {
         "similarity": 0.8125,
         "status": "ok",
@@ -64,10 +65,9 @@ def test_result_rows() -> None:
         "answer_render_status": "ok",
         "embedder": "test-x",
     }
-    assert ok.details("a")["task_id"] == "a"
     broken = FrontendScore(math.nan, "infra_error", "Chromium did not start", embedder="test-x")
     assert not broken.judged
-    assert broken.to_result("b") == {
+    assert broken.result_row("b") == {
         "task_id": "b",
         "similarity": None,
         "status": "infra_error",
@@ -205,7 +205,7 @@ def test_a_reference_that_does_not_render_is_an_infra_error_for_every_answer(ref
     task = frontend_task(reference)
     results = scorer.score_many([(task, answer(REF)), (task, "no page"), (task, answer(SLOW))])
     assert [r.status for r in results] == ["infra_error"] * 3
-    assert all(math.isnan(r.similarity) and r.to_result("x")["similarity"] is None for r in results)
+    assert all(math.isnan(r.similarity) and r.result_row("x")["similarity"] is None for r in results)
     assert all("reference page" in (r.error or "") for r in results)
 
 
@@ -325,7 +325,7 @@ def sample_tasks() -> list[Task]:
         pytest.skip(
             f"the ColBench frontend sample is not present at {SHARED_FRONTEND} (../shared is only on development machines)"
         )
-    return load_tasks(SHARED_FRONTEND)
+    return load_jsonl(SHARED_FRONTEND)
 
 
 @pytest.fixture(scope="module")
@@ -370,7 +370,7 @@ def test_real_pages_without_answer_or_that_never_load_get_the_floor(
     none, hangs = browser_scorer.score_many([(task, "What colour should the header be?"), (task, answer(loop_forever))])
     assert (none.status, none.similarity) == ("no_answer", 0.0)
     assert (hangs.status, hangs.similarity, hangs.answer_render_status) == ("render_failed", 0.0, "timeout")
-    assert hangs.to_result(task.task_id) == {
+    assert hangs.result_row(task.task_id) == {
         "task_id": task.task_id,
         "similarity": 0.0,
         "status": "render_failed",

@@ -1,4 +1,4 @@
-"""Simulators: the OpenAI-backed human via a real HTTP stub, the response cache, scripted humans, specs."""
+"""Simulators: the chat-model human via a real HTTP stub, the response cache, scripted humans, specs."""
 
 from __future__ import annotations
 
@@ -14,20 +14,16 @@ from pathlib import Path
 import pytest
 from openai_stub import StubOpenAIServer
 
+from colbench.dialogue import Turn
+from colbench.domains import get_domain
 from colbench.errors import ConfigError, LLMError
-from colbench.llm import Endpoint, LLMClient
-from colbench.simulator import (
-    OpenAISimulator,
-    ResponseCache,
-    ScriptedSimulator,
-    SimReply,
-    Simulator,
-    Turn,
-    make_simulator,
-    system_prompt,
-    truncate,
-)
+from colbench.llm import Endpoint, LLMClient, ResponseCache
+from colbench.simulators import ChatSimulator, ScriptedSimulator, SimReply, Simulator, truncate
 from colbench.tasks import Task
+
+BACKEND = get_domain("backend")
+system_prompt = BACKEND.simulator_prompt
+make_simulator = BACKEND.make_simulator
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -58,9 +54,11 @@ def stub() -> Iterator[StubOpenAIServer]:
         yield server
 
 
-def sim_for(stub: StubOpenAIServer, *, model: str = "sim-model", **kwargs: object) -> OpenAISimulator:
+def sim_for(
+    stub: StubOpenAIServer, *, model: str = "sim-model", cache: ResponseCache | None = None, max_chars: int = 400
+) -> ChatSimulator:
     endpoint = Endpoint(model=model, base_url=stub.base_url, timeout_s=5.0, max_retries=2, backoff_s=0.01)
-    return OpenAISimulator(LLMClient(endpoint), **kwargs)  # type: ignore[arg-type]
+    return ChatSimulator(LLMClient(endpoint, cache=cache), system_prompt, max_chars=max_chars)
 
 
 def dialogue(*texts: str) -> list[Turn]:
@@ -68,7 +66,7 @@ def dialogue(*texts: str) -> list[Turn]:
     return [Turn("agent" if i % 2 == 0 else "human", text) for i, text in enumerate(texts)]
 
 
-# -- OpenAISimulator ----------------------------------------------------------------------------------------
+# -- ChatSimulator ------------------------------------------------------------------------------------------
 
 
 def test_system_prompt_carries_problem_and_hidden_information_verbatim() -> None:
@@ -211,7 +209,7 @@ def test_cache_is_safe_across_processes(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import sys
-        from colbench.simulator import ResponseCache
+        from colbench.llm import ResponseCache
         cache = ResponseCache(sys.argv[1])
         for i in range(100):
             cache.put({"model": sys.argv[2], "n": i}, f"{sys.argv[2]} {i}")
@@ -275,7 +273,7 @@ def test_both_simulators_satisfy_the_protocol(stub: StubOpenAIServer) -> None:
     assert not isinstance(object(), Simulator)
 
 
-# -- make_simulator -----------------------------------------------------------------------------------------
+# -- Domain.make_simulator -----------------------------------------------------------------------------------------
 
 
 def test_make_scripted() -> None:
@@ -288,7 +286,7 @@ def test_make_openai_talks_to_the_endpoint_and_caches(stub: StubOpenAIServer, tm
     sim = make_simulator(
         "openai:sim-x", cache_dir=str(tmp_path / "cache"), base_url=stub.base_url, api_key="k", max_retries=0
     )
-    assert isinstance(sim, OpenAISimulator)
+    assert isinstance(sim, ChatSimulator)
     assert sim.reply(TASK, dialogue("Q?")).text == "echo: Q?"
     assert sim.reply(TASK, dialogue("Q?")).cached
     assert stub.request_count == 1 and stub.requests[0]["model"] == "sim-x"

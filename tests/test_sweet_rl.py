@@ -265,7 +265,9 @@ def _offline_row(task: dict[str, Any], turns: list[tuple[str, str]], reward: flo
 def test_offline_import_reads_the_release_format(tmp_path: Path, bundled_tasks: list[Any]) -> None:
     from collect import import_offline
 
-    from colbench.envs.base import agent_prompt
+    from colbench.domains import get_domain
+
+    agent_prompt = get_domain("backend").agent_prompt
 
     tasks = [{k: v for k, v in t.to_row().items() if k != "task_id"} for t in bundled_tasks[:2]]
     rows = []
@@ -283,7 +285,7 @@ def test_offline_import_reads_the_release_format(tmp_path: Path, bundled_tasks: 
     assert len(trajectories) == 5
     first = [t for t in trajectories if t.task_id == bundled_tasks[0].task_id]
     assert [(t.trial, t.reward, t.success) for t in first] == [(0, 1.0, True), (1, 0.3, False)]
-    assert first[0].messages[0] == {"role": "user", "content": agent_prompt(bundled_tasks[0])}
+    assert first[0].messages[0] == {"role": "user", "content": agent_prompt(bundled_tasks[0], 10)}
     assert [m["role"] for m in first[0].messages] == ["user", "assistant", "user", "assistant"]
     assert first[0].messages[3]["content"].startswith("I WANT TO ANSWER:")
     assert first[0].hidden_information == bundled_tasks[0].hidden_information
@@ -293,22 +295,22 @@ def test_offline_import_reads_the_release_format(tmp_path: Path, bundled_tasks: 
 
 
 def test_offline_import_scores_rows_without_reward(
-    tmp_path: Path, bundled_tasks: list[Any], local_sandbox: Any
+    tmp_path: Path, bundled_tasks: list[Any], bwrap_sandbox: Any
 ) -> None:
     from collect import import_offline
 
-    from colbench.scoring.backend import BackendScorer
+    from colbench.domains.backend.unit_tests import BackendScorer
 
     task = {k: v for k, v in bundled_tasks[0].to_row().items() if k != "task_id"}
     rows = [_offline_row(task, [(f"I WANT TO ANSWER:\n{task['ground_truth']}", "")], None)]
     rows.append(_offline_row(task, [("I WANT TO ANSWER:\ndef nothing():\n    pass", "")], None))
     path = tmp_path / "offline.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    trajectories, _ = import_offline(path, scorer=BackendScorer(local_sandbox))
+    trajectories, _ = import_offline(path, scorer=BackendScorer(bwrap_sandbox))
     assert [t.reward for t in trajectories] == [1.0, 0.0]
 
 
-def test_collect_reuses_colbench_eval_and_reads_its_run_dir(tmp_path: Path, local_sandbox: Any) -> None:
+def test_collect_reuses_colbench_eval_and_reads_its_run_dir(tmp_path: Path, bwrap_sandbox: Any) -> None:
     out = tmp_path / "trajectories.jsonl"
     subprocess.run(
         [
@@ -320,7 +322,7 @@ def test_collect_reuses_colbench_eval_and_reads_its_run_dir(tmp_path: Path, loca
             "--trials", "3",
             "--simulator", "scripted",
             "--max-turns", "2",
-            "--sandbox", "local",
+            "--sandbox", "bwrap",
             "--out", str(out),
         ],
         check=True,
@@ -363,7 +365,7 @@ def tiny_model_dir(smollm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
     return out
 
 
-def test_lora_critic_and_policy_step_train_and_merge(tmp_path: Path, tiny_model_dir: Path, local_sandbox: Any) -> None:
+def test_lora_critic_and_policy_step_train_and_merge(tmp_path: Path, tiny_model_dir: Path, bwrap_sandbox: Any) -> None:
     for module in ("trl", "peft", "datasets"):
         pytest.importorskip(module)
     import collect
@@ -381,7 +383,7 @@ def test_lora_critic_and_policy_step_train_and_merge(tmp_path: Path, tiny_model_
             trials=3,
             simulator="scripted",
             max_turns=2,
-            sandbox="local",
+            sandbox="bwrap",
         )
     )
     pairs = str(tmp_path / "pairs.jsonl")
@@ -454,7 +456,7 @@ def smoke_run(smollm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
     for module in ("trl", "peft", "datasets"):
         pytest.importorskip(module)
     if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed (scoring needs the local sandbox)")
+        pytest.skip("bubblewrap is not installed (scoring needs the bwrap sandbox)")
     work = tmp_path_factory.mktemp("sweet_smoke")
     started = time.monotonic()
     subprocess.run(
@@ -484,7 +486,7 @@ def test_smoke_every_stage_runs_learns_and_the_critic_ranks_held_out_pairs(
     summary = json.loads((work / "summary.json").read_text())
     print(json.dumps({k: summary[k] for k in ("seconds", "seconds_total")}), f"wall {seconds:.0f}s")
 
-    # collection: the scripted policy's k=3 samples plus the real local model's episodes, all scored
+    # collection: the scripted policy's k=3 samples plus the real embedded model's episodes, all scored
     assert summary["collect"]["trajectories"] >= 30 and summary["collect"]["skipped"] == {}
     assert summary["preferences"]["pairs"] >= 8 and summary["preferences"]["heldout_pairs"] >= 6
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from colbench.errors import DataError
-from colbench.tasks import content_id, load_tasks, task_from_row
+from colbench.errors import ConfigError, DataError
+from colbench.tasks import content_id, get_task, iter_tasks, known_splits, load, load_jsonl, split_spec, task_from_row
 
 GOOD = {"problem_description": "Write f.", "ground_truth": "def f():\n    return 1", "test_cases": {"test1": "f()"}}
 
@@ -33,25 +33,25 @@ def write(tmp_path: Path, lines: list[str]) -> Path:
 def test_bad_rows_name_file_line_and_field(tmp_path: Path, row: dict[str, object], field: str) -> None:
     path = write(tmp_path, [json.dumps(GOOD), "", json.dumps(row)])
     with pytest.raises(DataError) as err:
-        load_tasks(path, domain="backend")
+        load_jsonl(path, domain="backend")
     assert str(err.value).startswith(f"{path}:3: field '{field}'")
     assert "\n" not in str(err.value)
 
 
 def test_invalid_json_and_non_objects(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"tasks.jsonl:2: invalid JSON"):
-        load_tasks(write(tmp_path, [json.dumps(GOOD), "{oops"]))
+        load_jsonl(write(tmp_path, [json.dumps(GOOD), "{oops"]))
     with pytest.raises(DataError, match=r"tasks.jsonl:1: expected a JSON object, got list"):
-        load_tasks(write(tmp_path, ["[1, 2]"]))
+        load_jsonl(write(tmp_path, ["[1, 2]"]))
     with pytest.raises(DataError, match="cannot open"):
-        load_tasks(tmp_path / "missing.jsonl")
+        load_jsonl(tmp_path / "missing.jsonl")
     with pytest.raises(DataError, match="no tasks"):
-        load_tasks(write(tmp_path, [""]))
+        load_jsonl(write(tmp_path, [""]))
 
 
 def test_duplicate_ids_name_both_lines(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r":2: duplicate task_id .* \(first at .*:1\)"):
-        load_tasks(write(tmp_path, [json.dumps(GOOD), json.dumps(GOOD)]))
+        load_jsonl(write(tmp_path, [json.dumps(GOOD), json.dumps(GOOD)]))
 
 
 def test_task_ids_are_stable_content_hashes() -> None:
@@ -68,7 +68,7 @@ def test_task_ids_are_stable_content_hashes() -> None:
 def test_rows_round_trip(tmp_path: Path) -> None:
     task = task_from_row(GOOD)
     path = write(tmp_path, [json.dumps(task.to_row())])
-    assert load_tasks(path)[0] == task.__class__(**{**task.__dict__, "source": f"{path}:1"})
+    assert load_jsonl(path)[0] == task.__class__(**{**task.__dict__, "source": f"{path}:1"})
 
 
 def test_the_real_sample_loads(shared_backend_sample: list[object]) -> None:
@@ -76,20 +76,22 @@ def test_the_real_sample_loads(shared_backend_sample: list[object]) -> None:
     assert len({t.task_id for t in shared_backend_sample}) == 300  # type: ignore[attr-defined]
 
 
-def test_bundled_frontend_sample_loads_as_frontend() -> None:
-    from colbench.hub import BUNDLED, resolve_tasks
+SAMPLES = Path(__file__).resolve().parents[1] / "tasks" / "samples"
 
-    tasks = resolve_tasks("frontend-sample")
-    assert BUNDLED["frontend-sample"][1] == "frontend" and len(tasks) == 20
-    assert {t.domain for t in tasks} == {"frontend"} and all(t.test_cases == () for t in tasks)
+
+def test_bundled_frontend_sample_loads_as_frontend() -> None:
+    tasks = load("frontend-sample")
+    spec = split_spec("frontend-sample")
+    assert (spec.kind, spec.domain, spec.path) == ("bundled", "frontend", "samples/frontend-sample.jsonl")
+    assert len(tasks) == 20 and {t.domain for t in tasks} == {"frontend"} and all(t.test_cases == () for t in tasks)
     assert all(t.hidden_information == t.ground_truth for t in tasks)
-    path = Path(__file__).resolve().parents[1] / "colbench" / "data" / "frontend_sample.jsonl"
+    path = SAMPLES / "frontend-sample.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     assert all(set(row) == {"problem_description", "ground_truth"} for row in rows)
     assert [t.task_id for t in tasks] == [content_id("frontend", row) for row in rows]
-    assert [t.task_id for t in tasks] == [t.task_id for t in load_tasks(path)]  # inferred domain, same ids
+    assert [t.task_id for t in tasks] == [t.task_id for t in load_jsonl(path)]  # inferred domain, same ids
     assert all("tailwindcss@2.2.19" in t.ground_truth for t in tasks)
-    backend = resolve_tasks("backend-sample")
+    backend = load("backend-sample")
     assert {t.domain for t in backend} == {"backend"} and len(backend) == 20
 
 
@@ -97,5 +99,35 @@ def test_bundled_frontend_sample_is_the_start_of_the_shared_sample() -> None:
     shared = Path(__file__).resolve().parents[2] / "shared" / "data" / "colbench" / "frontend_test_sample.jsonl"
     if not shared.is_file():
         pytest.skip(f"the ColBench frontend sample is not present at {shared}")
-    bundled = Path(__file__).resolve().parents[1] / "colbench" / "data" / "frontend_sample.jsonl"
+    bundled = SAMPLES / "frontend-sample.jsonl"
     assert bundled.read_bytes() == b"".join(shared.read_bytes().splitlines(keepends=True)[:20])
+
+
+# -- the public API ------------------------------------------------------------------------------------------------
+
+
+def test_load_get_and_iterate_by_split_name_or_file(tmp_path: Path) -> None:
+    tasks = load("backend-sample")
+    assert [t.task_id for t in iter_tasks("backend-sample")] == [t.task_id for t in tasks]
+    picked = tasks[7]
+    assert get_task("backend-sample", picked.task_id) == picked
+    with pytest.raises(ConfigError, match=r"backend-sample: no task 'nope' among its 20 tasks"):
+        get_task("backend-sample", "nope")
+    path = write(tmp_path, [json.dumps(t.to_row()) for t in tasks[:3]])
+    assert [t.task_id for t in load(str(path))] == [t.task_id for t in tasks[:3]]
+    assert get_task(str(path), tasks[2].task_id).problem_description == tasks[2].problem_description
+    assert {"backend-sample", "frontend-sample", "backend-test", "frontend-test"} <= set(known_splits())
+    with pytest.raises(ConfigError, match=r"'nope' is not a file and not a split; known splits: backend-sample"):
+        load("nope")
+    with pytest.raises(ConfigError, match="bundled with colbench: it has no revisions"):
+        load("backend-sample@abc")
+
+
+def test_a_row_may_name_its_domain_and_an_unknown_one_is_named(tmp_path: Path) -> None:
+    page = {"problem_description": "A page.", "ground_truth": "<html></html>"}
+    assert task_from_row({**page, "domain": "frontend"}).domain == "frontend"
+    path = write(tmp_path, [json.dumps({**page, "domain": "mobile"})])
+    with pytest.raises(DataError, match=rf"{path}:1: unknown domain 'mobile'; expected one of backend, frontend"):
+        load_jsonl(path)
+    with pytest.raises(DataError, match=r"field 'test_cases'"):  # asked for backend: its schema applies
+        task_from_row(page, domain="backend", where="w")

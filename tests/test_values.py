@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from typing import Any
 
 import pytest
 
-from colbench.sandbox import runner
-from colbench.scoring.values import DecodeError, Opaque, Tolerance, decode, values_equal
+from colbench.domains.backend.values import DecodeError, Opaque, Tolerance, decode, values_equal
+from colbench.sandbox.contract import runner_path
+
+
+def _load_runner() -> Any:
+    """The in-sandbox runner as a module (it is data for the sandbox, not part of the package)."""
+    spec = importlib.util.spec_from_file_location("colbench_sandbox_runner", runner_path())
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+runner = _load_runner()
 
 
 def roundtrip(value: Any) -> Any:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import hashlib
 import io
 import json
 import os
@@ -15,11 +14,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import hub_cache
 import pytest
+from hub_cache import sha
 
-from colbench import hub, websight
 from colbench.errors import ConfigError, DataError, InfraError
-from colbench.tasks import content_id, load_tasks
+from colbench.tasks import content_id, load_jsonl, manifest, pins, sources, websight
 
 hf_constants = pytest.importorskip(
     "huggingface_hub.constants", reason="huggingface_hub (the colbench[hub] extra) is not installed"
@@ -63,25 +63,8 @@ def shard_bytes(first: int, n: int, *, tag: str = "", columns: dict[str, list[An
     return out.getvalue()
 
 
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def put_snapshot(cache: Path, commit: str, files: dict[str, bytes], *, ref: str | None = "main") -> None:
-    """Lay out files as huggingface_hub caches them: blobs/<hash>, snapshots/<commit>/<file>, refs."""
-    repo = cache / REPO_DIR
-    for filename, data in files.items():
-        blob = repo / "blobs" / sha(data)
-        blob.parent.mkdir(parents=True, exist_ok=True)
-        blob.write_bytes(data)
-        pointer = repo / "snapshots" / commit / filename
-        pointer.parent.mkdir(parents=True, exist_ok=True)
-        if pointer.is_symlink() or pointer.exists():
-            pointer.unlink()
-        pointer.symlink_to(os.path.relpath(blob, pointer.parent))
-    if ref is not None:
-        (repo / "refs").mkdir(parents=True, exist_ok=True)
-        (repo / "refs" / ref).write_text(commit)
+def put_snapshot(cache: Path, commit: str, files: dict[str, bytes], *, ref: str | None = "main") -> Path:
+    return hub_cache.put_snapshot(cache, REPO_DIR, commit, files, ref=ref)
 
 
 def make_shards(n: int = NUM_SHARDS, tag: str = "") -> dict[str, bytes]:
@@ -117,7 +100,7 @@ def listing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     repo_files = [*SHARDS, "v0.2/README.md", "data/train-00000-of-00071-x.parquet", "README.md"]
 
-    def fake(spec: hub.SplitSpec, revision: str) -> tuple[str | None, list[str]]:
+    def fake(spec: manifest.SplitSpec, revision: str) -> tuple[str | None, list[str]]:
         calls.append(revision)
         return COMMIT_A, sorted(f for f in repo_files if fnmatch.fnmatchcase(f, spec.data_files))
 
@@ -127,15 +110,15 @@ def listing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def patch_spec(monkeypatch: pytest.MonkeyPatch, **changes: Any) -> None:
     """Change every WebSight split of the packaged manifest (e.g. a verified revision or explicit shards)."""
-    splits = hub.load_manifest()
+    splits = manifest.load_manifest()
     for name, spec in splits.items():
-        if spec.kind == hub.HF_WEBSIGHT:
+        if spec.kind == manifest.HF_WEBSIGHT:
             splits[name] = dataclasses.replace(spec, **changes)
-    monkeypatch.setattr(hub, "load_manifest", lambda: splits)
+    monkeypatch.setattr(manifest, "load_manifest", lambda: splits)
 
 
-def pins() -> dict[str, Any]:
-    return json.loads(hub.pins_path().read_text())  # type: ignore[no-any-return]
+def pins_file() -> dict[str, Any]:
+    return json.loads(pins.pins_path().read_text())  # type: ignore[no-any-return]
 
 
 # --------------------------------------------------------------------------------------------- the mapping
@@ -160,7 +143,7 @@ def test_image_urls_are_rewritten_like_the_colbench_release() -> None:
 
 def test_real_colbench_rows_are_fixed_points_of_the_mapping() -> None:
     """The bundled rows are the release's output: mapping them again changes nothing (incl. '-estate' URLs)."""
-    tasks = hub.resolve_tasks("frontend-sample")
+    tasks = sources.load("frontend-sample")
     assert all(websight.colbench_image_urls(t.ground_truth) == t.ground_truth for t in tasks)
     assert any("picsum.photos/id/48/" in t.ground_truth for t in tasks)
 
@@ -169,7 +152,7 @@ def test_real_colbench_rows_are_fixed_points_of_the_mapping() -> None:
 
 
 def test_packaged_manifest_has_the_frontend_splits() -> None:
-    splits = hub.load_manifest()
+    splits = manifest.load_manifest()
     expected = {
         "frontend-test": (10000, 10500, 500),
         "frontend-test-full": (10000, 20000, 10000),
@@ -179,7 +162,7 @@ def test_packaged_manifest_has_the_frontend_splits() -> None:
     for name, (start, stop, rows) in expected.items():
         spec = splits[name]
         assert (spec.kind, spec.domain, spec.repo_id, spec.repo_type) == (
-            hub.HF_WEBSIGHT,
+            manifest.HF_WEBSIGHT,
             "frontend",
             REPO_ID,
             "dataset",
@@ -201,8 +184,8 @@ def test_manifest_validation_of_websight_entries() -> None:
         "license": "l",
     }
 
-    def parse(**changes: Any) -> hub.SplitSpec:
-        return hub.parse_manifest({"format": 1, "splits": {"x": {**entry, **changes}}})["x"]
+    def parse(**changes: Any) -> manifest.SplitSpec:
+        return manifest.parse_manifest({"format": 1, "splits": {"x": {**entry, **changes}}})["x"]
 
     assert parse().shards == () and parse().filename == ""
     spec = parse(shards=SHARDS[:2], sha256={SHARDS[0]: "0" * 64})
@@ -227,8 +210,8 @@ def test_first_build_lists_pins_and_reads_the_paper_rows(
     shards: dict[str, bytes], cache: Path, listing: list[str]
 ) -> None:
     put_snapshot(cache, COMMIT_A, shards)
-    with pytest.warns(hub.UnverifiedPinWarning, match=rf"pinned {REPO_ID} .* to commit {COMMIT_A} .*first use"):
-        tasks = hub.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
+    with pytest.warns(pins.UnverifiedPinWarning, match=rf"pinned {REPO_ID} .* to commit {COMMIT_A} .*first use"):
+        tasks = sources.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
     assert listing == ["main"] and len(tasks) == 500
     assert all(t.domain == "frontend" and t.test_cases == () for t in tasks)
     assert tasks[0].problem_description == idea(10000) and tasks[-1].problem_description == idea(10499)
@@ -239,7 +222,7 @@ def test_first_build_lists_pins_and_reads_the_paper_rows(
     rows = [websight.frontend_row(idea(i), page(i)) for i in range(10000, 10500)]
     assert [t.task_id for t in tasks] == [content_id("frontend", row) for row in rows]
 
-    recorded = pins()["files"]
+    recorded = pins_file()["files"]
     assert recorded[LISTING_KEY]["pinned"] == COMMIT_A
     assert recorded[LISTING_KEY]["commits"][COMMIT_A]["files"] == SHARDS
     for shard in SHARDS[:3]:  # rows 10000-10499 lie in the third shard: three shards read, hashed and pinned
@@ -250,19 +233,19 @@ def test_first_build_lists_pins_and_reads_the_paper_rows(
     # later builds: pinned commit and list, no listing call, no warning, same tasks, fully offline
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        again = hub.load_split("frontend-test", cache_dir=str(cache), local_files_only=True)
+        again = sources.load_split("frontend-test", cache_dir=str(cache), local_files_only=True)
     assert listing == ["main"] and [t.task_id for t in again] == [t.task_id for t in tasks]
 
     # the full test split reads two more shards: their hashes are pinned on first use, the rest checked
-    with pytest.warns(hub.UnverifiedPinWarning, match=r"\(2 shard sha256\)"):
-        full = hub.load_split("frontend-test-full", cache_dir=str(cache))
+    with pytest.warns(pins.UnverifiedPinWarning, match=r"\(2 shard sha256\)"):
+        full = sources.load_split("frontend-test-full", cache_dir=str(cache))
     assert len(full) == 10000 and [t.task_id for t in full[:500]] == [t.task_id for t in tasks]
     assert (
         full[-1].problem_description == idea(19999) and full[-1].source == f"frontend-test-full:{SHARDS[4]}: row 19999"
     )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        train = hub.load_split("frontend-train", cache_dir=str(cache))
+        train = sources.load_split("frontend-train", cache_dir=str(cache))
     assert [t.problem_description for t in train[:2]] == [idea(0), idea(1)] and len(train) == 10000
     assert not {t.task_id for t in train} & {t.task_id for t in full}
 
@@ -271,15 +254,15 @@ def test_tampered_shard_is_a_sha256_mismatch_naming_the_shard(
     shards: dict[str, bytes], cache: Path, listing: list[str]
 ) -> None:
     put_snapshot(cache, COMMIT_A, shards)
-    with pytest.warns(hub.UnverifiedPinWarning):
-        hub.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
+    with pytest.warns(pins.UnverifiedPinWarning):
+        sources.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
     tampered = shard_bytes(ROWS_PER_SHARD, ROWS_PER_SHARD, tag=" (edited)")
     (cache / REPO_DIR / "blobs" / sha(shards[SHARDS[1]])).write_bytes(tampered)
     with pytest.raises(DataError) as info:
-        hub.load_split("frontend-test", cache_dir=str(cache))
+        sources.load_split("frontend-test", cache_dir=str(cache))
     message = str(info.value)
     assert f"{REPO_ID}:{SHARDS[1]}@{COMMIT_A}" in message and "\n" not in message
-    assert sha(shards[SHARDS[1]]) in message and sha(tampered) in message and str(hub.pins_path()) in message
+    assert sha(shards[SHARDS[1]]) in message and sha(tampered) in message and str(pins.pins_path()) in message
 
 
 def test_verified_manifest_values_are_checked_and_need_no_pins(
@@ -290,12 +273,12 @@ def test_verified_manifest_values_are_checked_and_need_no_pins(
     patch_spec(monkeypatch, revision=COMMIT_A, shards=tuple(SHARDS), shard_sha256=sums)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        tasks = hub.load_split("frontend-test", cache_dir=str(cache))  # HF_HUB_OFFLINE: local files, no listing
-    assert len(tasks) == 500 and not hub.pins_path().exists()
+        tasks = sources.load_split("frontend-test", cache_dir=str(cache))  # HF_HUB_OFFLINE: local files, no listing
+    assert len(tasks) == 500 and not pins.pins_path().exists()
 
     patch_spec(monkeypatch, revision=COMMIT_A, shards=tuple(SHARDS), shard_sha256=((SHARDS[0], "0" * 64),))
     with pytest.raises(DataError, match=rf"{SHARDS[0]}@{COMMIT_A} .*expected 0{{64}} \(from the packaged manifest"):
-        hub.load_split("frontend-test", cache_dir=str(cache))
+        sources.load_split("frontend-test", cache_dir=str(cache))
 
 
 def test_manifest_shards_build_offline_and_pin_the_commit_on_first_use(
@@ -303,19 +286,21 @@ def test_manifest_shards_build_offline_and_pin_the_commit_on_first_use(
 ) -> None:
     put_snapshot(cache, COMMIT_A, shards)
     patch_spec(monkeypatch, shards=tuple(SHARDS))
-    with pytest.warns(hub.UnverifiedPinWarning, match=r"the default commit, 3 shard sha256"):
-        tasks = hub.load_split("frontend-test", cache_dir=str(cache))  # refs/main -> COMMIT_A, no listing
-    assert len(tasks) == 500 and pins()["files"][LISTING_KEY]["pinned"] == COMMIT_A
+    with pytest.warns(pins.UnverifiedPinWarning, match=r"the default commit, 3 shard sha256"):
+        tasks = sources.load_split("frontend-test", cache_dir=str(cache))  # refs/main -> COMMIT_A, no listing
+    assert len(tasks) == 500 and pins_file()["files"][LISTING_KEY]["pinned"] == COMMIT_A
 
     # the branch moves: the pinned commit is still what loads; an explicit revision is pinned beside it
     put_snapshot(cache, COMMIT_B, make_shards(tag=" (b)"))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert [t.task_id for t in hub.load_split("frontend-test", cache_dir=str(cache))] == [t.task_id for t in tasks]
-    with pytest.warns(hub.UnverifiedPinWarning, match=COMMIT_B):
-        other = hub.load_split("frontend-test", revision=COMMIT_B, cache_dir=str(cache))
+        assert [t.task_id for t in sources.load_split("frontend-test", cache_dir=str(cache))] == [
+            t.task_id for t in tasks
+        ]
+    with pytest.warns(pins.UnverifiedPinWarning, match=COMMIT_B):
+        other = sources.load_split("frontend-test", revision=COMMIT_B, cache_dir=str(cache))
     assert other[0].problem_description == idea(10000, " (b)")
-    assert pins()["files"][LISTING_KEY]["pinned"] == COMMIT_A
+    assert pins_file()["files"][LISTING_KEY]["pinned"] == COMMIT_A
 
 
 def test_missing_column_names_the_shard_and_the_column(cache: Path, listing: list[str]) -> None:
@@ -325,11 +310,11 @@ def test_missing_column_names_the_shard_and_the_column(cache: Path, listing: lis
     files[SHARDS[1]] = shard_bytes(0, n, columns=renamed)
     put_snapshot(cache, COMMIT_A, files)
     with pytest.raises(DataError) as info:
-        hub.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
+        sources.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
     message = str(info.value)
     assert f"{REPO_ID}:{SHARDS[1]}@{COMMIT_A}: missing column 'text'" in message
     assert "image, html, llm_generated_idea" in message and "\n" not in message
-    assert not hub.pins_path().exists()  # nothing is trusted from a build that failed
+    assert not pins.pins_path().exists()  # nothing is trusted from a build that failed
 
 
 def test_bad_values_and_duplicates_name_the_row(cache: Path, listing: list[str]) -> None:
@@ -344,7 +329,7 @@ def test_bad_values_and_duplicates_name_the_row(cache: Path, listing: list[str])
         rf"^frontend-test:{SHARDS[2]}: row 10003: column 'llm_generated_idea': expected a non-empty string, got null$"
     )
     with pytest.raises(DataError, match=expected):
-        hub.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
+        sources.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
 
     ideas[10003 - 2 * n] = idea(10001)  # the same page and idea as row 10001
     pages[10003 - 2 * n] = page(10001)
@@ -353,7 +338,7 @@ def test_bad_values_and_duplicates_name_the_row(cache: Path, listing: list[str])
     with pytest.raises(
         DataError, match=rf"row 10003: duplicate task_id .* \(first at frontend-test:{SHARDS[2]}: row 10001\)"
     ):
-        hub.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
+        sources.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
 
 
 def test_too_few_rows_and_no_shards_are_data_errors(
@@ -362,15 +347,15 @@ def test_too_few_rows_and_no_shards_are_data_errors(
     put_snapshot(cache, COMMIT_A, make_shards(2))
     patch_spec(monkeypatch, shards=tuple(SHARDS[:2]))
     with pytest.raises(DataError, match=r"wants rows \[10000, 10500\) but the 2 shards at .* hold only 8200 rows"):
-        hub.load_split("frontend-test", cache_dir=str(cache))
+        sources.load_split("frontend-test", cache_dir=str(cache))
     patch_spec(monkeypatch, shards=(), data_files="v0.3/train-*.parquet")
     with pytest.raises(DataError, match=r"no file of HuggingFaceM4/WebSight@.* matches 'v0.3/train-\*.parquet'"):
-        hub.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
+        sources.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
 
 
 def test_offline_without_a_pinned_shard_list_is_infra_error(cache: Path) -> None:
     with pytest.raises(InfraError) as info:
-        hub.load_split("frontend-test", cache_dir=str(cache))
+        sources.load_split("frontend-test", cache_dir=str(cache))
     message = str(info.value)
     assert "shard list" in message and "HF_HUB_OFFLINE" in message and "\n" not in message
 
@@ -378,13 +363,13 @@ def test_offline_without_a_pinned_shard_list_is_infra_error(cache: Path) -> None
 def test_the_real_listing_call_offline_is_infra_error() -> None:
     """The unfaked listing with huggingface_hub in offline mode: refused before any request, as an InfraError."""
     with pytest.raises(InfraError, match=r"cannot list the files of HuggingFaceM4/WebSight@main: OfflineModeIsEnabled"):
-        websight._list_shards(hub.split_spec("frontend-test"), "main")
+        websight._list_shards(manifest.split_spec("frontend-test"), "main")
 
 
 def test_missing_pyarrow_is_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
     with pytest.raises(ConfigError, match=r"needs pyarrow: pip install 'colbench\[hub\]'"):
-        hub.load_split("frontend-test")
+        sources.load_split("frontend-test")
 
 
 # -------------------------------------------------------------------------------------- JSONL file + CLI
@@ -395,13 +380,13 @@ def test_build_frontend_writes_the_release_format(
 ) -> None:
     put_snapshot(cache, COMMIT_A, shards)
     out = tmp_path / "out" / "frontend_test.jsonl"
-    with pytest.warns(hub.UnverifiedPinWarning):
+    with pytest.warns(pins.UnverifiedPinWarning):
         tasks = websight.build_frontend("frontend-test", out, cache_dir=str(cache), local_files_only=False)
     lines = out.read_text(encoding="utf-8").splitlines(keepends=True)
     assert len(lines) == 500
     assert lines[0] == json.dumps(websight.frontend_row(idea(10000), page(10000))) + "\n"  # the original's json.dumps
-    assert [t.task_id for t in load_tasks(out)] == [t.task_id for t in tasks]
-    assert {t.domain for t in load_tasks(out)} == {"frontend"}
+    assert [t.task_id for t in load_jsonl(out)] == [t.task_id for t in tasks]
+    assert {t.domain for t in load_jsonl(out)} == {"frontend"}
     with pytest.raises(
         ConfigError, match=r"'backend-test' is not built from WebSight .*frontend-test, frontend-test-full"
     ):
@@ -424,17 +409,17 @@ def test_cli_build_frontend_and_ls_frontend_sample(
     assert res.stderr.count("\n") == 1 and not out.exists()
 
     put_snapshot(cache, COMMIT_A, shards)
-    with pytest.warns(hub.UnverifiedPinWarning):  # first use (needs the hub listing, faked here) pins the list
-        tasks = hub.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
+    with pytest.warns(pins.UnverifiedPinWarning):  # first use (needs the hub listing, faked here) pins the list
+        tasks = sources.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
     res = colbench("tasks", "build-frontend", "--split", "frontend-test", "--out", str(out), env=env)
     assert res.returncode == 0, res.stderr
     assert "500 frontend tasks" in res.stdout and str(out) in res.stdout
-    assert [t.task_id for t in load_tasks(out)] == [t.task_id for t in tasks]
+    assert [t.task_id for t in load_jsonl(out)] == [t.task_id for t in tasks]
 
     res = colbench("tasks", "build-frontend", "--split", "backend-test", "--out", str(out), env=env)
     assert res.returncode == 2 and "not built from WebSight" in res.stderr
 
     res = colbench("tasks", "ls", "frontend-sample", "--ids", env=env)
-    assert res.returncode == 0 and res.stdout.split() == [t.task_id for t in hub.resolve_tasks("frontend-sample")]
+    assert res.returncode == 0 and res.stdout.split() == [t.task_id for t in sources.load("frontend-sample")]
     res = colbench("tasks", "ls", "frontend-sample", env=env)
     assert res.stdout.count("\tfrontend\t0 tests\t") == 20

@@ -1,0 +1,106 @@
+"""A third domain, as an outside package would add one: guess a word with a human who knows it.
+
+Everything a domain owns is here (schema, prompts, scorer, how results read) and nothing in colbench changes: the
+test registers it with ``register_domain`` and ``gym.register``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from colbench.dialogue import Turn, after_marker
+from colbench.domains.base import Domain, Metrics, Score, Scorer
+from colbench.episode import ColbenchEnv, Episode
+from colbench.errors import DataError
+from colbench.tasks import Task
+
+
+@dataclass(frozen=True)
+class WordScore:
+    """The Score protocol as plain fields: the scorer fills them in."""
+
+    word: str
+    reward: float
+    success: bool | None
+    judged: bool = True
+    status: str = "ok"
+
+    def result_row(self, task_id: str) -> dict[str, Any]:
+        return {"task_id": task_id, "word": self.word, "right": self.success, "status": self.status}
+
+    def details(self) -> dict[str, Any]:
+        return {"word": self.word, "right": self.success}
+
+
+class WordScorer:
+    def score(self, task: Task, answer: str) -> WordScore:
+        word = after_marker(answer).strip().lower()
+        right = word == task.ground_truth.strip().lower()
+        return WordScore(word, float(right), right)
+
+    def score_many(self, pairs: Sequence[tuple[Task, str]]) -> list[WordScore]:
+        return [self.score(task, answer) for task, answer in pairs]
+
+    def describe(self) -> dict[str, Any]:
+        return {"scorer": "exact word"}
+
+    def close(self) -> None:
+        pass
+
+
+class ToyDomain(Domain):
+    name = "toy"
+    default_tasks = "toy-words"
+    sample_tasks = "toy-words"
+    metrics = Metrics(reward_label="right %", reward_name="right", has_success=True)
+    score_help: ClassVar[str] = "score guessed words"
+
+    def __init__(self) -> None:
+        self.scorer = WordScorer()
+
+    def claims(self, row: Mapping[str, Any]) -> bool:
+        return False  # toy rows say so: {"domain": "toy", ...}
+
+    def test_cases(self, row: Mapping[str, Any], where: str) -> tuple[tuple[str, str], ...]:
+        if " " in str(row["ground_truth"]).strip():
+            raise DataError(f"{where}: field 'ground_truth': a toy task's answer is one word")
+        return ()
+
+    def prompt_template(self, name: str) -> str:  # kept in code here; a real package could ship files
+        return {
+            "agent": "Guess the word in at most $max_turns turns. Hint: $problem_description",
+            "simulator": "You think of the word $hidden_information; say it only when asked what it is.",
+        }[name]
+
+    def make_scorer(self, options: Mapping[str, Any], *, jobs: int | None = None) -> Scorer:
+        return WordScorer()
+
+    def shared_scorer(self, options: Mapping[str, Any]) -> Scorer:
+        return self.scorer
+
+    def unjudged(self, task_id: str, error: str) -> Score:
+        return WordScore("", math.nan, None, judged=False, status="infra_error")
+
+    def add_score_arguments(self, parser: argparse.ArgumentParser) -> None:
+        pass
+
+    def scorer_from_args(self, args: argparse.Namespace) -> Scorer:
+        return WordScorer()
+
+    def score_summary(self, scores: Sequence[Score], scorer: Scorer) -> str:
+        return f"{sum(bool(s.success) for s in scores)}/{len(scores)} words right"
+
+
+class ToyEnv(ColbenchEnv):
+    domain_name = "toy"
+
+    def _finish(self, episode: Episode, turn: Turn) -> tuple[float, dict[str, Any]]:
+        score = self.scorer.score(episode.task, turn.text)
+        return score.reward, {"score": score.details(), "success": score.success}
+
+
+DOMAIN = ToyDomain()

@@ -1,0 +1,86 @@
+"""Adding a domain is one package and a registration: a toy domain from tests/plugins runs as an env, through
+``colbench eval`` and into the leaderboard, with nothing in colbench changed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import colbench.domains as registry
+from colbench.agents import AgentReply, EpisodeContext
+from colbench.domains import domain_names, get_domain, register_domain
+from colbench.errors import ConfigError, DataError
+from colbench.eval import EvalConfig, run_eval
+from colbench.llm import Message
+from colbench.report import build_report
+from colbench.runs import load_run
+from colbench.simulators import ScriptedSimulator
+from colbench.tasks import load_jsonl
+
+WORDS = [("a fruit, yellow", "banana"), ("a colour of the sky", "blue"), ("a pet that purrs", "cat")]
+
+
+@pytest.fixture
+def toy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
+    monkeypatch.setattr(registry, "_entry_points", dict(registry._entry_points))  # restored after the test
+    monkeypatch.setattr(registry, "_loaded", dict(registry._loaded))
+    register_domain("toy", "plugins.toy_domain:DOMAIN")
+    if "Toy-v0" not in gym.registry:
+        gym.register(id="Toy-v0", entry_point="plugins.toy_domain:ToyEnv", kwargs={"max_turns": 3})
+    path = tmp_path / "words.jsonl"
+    rows = [{"domain": "toy", "problem_description": hint, "ground_truth": word} for hint, word in WORDS]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    yield path
+
+
+class Guesser:
+    """Asks once, then guesses what the human said."""
+
+    name = "guesser"
+
+    def act(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
+        if context.turn == 1:
+            return AgentReply("What is it?")
+        return AgentReply("I WANT TO ANSWER: " + str(messages[-1]["content"]))
+
+    async def aact(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
+        return self.act(messages, context)
+
+
+def test_a_registered_domain_loads_its_tasks_by_its_schema(toy: Path) -> None:
+    assert "toy" in domain_names() and get_domain("toy").name == "toy"
+    tasks = load_jsonl(toy)
+    assert [t.domain for t in tasks] == ["toy"] * 3 and tasks[0].ground_truth == "banana"
+    bad = toy.with_name("bad.jsonl")
+    bad.write_text(json.dumps({"domain": "toy", "problem_description": "x", "ground_truth": "two words"}) + "\n")
+    with pytest.raises(DataError, match=r"bad.jsonl:1: field 'ground_truth': a toy task's answer is one word"):
+        load_jsonl(bad)
+    with pytest.raises(ConfigError, match="already registered"):
+        register_domain("toy", "elsewhere:DOMAIN")
+
+
+def test_the_domain_runs_as_an_env_through_eval_and_into_the_leaderboard(toy: Path, tmp_path: Path) -> None:
+    tasks = load_jsonl(toy)
+    human = ScriptedSimulator(lambda task, dialogue: task.hidden_information)
+    env = gym.make("Toy-v0", tasks=tasks, simulator=human)
+    obs, info = env.reset(options={"task_id": tasks[1].task_id})
+    assert obs.startswith("Guess the word in at most 3 turns") and "blue" not in obs
+    obs, reward, terminated, _, info = env.step("What is it?")
+    assert obs == "blue" and not terminated
+    obs, reward, terminated, _, info = env.step("I WANT TO ANSWER: blue")
+    assert terminated and reward == 1.0 and info["success"] is True
+
+    out = tmp_path / "run"
+    config = EvalConfig(env_id="Toy-v0", agent="guesser", simulator="scripted", tasks=str(toy), out=out, progress="off")
+    result = run_eval(config, agent=Guesser(), simulator=human)
+    assert result.overall.ok == 3 and result.overall.success == 3
+    assert "success 3/3 (100.0%)" in result.summary_line()
+    run = load_run(out)
+    assert run.domain == "toy" and run.config["scoring"] == {"scorer": "exact word"}
+    (table,) = build_report([run]).tables
+    assert table.domain == "toy" and table.rows[0].primary.value == 1.0
+    assert "right %" in build_report([run]).text()
