@@ -1,7 +1,7 @@
 """Harness overhead of ``colbench eval``: turn throughput with N episodes at once, endpoint latency fixed at L.
 
     python bench/eval_overhead.py [--latency 1.5] [--turns 4] [--n 1,16,64,256] [--simulator scripted|stub]
-                                  [--scoring quick|local]
+                                  [--scoring quick|bwrap]
 
 The agent is ``openai:bench`` (the real openai client through :class:`colbench.llm.LLMClient`) talking to a small
 asyncio HTTP/1.1 server in its own process (keep-alive, every reply after exactly ``--latency`` seconds, never an
@@ -13,7 +13,7 @@ the ideal turn throughput is N / L turns per second (each episode needs turns x 
 measured / ideal is the harness's efficiency (1.0 = no overhead at all). With ``--simulator stub`` the simulated
 human goes through the same server (every turn but the last costs two calls: ideal N T / ((2 T - 1) L)). Scoring is
 stubbed out by default (``quick``: every answer scores 1/1 at once) to measure the harness, not the sandbox;
-``--scoring local`` scores in the bubblewrap sandbox.
+``--scoring bwrap`` scores in the bubblewrap sandbox.
 
 L = 1.5 s by default: a realistic time for one short chat completion of a hosted model (1 to 2 s). Figures depend
 on the machine and its load (the load average is printed); ratios from one run on one machine compare.
@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from colbench.agents import AgentReply, EpisodeContext
-from colbench.eval import EvalConfig, read_episodes, run_eval
+from colbench.domains.backend.unit_tests import BackendScore
+from colbench.eval import EvalConfig, run_eval
 from colbench.llm import Message
-from colbench.scoring.backend import BackendScore
+from colbench.runs import load_run
 from colbench.tasks import Task
 
 # -- a light asyncio OpenAI-compatible stub --------------------------------------------------------------------
@@ -147,19 +148,19 @@ def measure(n: int, path: str, args: argparse.Namespace, base_url: str, root: Pa
         trials=max(1, n // per_task),
         concurrency=n,
         max_turns=args.turns,
-        sandbox="local",
+        sandbox="bwrap",
         progress="off",
         agent_options={"base_url": base_url, "api_key": "bench", "timeout_s": 120.0},
         simulator_options={"base_url": base_url, "api_key": "bench", "timeout_s": 120.0},
     )
     agent = SleepAgent(args.latency) if path == "runner" else None
-    scorer = None if args.scoring == "local" else QuickScorer()
+    scorer = None if args.scoring == "bwrap" else QuickScorer()
     cpu0, stub0 = resource.getrusage(resource.RUSAGE_SELF), _process_cpu(stub_pid)
     start = time.perf_counter()
     result = run_eval(config, agent=agent, scorer=scorer, stderr=None)
     wall = time.perf_counter() - start
     cpu1, stub1 = resource.getrusage(resource.RUSAGE_SELF), _process_cpu(stub_pid)
-    rows = read_episodes(out / "episodes.jsonl")
+    rows = [record.row for record in load_run(out).episodes.values()]
     if result.overall.infra or len(rows) != n:
         raise SystemExit(f"N={n}: {result.overall.infra} infra errors, {len(rows)} records: {result.summary_line()}")
     turns = sum(int(r["turns"]) for r in rows)
@@ -175,7 +176,7 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=4, help="agent turns per episode (default 4)")
     parser.add_argument("--n", default="1,16,64,256", help="episodes at once, comma-separated")
     parser.add_argument("--simulator", choices=("scripted", "stub"), default="scripted")
-    parser.add_argument("--scoring", choices=("quick", "local"), default="quick")
+    parser.add_argument("--scoring", choices=("quick", "bwrap"), default="quick")
     parser.add_argument("--paths", default="runner,http", help="runner (no HTTP), http (openai client + stub)")
     args = parser.parse_args()
     sizes = [int(x) for x in args.n.split(",")]

@@ -1,6 +1,6 @@
 """Scoring throughput and latency: each sandbox runtime against plain in-process ``exec``, in one run.
 
-    python bench/score_backend.py [TASKS.jsonl] [--jobs N] [--runtimes local,docker]
+    python bench/score_backend.py [TASKS.jsonl] [--jobs N] [--runtimes bwrap,docker]
 
 Scores every task's reference solution as the answer. Measured, in tasks per second:
 
@@ -26,9 +26,9 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from colbench.domains.backend.unit_tests import BackendScorer
 from colbench.sandbox import make_sandbox
-from colbench.scoring.backend import BackendScorer
-from colbench.tasks import Task, load_tasks
+from colbench.tasks import Task, load_jsonl
 
 DEFAULT_TASKS = Path(__file__).resolve().parents[2] / "shared" / "data" / "colbench" / "backend_test_sample.jsonl"
 
@@ -60,12 +60,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tasks", nargs="?", default=str(DEFAULT_TASKS))
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--runtimes", default="local,docker", help="comma-separated: local, docker")
+    parser.add_argument("--runtimes", default="bwrap,docker", help="comma-separated: bwrap, docker")
     args = parser.parse_args()
     if not Path(args.tasks).exists():
         print(f"no task file at {args.tasks}: pass a ColBench backend JSONL", file=sys.stderr)
         return 2
-    tasks = load_tasks(args.tasks)
+    tasks = load_jsonl(args.tasks)
     answers = ["I WANT TO ANSWER:\n" + t.ground_truth for t in tasks]
 
     with tempfile.TemporaryDirectory() as scratch:

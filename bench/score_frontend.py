@@ -31,13 +31,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from colbench.domains.frontend.embed import Embedder, make_embedder
+from colbench.domains.frontend.similarity import FrontendScorer
 from colbench.render import Renderer, RenderResult
-from colbench.scoring.embed import Embedder, make_embedder
-from colbench.scoring.frontend import FrontendScorer
-from colbench.tasks import Task, load_tasks
+from colbench.tasks import Task, load_jsonl
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "colbench" / "frontend_test_sample.jsonl"
-BUNDLED = Path(__file__).resolve().parents[1] / "colbench" / "data" / "frontend_sample.jsonl"
+BUNDLED = Path(__file__).resolve().parents[1] / "tasks" / "samples" / "frontend-sample.jsonl"
 
 
 def rate(n: int, seconds: float) -> float:
@@ -117,7 +117,7 @@ def main() -> int:
     if not Path(args.tasks).exists():
         print(f"no task file at {args.tasks}: pass a ColBench frontend JSONL", file=sys.stderr)
         return 2
-    tasks: list[Task] = load_tasks(args.tasks, domain="frontend")
+    tasks: list[Task] = load_jsonl(args.tasks, domain="frontend")
     if args.limit:
         tasks = tasks[: args.limit]
     pages = [t.ground_truth for t in tasks]

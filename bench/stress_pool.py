@@ -1,6 +1,6 @@
 """Stress the sandbox pool: many mixed jobs (about 10% hostile), every verdict checked, leaks counted.
 
-    python bench/stress_pool.py [--jobs 10000] [--runtime local|docker|both] [--workers N] [TASKS.jsonl]
+    python bench/stress_pool.py [--jobs 10000] [--runtime bwrap|docker|both] [--workers N] [TASKS.jsonl]
 
 Each job scores one answer for a random task of the sample, and its verdict is known in advance:
 
@@ -28,11 +28,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from colbench.domains.backend.unit_tests import BackendScorer
 from colbench.errors import InfraError
 from colbench.sandbox import make_sandbox
-from colbench.sandbox.base import SANDBOX_UID_BASE, Limits, Sandbox
-from colbench.scoring.backend import BackendScorer
-from colbench.tasks import Task, load_tasks
+from colbench.sandbox.contract import SANDBOX_UID_BASE, Limits, Sandbox
+from colbench.tasks import Task, load_jsonl
 
 DEFAULT_TASKS = Path(__file__).resolve().parents[2] / "shared" / "data" / "colbench" / "backend_test_sample.jsonl"
 
@@ -176,16 +176,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tasks", nargs="?", default=str(DEFAULT_TASKS))
     parser.add_argument("--jobs", type=int, default=10_000)
-    parser.add_argument("--runtime", choices=["local", "docker", "both"], default="both")
+    parser.add_argument("--runtime", choices=["bwrap", "docker", "both"], default="both")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if not Path(args.tasks).exists():
         print(f"no task file at {args.tasks}: pass a ColBench backend JSONL", file=sys.stderr)
         return 2
-    tasks = load_tasks(args.tasks)
+    tasks = load_jsonl(args.tasks)
     jobs = make_jobs(tasks, args.jobs, args.seed)
-    runtimes = ["local", "docker"] if args.runtime == "both" else [args.runtime]
+    runtimes = ["bwrap", "docker"] if args.runtime == "both" else [args.runtime]
     failed = False
     for runtime in runtimes:
         sandbox = make_sandbox(runtime, workers=args.workers)

