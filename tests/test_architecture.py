@@ -159,3 +159,17 @@ def test_the_architecture_page_names_what_exists(doc: str) -> None:
     rooms = {r for r in rooms if r.endswith(".py") or (PACKAGE / r / "__init__.py").exists()}
     missing = sorted(r for r in rooms if f"`{r}`" not in text and f"`{r}/`" not in text)
     assert missing == [], f"{doc} does not place {missing}"
+
+
+def test_scoring_alone_loads_neither_the_llm_layer_nor_validation() -> None:
+    """A sandbox farm or an RL scorer imports the scorer, not the openai client or pydantic (30 MB per process)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, colbench.domains.backend.unit_tests, colbench.domains.frontend.similarity; "
+        "print(sorted(m for m in ('openai', 'pydantic', 'tenacity', 'rich') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -14,16 +14,18 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from colbench.errors import ConfigError
-from colbench.llm.client import ENDPOINT_FIELDS, LLMClient
-from colbench.llm.limits import EndpointLimits
-from colbench.llm.specs import Spec, connect, parse_spec
 from colbench.prompts import fill, template_text
-from colbench.simulators import ChatSimulator, ScriptedSimulator, Simulator
 from colbench.storage import sha256_text
 from colbench.tasks.record import Task
+
+if TYPE_CHECKING:  # the LLM layer is imported when a simulator is made: scoring alone never loads openai
+    from colbench.llm.client import LLMClient
+    from colbench.llm.limits import EndpointLimits
+    from colbench.llm.specs import Spec
+    from colbench.simulators import Simulator
 
 SIMULATOR_CACHE = "simulator.sqlite"
 
@@ -147,6 +149,10 @@ class Domain(ABC):
         """The simulated human of a spec (``openai:MODEL``, ``llamacpp[:PATH]``, ``scripted``): ``options`` are
         endpoint fields (``base_url``, ``temperature``, ...) and this domain's simulator options; replies are cached
         in ``cache_dir/simulator.sqlite`` when given and requests obey ``limits``."""
+        from colbench.llm.client import ENDPOINT_FIELDS
+        from colbench.llm.specs import Spec, connect, parse_spec
+        from colbench.simulators import ScriptedSimulator
+
         parsed = spec if isinstance(spec, Spec) else parse_spec(spec, "simulator")
         own = {k: v for k, v in options.items() if k in self.simulator_options}
         unknown = sorted(set(options) - set(own) - ENDPOINT_FIELDS)
@@ -155,9 +161,7 @@ class Domain(ABC):
             raise ConfigError(
                 f"unknown simulator option(s) {', '.join(unknown)} for {self.name} tasks; known: {', '.join(known)}"
             )
-        if parsed.kind == "scripted":
-            if options:
-                raise ConfigError(f"the scripted simulator takes no options, got {', '.join(sorted(options))}")
+        if parsed.kind == "scripted":  # calls no endpoint: endpoint options have nothing to act on
             return ScriptedSimulator()
         endpoint = {k: v for k, v in options.items() if k in ENDPOINT_FIELDS}
         cache_path = Path(cache_dir) / SIMULATOR_CACHE if cache_dir is not None else None
@@ -166,10 +170,14 @@ class Domain(ABC):
 
     def chat_simulator(self, client: LLMClient, spec: Spec, **options: Any) -> Simulator:
         """The human played by a chat model behind ``client`` (domains that show it more override this)."""
+        from colbench.simulators import ChatSimulator
+
         return ChatSimulator(client, self.simulator_prompt, max_chars=self.max_reply_chars)
 
     def describe_simulator(self, spec: str, simulator: Simulator) -> dict[str, Any]:
         """The simulator's section of run.json (everything that could change its replies)."""
+        from colbench.simulators import ChatSimulator
+
         described: dict[str, Any] = {
             "spec": spec,
             "class": f"{type(simulator).__module__}.{type(simulator).__qualname__}",

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from colbench.domains.base import Domain
 from colbench.domains import get_domain
+from colbench.domains.base import Domain
 from colbench.llm.client import Usage
 from colbench.runs.episodes import EpisodeRecord, final_records, read_episode_log
 from colbench.runs.layout import EPISODES

@@ -6,15 +6,39 @@ WebSight builder) and lookup by id. docs/tasks.md is the guide.
     task = tasks.get_task("backend-sample", test_id)  # one task by id
     for task in tasks.iter_tasks("frontend-sample"): ...
     tasks.known_splits()                              # every split name
+
+The names are imported on first use, so a module that needs only the ``Task`` record (a scorer, a sandbox
+worker's host side) does not load the manifest's validation.
 """
 
 from __future__ import annotations
 
-from colbench.tasks.manifest import SplitSpec, known_splits, split_spec
-from colbench.tasks.pins import UnverifiedPinWarning
-from colbench.tasks.record import Task, content_id
-from colbench.tasks.rows import iter_jsonl, load_jsonl, task_from_row
-from colbench.tasks.sources import describe_source, get_task, iter_tasks, load, load_split
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from colbench.tasks.manifest import SplitSpec, known_splits, split_spec
+    from colbench.tasks.pins import UnverifiedPinWarning
+    from colbench.tasks.record import Task, content_id
+    from colbench.tasks.rows import iter_jsonl, load_jsonl, task_from_row
+    from colbench.tasks.sources import describe_source, get_task, iter_tasks, load, load_split
+
+_HOME = {
+    "SplitSpec": "manifest",
+    "known_splits": "manifest",
+    "split_spec": "manifest",
+    "UnverifiedPinWarning": "pins",
+    "Task": "record",
+    "content_id": "record",
+    "iter_jsonl": "rows",
+    "load_jsonl": "rows",
+    "task_from_row": "rows",
+    "describe_source": "sources",
+    "get_task": "sources",
+    "iter_tasks": "sources",
+    "load": "sources",
+    "load_split": "sources",
+}
 
 __all__ = [
     "SplitSpec",
@@ -32,3 +56,16 @@ __all__ = [
     "split_spec",
     "task_from_row",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'colbench.tasks' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"colbench.tasks.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOME])

@@ -13,13 +13,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from colbench.domains.base import Domain, Metrics, Score, Scorer
-from colbench.llm.client import LLMClient
-from colbench.llm.specs import Spec
-from colbench.simulators import Simulator
 from colbench.tasks.record import Task
 
 if TYPE_CHECKING:
+    from colbench.llm.client import LLMClient
+    from colbench.llm.specs import Spec
     from colbench.render import Renderer
+    from colbench.simulators import Simulator
 
 EMBEDDER_HELP = "clip (default) | clip-center-crop | clip:WEIGHTS | test (offline tests)"
 SUCCESS_THRESHOLD = 0.8
