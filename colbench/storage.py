@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,11 @@ def colbench_home() -> Path:
         return Path(home).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "colbench"
+
+
+def utc_timestamp() -> str:
+    """Now, as the ISO 8601 UTC second every colbench record uses (``2026-11-22T10:00:00Z``)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def canonical_json(value: Any) -> str:

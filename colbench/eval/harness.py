@@ -25,7 +25,6 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -65,7 +64,7 @@ from colbench.runs import (
     write_run_json,
 )
 from colbench.simulators import Simulator
-from colbench.storage import canonical_json, sha256_text
+from colbench.storage import canonical_json, sha256_text, utc_timestamp
 from colbench.tasks.record import Task
 from colbench.tasks.sources import describe_source, load
 
@@ -282,10 +281,6 @@ def _describe_scoring(scorer: Scorer) -> dict[str, Any]:
     return dict(describe()) if callable(describe) else {"scorer": type(scorer).__name__}
 
 
-def _utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}"[:1000] if text else type(exc).__name__
@@ -341,7 +336,7 @@ class _Runner:
         run_json: dict[str, Any] = {
             "format": FORMAT,
             "colbench_version": __version__,
-            "created": _utc_now(),
+            "created": utc_timestamp(),
             "env_id": config.env_id,
             "domain": domain.name,
             "max_turns": config.max_turns,
@@ -512,7 +507,7 @@ class _Runner:
                     log.debug("closing %s failed", client.endpoint.where, exc_info=True)
 
     async def _episode(self, task: Task, trial: int, writer: EpisodeWriter) -> dict[str, Any]:
-        started, clock = _utc_now(), time.monotonic()
+        started, clock = utc_timestamp(), time.monotonic()
         agent_usage = Usage()
         timings = {"agent_s": 0.0, "simulator_s": 0.0, "scoring_s": 0.0}
         record: dict[str, Any] = {"task_id": task.task_id, "trial": trial}

@@ -77,7 +77,6 @@ import base64
 import concurrent.futures
 import contextlib
 import functools
-import hashlib
 import html as html_lib
 import os
 import re
@@ -98,6 +97,7 @@ from cachetools import LRUCache
 from colbench.errors import ConfigError, InfraError
 from colbench.render.placeholder import TAILWIND_URL_RE, load_tailwind_css, placeholder_png, placeholder_size
 from colbench.render.stylesheet import StylesheetIndex
+from colbench.storage import sha256_text
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext, CDPSession, Dialog, Page, Playwright, Request, Route
@@ -396,7 +396,7 @@ class Renderer:
     async def _render(self, html: str, cache: bool) -> RenderResult:
         if not html.strip():
             return RenderResult(None, "empty", "no HTML to render", 0.0)
-        key = hashlib.sha256(html.encode("utf-8", "surrogatepass")).hexdigest()
+        key = sha256_text(html)
         hit = self._cache.get(key) if cache else None
         if hit is not None:
             return replace(hit, cached=True)

@@ -24,8 +24,9 @@ from typing import Any
 
 import colbench.tasks.pins as pins
 from colbench.errors import ColbenchError, ConfigError, DataError, InfraError
+from colbench.storage import utc_timestamp
 from colbench.tasks.manifest import SplitSpec
-from colbench.tasks.pins import COMMIT, UnverifiedPinWarning, now
+from colbench.tasks.pins import COMMIT, UnverifiedPinWarning
 from colbench.tasks.record import Task
 from colbench.tasks.rows import task_from_row, unique
 
@@ -159,7 +160,7 @@ def load_hf_file(spec: SplitSpec, *, revision: str | None, cache_dir: str | None
                 stacklevel=3,  # load_hf_file < sources.load_split < the caller
             )
         else:
-            record = {"sha256": actual, "rows": file_rows, "requested": requested, "recorded_at": now()}
+            record = {"sha256": actual, "rows": file_rows, "requested": requested, "recorded_at": utc_timestamp()}
             pins.record_pin(lock, spec.pin_key, commit, record, make_default=revision is None)
             warnings.warn(
                 f"split {spec.name!r}: pinned {spec.repo_id}:{spec.filename} to commit {commit}, sha256 {actual}, "

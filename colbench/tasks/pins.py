@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +81,3 @@ def record_pin(path: Path, key: str, commit: str, record: dict[str, Any], *, mak
         write_json_atomic(path, pins, sort_keys=True)
     except OSError as exc:
         raise InfraError(f"{path}: cannot write the pins file: {exc}") from exc
-
-
-def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -35,10 +35,10 @@ from typing import Any
 import colbench.tasks.manifest as manifest
 import colbench.tasks.pins as pins
 from colbench.errors import ConfigError, DataError, InfraError
-from colbench.storage import write_atomic
+from colbench.storage import utc_timestamp, write_atomic
 from colbench.tasks.hub import check_sha256, download, first_line, hub_errors, offline_default, refused
 from colbench.tasks.manifest import HF_WEBSIGHT, SplitSpec
-from colbench.tasks.pins import COMMIT, UnverifiedPinWarning, now
+from colbench.tasks.pins import COMMIT, UnverifiedPinWarning
 from colbench.tasks.record import Task
 from colbench.tasks.rows import task_from_row, unique
 
@@ -159,7 +159,9 @@ def load_websight_split(
                     raise DataError(f"{where}: column {column!r}: expected a non-empty string, got {got_text}")
             tasks.append(task_from_row(frontend_row(description, html), domain=spec.domain, where=where))
         if not checked:
-            new_hashes.append((key, {"sha256": actual, "rows": rows, "requested": requested, "recorded_at": now()}))
+            new_hashes.append(
+                (key, {"sha256": actual, "rows": rows, "requested": requested, "recorded_at": utc_timestamp()})
+            )
         position += rows
         used += 1
 
@@ -204,7 +206,7 @@ def _pin(
     # the default commit is trusted on first use unless the manifest names a verified one
     new_default = make_default and spec.revision is None and pins.pinned_commit(recorded, spec.pin_key) is None
     if listed or new_default:
-        record = {"files": shards, "requested": requested, "recorded_at": now()}
+        record = {"files": shards, "requested": requested, "recorded_at": utc_timestamp()}
         pins.record_pin(lock, spec.pin_key, commit, record, make_default=new_default)
     for key, record in new_hashes:
         pins.record_pin(lock, key, commit, record, make_default=False)
