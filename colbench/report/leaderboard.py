@@ -361,7 +361,7 @@ def legend(report: Report) -> list[str]:
     lines = [
         f"95% CI in brackets: percentile bootstrap over tasks ({stats.BOOTSTRAP_RESAMPLES} resamples, seed "
         f"{stats.BOOTSTRAP_SEED}; trials averaged within each task); success with one trial per task: Wilson.",
-        "infra = episodes whose last record is an infrastructure error: excluded from every score, not zeros; "
+        "infra = episodes with no scored record (only infrastructure errors): excluded from every score, not zeros; "
         "tasks = tasks with at least one scored episode.",
         "flip % (tasks) = share of tasks with >= 2 scored trials whose success differs across trials"
         + "".join(
