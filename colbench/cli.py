@@ -63,7 +63,7 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
     """Ask each task's domain whether its tasks can be judged fairly (docs/tasks.md): one line per problem found."""
     from colbench.tasks.check import check_tasks
 
-    for line in check_tasks(load(args.source), {"sandbox": args.sandbox, "jobs": args.jobs}):
+    for line in check_tasks(load(args.source), {"sandbox": args.sandbox, "jobs": args.jobs, "rules": args.rules}):
         print(line, flush=True)
     return 0
 
@@ -239,6 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("source", metavar="FILE_OR_SPLIT")
     check.add_argument("--sandbox", default="auto", help=f"backend: {SANDBOX_HELP}")
     check.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    check.add_argument(
+        "--rules", type=int, choices=(2, 3), default=3, help="backend judging: 3 (current) or 2 (colbench 0.1)"
+    )
     check.set_defaults(func=cmd_tasks_check)
     build_frontend = tasks.add_parser(
         "build-frontend", help="build a frontend split from WebSight v0.2 into a ColBench JSONL task file"

@@ -23,6 +23,8 @@ Protocol (JSON lines). stdin: one job per line ``{"id", "code", "tests": [expr..
 from __future__ import annotations
 
 import builtins
+import collections
+import collections.abc
 import contextlib
 import ctypes
 import dataclasses
@@ -78,6 +80,12 @@ PRELOAD = (
 CHILD_OUTCOMES = ("value", "raised", "unserializable")
 CHILD_UID = None  # set by --child-uid: tests run as this uid, never as the runner's
 MAX_DEPTH = 100
+MAX_ITEMS = 100_000  # items taken from a view, iterator or generator before it is refused as too long
+# Values Python compares by content only through their own types (or not at all, for dict_values and iterators):
+# materialized into the plain container they stand for, so a reference returning one can be judged.
+_DICT_KEYS = type({}.keys())
+_DICT_VALUES = type({}.values())
+_DICT_ITEMS = type({}.items())
 MAX_ERROR = 300
 SCRATCH_ROOTS = ("/tmp", "/dev/shm")
 
@@ -134,6 +142,12 @@ def encode(v, depth=0):
         return {"t": t.__name__, "v": t.isoformat(v)}
     if t is datetime.timedelta:
         return {"t": "timedelta", "v": [v.days, v.seconds, v.microseconds]}
+    if t is _DICT_KEYS:  # set-like: compared as a set
+        return {"t": "set", "v": [encode(x, d) for x in _taken(v)]}
+    if t is _DICT_ITEMS:  # set-like pairs with unique keys: compared as the dict they view
+        return {"t": "dict", "v": [[encode(k, d), encode(x, d)] for k, x in _taken(v)]}
+    if t in (_DICT_VALUES, range, collections.deque) or isinstance(v, (collections.abc.Iterator, types.GeneratorType)):
+        return {"t": "list", "v": [encode(x, d) for x in _taken(v)]}
     np = sys.modules.get("numpy")
     if np is not None:
         if isinstance(v, np.ndarray):
@@ -148,6 +162,16 @@ def encode(v, depth=0):
         fields = [[f.name, encode(object.__getattribute__(v, f.name), d)] for f in dataclasses.fields(v) if f.compare]
         return {"t": "record", "type": _type_name(t), "v": fields}
     return {"t": "opaque", "type": _type_name(t)}
+
+
+def _taken(iterable):
+    """The items of a view, lazy sequence or iterator, at most MAX_ITEMS (an endless generator is refused)."""
+    items = []
+    for item in iterable:
+        if len(items) == MAX_ITEMS:
+            raise Unserializable(f"{_type_name(type(iterable))} yields more than {MAX_ITEMS} items")
+        items.append(item)
+    return items
 
 
 def _libc():

@@ -111,4 +111,5 @@ def test_score_backend_reports_a_broken_sandbox_as_infrastructure(tmp_path: Path
 def test_tasks_check_runs_references() -> None:
     res = colbench("tasks", "check", "backend-sample", "--sandbox", "bwrap")
     assert res.returncode == 0, res.stderr
-    assert "reference passes all judgeable tests on 20/20; 200/200 tests judgeable" in res.stdout
+    assert "reference passes all counted tests on 20/20; 200/200 tests counted" in res.stdout
+    assert "hole 0, degenerate success 0" in res.stdout

@@ -133,12 +133,14 @@ def test_infrastructure_errors_carry_no_score() -> None:
 
 
 def test_tests_written_as_comparisons_are_judged_on_the_call(scorer: BackendScorer) -> None:
-    from colbench.domains.backend.unit_tests import judged_expression
+    from colbench.domains.backend.judging import plan
 
-    assert judged_expression("f(1, [2]) == 175") == "f(1, [2])"
-    assert judged_expression(" f(0) == f(1)") == "f(0)"
-    assert judged_expression("f(1) < 3") == "f(1) < 3"
-    assert judged_expression("f(1)") == "f(1)"
+    reference = "def f(x):\n    return x\n"
+    assert plan("t", "f(1, [2]) == 175", reference).judged == "f(1, [2])"
+    assert plan("t", " f(0) == f(1)", reference).judged == "f(0) == f(1)"  # both sides are the task's code
+    assert plan("t", " f(0) == f(1)", reference, rules=2).judged == "f(0)"  # colbench 0.1 judged the left call
+    assert plan("t", "f(1) < 3", reference).judged == "f(1) < 3"
+    assert plan("t", "f(1)", reference).judged == "f(1)"
     # The reference fails its own literal (it returns 250): a wrong answer must not "match" that False.
     task = make_task("def f(x):\n    return x * 125\n", ["f(2) == 175", "f(0) == 0"])
     wrong = scorer.score(task, answer("def f(x):\n    return 'nope'\n"))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import os
 import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
 from typing import Any, ClassVar
@@ -28,7 +27,7 @@ class BackendDomain(Domain):
     score_help: ClassVar[str] = "score Python answers with the tasks' unit tests"
 
     def __init__(self) -> None:
-        self._shared: dict[str, Scorer] = {}
+        self._shared: dict[tuple[str, int], Scorer] = {}
         self._lock = threading.Lock()
 
     # -- tasks ----------------------------------------------------------------------------------------------
@@ -51,17 +50,17 @@ class BackendDomain(Domain):
         from colbench.sandbox import make_sandbox
 
         sandbox = make_sandbox(str(options.get("sandbox", "auto")), workers=jobs)
-        return BackendScorer(sandbox, jobs=jobs, owns_sandbox=True)
+        return BackendScorer(sandbox, jobs=jobs, owns_sandbox=True, rules=_rules(options))
 
     def shared_scorer(self, options: Mapping[str, Any]) -> Scorer:
         from colbench.domains.backend.unit_tests import BackendScorer
         from colbench.sandbox import resolve_kind, shared_sandbox
 
-        kind = resolve_kind(str(options.get("sandbox", "auto")))
+        kind, rules = resolve_kind(str(options.get("sandbox", "auto"))), _rules(options)
         with self._lock:
-            if kind not in self._shared:
-                self._shared[kind] = BackendScorer(shared_sandbox(kind))
-            return self._shared[kind]
+            if (kind, rules) not in self._shared:
+                self._shared[kind, rules] = BackendScorer(shared_sandbox(kind), rules=rules)
+            return self._shared[kind, rules]
 
     def unjudged(self, task_id: str, error: str) -> Score:
         from colbench.domains.backend.unit_tests import BackendScore
@@ -87,30 +86,21 @@ class BackendDomain(Domain):
         )
 
     def check_tasks(self, tasks: Sequence[Task], options: Mapping[str, Any]) -> Iterable[str]:
-        """Run every reference against its own tests: which tests can be judged, and does it pass them?"""
-        from colbench.domains.backend.unit_tests import BackendScore
+        """Every reference against its own tests and every test against degenerate answers (``audit``)."""
+        from colbench.domains.backend.audit import audit
+        from colbench.domains.backend.unit_tests import BackendScorer
 
-        with closing(self.make_scorer(options, jobs=options.get("jobs"))) as scorer:
-            started = time.monotonic()
-            scores = scorer.score_many([(t, t.ground_truth) for t in tasks])
-        full = judged = 0
-        for task, score in zip(tasks, scores, strict=True):
-            assert isinstance(score, BackendScore)
-            judged += score.tests_total
-            full += bool(score.success)
-            skipped = [t for t in score.tests if not t.judgeable]
-            if not score.judged:
-                yield f"{task.task_id}\tinfrastructure error\t{score.error}"
-            elif skipped or not score.success:
-                reasons = sorted(
-                    {t.detail for t in skipped} | {t.detail for t in score.tests if t.judgeable and not t.passed}
-                )
-                yield f"{task.task_id}\t{score.tests_passed}/{score.tests_total} judgeable\t{'; '.join(reasons)}"
-        total_tests = sum(len(t.test_cases) for t in tasks)
-        yield (
-            f"checked {len(tasks)} tasks in {time.monotonic() - started:.1f}s: reference passes all judgeable tests "
-            f"on {full}/{len(tasks)}; {judged}/{total_tests} tests judgeable"
-        )
+        jobs = int(options.get("jobs") or 1)
+        with closing(self.make_scorer(options, jobs=jobs)) as scorer:
+            assert isinstance(scorer, BackendScorer)
+            yield from audit(scorer, tasks, jobs)
+
+
+def _rules(options: Mapping[str, Any]) -> int:
+    """The judging rules a scoring configuration asks for (``rules``; default: the current ones)."""
+    from colbench.domains.backend.judging import CURRENT_RULES
+
+    return int(options.get("rules", CURRENT_RULES))
 
 
 DOMAIN = BackendDomain()

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from colbench.dialogue import MAX_TURNS, Turn
+from colbench.domains.backend.judging import CURRENT_RULES
 from colbench.domains.backend.unit_tests import BackendScore, BackendScorer
 from colbench.episode import ColbenchEnv, Episode
 from colbench.sandbox import Sandbox
@@ -23,7 +24,9 @@ class BackendEnv(ColbenchEnv):
     ``simulator`` is a spec (``openai:MODEL``, ``llamacpp``, ``scripted``) completed by ``simulator_options``
     (``base_url``, ``api_key``, ``cache_dir``, ...), or any ``Simulator``. ``sandbox``: ``auto``, ``docker``,
     ``bwrap`` or a ``Sandbox``; ``scorer``: a ``BackendScorer`` to use instead (default: the process's shared one
-    for the sandbox runtime, so every env shares warm workers and one reference cache).
+    for the sandbox runtime, so every env shares warm workers and one reference cache). ``rules``: how tests are
+    judged (``colbench.domains.backend.judging``; set by the env id: v0 keeps colbench 0.1's rules, v1 the
+    current ones).
     """
 
     domain_name = "backend"
@@ -38,6 +41,7 @@ class BackendEnv(ColbenchEnv):
         max_turns: int = MAX_TURNS,
         expose_hidden: bool = False,
         scorer: BackendScorer | None = None,
+        rules: int = CURRENT_RULES,
         render_mode: str | None = None,
     ) -> None:
         super().__init__(
@@ -50,10 +54,14 @@ class BackendEnv(ColbenchEnv):
             render_mode=render_mode,
         )
         self._sandbox_spec = sandbox
+        self.rules = rules
 
     def _default_scorer(self) -> BackendScorer:
         spec = self._sandbox_spec
-        scorer = self.domain.shared_scorer({"sandbox": spec}) if isinstance(spec, str) else BackendScorer(spec)
+        if isinstance(spec, str):
+            scorer = self.domain.shared_scorer({"sandbox": spec, "rules": self.rules})
+        else:
+            scorer = BackendScorer(spec, rules=self.rules)
         assert isinstance(scorer, BackendScorer)
         return scorer
 

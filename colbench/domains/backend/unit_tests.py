@@ -7,7 +7,8 @@ Semantics (docs/scoring.md has the reasons):
 * The answer runs as a real module, fresh for every test, so imports, helpers and recursion work and no test sees
   another's state; ``random`` and ``numpy.random`` are seeded identically for reference and answer.
 * Expected values come from running the reference the same way (twice, to catch nondeterminism), cached per task.
-  A test written as ``call(...) == literal`` is judged on the call's value (``judged_expression``).
+  What a test judges follows ``judging``: ``print(X)`` and ``X == literal`` are judged as ``X``, a test no answer
+  can change is dropped, and one that degenerate answers reproduce is judged on the task's calls in it.
 * A test counts only if the reference returns a value, the same one both times. Tests where the reference raises,
   times out or is nondeterministic are *unjudgeable*: reported, excluded from ``tests_total``.
 * A test passes when the answer returns a value equal to the expected one (``values.values_equal``).
@@ -15,7 +16,6 @@ Semantics (docs/scoring.md has the reasons):
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import re
@@ -23,20 +23,21 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from cachetools import LRUCache
 
 from colbench.dialogue import after_marker
+from colbench.domains.backend.judging import CURRENT_RULES, RULES, Plan, Rules, degenerate_answers, plan
 from colbench.domains.backend.values import EXACT, DecodeError, Tolerance, decode, values_equal
-from colbench.errors import InfraError
+from colbench.errors import ConfigError, InfraError
 from colbench.sandbox.contract import Limits, Sandbox, TestOutcome
 from colbench.storage import sha256_text, write_atomic
 from colbench.tasks.record import Task
 
-SCORER_VERSION = "2"
+SCORER_VERSIONS = {2: "2", 3: "3"}
+"""The scorer version of each judging rule set (``judging.RULES``), recorded in run.json."""
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 
 
@@ -50,28 +51,6 @@ def extract_code(text: str) -> str:
     return text.strip("\n")
 
 
-@lru_cache(maxsize=65_536)
-def judged_expression(expr: str) -> str:
-    """The expression whose value is compared: for a test written as ``call(...) == literal``, the call alone.
-
-    Expected values come from running the reference, so the literal adds nothing, and judging the boolean would be
-    wrong both ways: where the reference itself fails the assertion (its literal is off), any wrong answer would
-    "match" its ``False``. Some tasks of the real test split are written this way.
-    """
-    try:
-        node = ast.parse(expr.strip(), mode="eval").body
-    except SyntaxError:
-        return expr
-    if (
-        isinstance(node, ast.Compare)
-        and len(node.ops) == 1
-        and isinstance(node.ops[0], ast.Eq)
-        and isinstance(node.left, ast.Call)
-    ):
-        return ast.get_source_segment(expr.strip(), node.left) or expr
-    return expr
-
-
 @dataclass(frozen=True)
 class Expected:
     """The reference's behaviour on one test: a value to match, or why the test cannot be judged."""
@@ -83,12 +62,16 @@ class Expected:
 
 @dataclass(frozen=True)
 class TestResult:
+    """One test of one answer. ``judged`` is the expression compared, when the rules judge something other than
+    the test as written (docs/scoring.md)."""
+
     name: str
     expression: str
     passed: bool
     judgeable: bool
     outcome: str
     detail: str = ""
+    judged: str = ""
 
 
 @dataclass(frozen=True)
@@ -145,6 +128,27 @@ def _short(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def same_outcome(a: TestOutcome, b: TestOutcome) -> bool:
+    """Whether two outcomes of one expression agree: equal values, or the same failure kind."""
+    if a.outcome != "value" or b.outcome != "value":
+        return a.outcome == b.outcome and a.outcome != "value"
+    try:
+        return values_equal(decode(a.value), decode(b.value))
+    except DecodeError:
+        return False
+
+
+def _joined(outcomes: Sequence[TestOutcome]) -> TestOutcome:
+    """One outcome standing for several probes: the first failure, or the tuple of their values."""
+    if len(outcomes) == 1:
+        return outcomes[0]
+    failed = next((o for o in outcomes if o.outcome != "value"), None)
+    if failed is not None:
+        return failed
+    seconds = sum(o.seconds for o in outcomes)
+    return TestOutcome("value", {"t": "tuple", "v": [o.value for o in outcomes]}, seconds=seconds)
+
+
 def _expected_from(runs: Sequence[TestOutcome]) -> Expected:
     first = runs[0]
     if first.outcome != "value":
@@ -160,37 +164,63 @@ def _expected_from(runs: Sequence[TestOutcome]) -> Expected:
     return Expected(True, value=values[0])
 
 
+@dataclass(frozen=True)
+class Reference:
+    """What the scorer learned from the reference once per task: each test's plan (what is judged, after the
+    rules of ``judging``) and the reference's outcomes on the judged expressions, one list per reference run."""
+
+    plans: tuple[Plan, ...]
+    runs: tuple[tuple[TestOutcome, ...], ...]
+
+    def expected(self) -> list[Expected]:
+        out = []
+        for i, test in enumerate(self.plans):
+            if test.dropped:
+                out.append(Expected(False, reason=test.dropped))
+            else:
+                out.append(_expected_from([run[i] for run in self.runs]))
+        return out
+
+    def to_json(self) -> str:
+        runs = [[asdict(o) for o in run] for run in self.runs]
+        return json.dumps({"plans": [asdict(p) for p in self.plans], "runs": runs})
+
+    @classmethod
+    def from_json(cls, text: str) -> Reference:
+        raw = json.loads(text)
+        plans = tuple(Plan(**p) for p in raw["plans"])
+        return cls(plans, tuple(tuple(TestOutcome(**o) for o in run) for run in raw["runs"]))
+
+
 class ReferenceCache:
-    """Expected outcomes per task, in memory (least recently used dropped first) and optionally on disk as one
-    JSON file per key."""
+    """What each task's reference does, in memory (least recently used dropped first) and optionally on disk as
+    one JSON file per key."""
 
     def __init__(self, directory: str | Path | None = None, max_items: int = 50_000) -> None:
         self.directory = Path(directory) if directory else None
-        self._mem: LRUCache[str, list[list[TestOutcome]]] = LRUCache(maxsize=max_items)
+        self._mem: LRUCache[str, Reference] = LRUCache(maxsize=max_items)
         self._lock = threading.Lock()
 
-    def get(self, key: str) -> list[list[TestOutcome]] | None:
+    def get(self, key: str) -> Reference | None:
         with self._lock:
-            runs = self._mem.get(key)
-        if runs is not None or self.directory is None:
-            return runs
-        path = self.directory / f"{key}.json"
+            found = self._mem.get(key)
+        if found is not None or self.directory is None:
+            return found
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-            runs = [[TestOutcome(**o) for o in run] for run in raw]
-        except (OSError, ValueError, TypeError):
+            found = Reference.from_json((self.directory / f"{key}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, TypeError, KeyError):
             return None
-        self._remember(key, runs)
-        return runs
+        self._remember(key, found)
+        return found
 
-    def put(self, key: str, runs: list[list[TestOutcome]]) -> None:
-        self._remember(key, runs)
+    def put(self, key: str, reference: Reference) -> None:
+        self._remember(key, reference)
         if self.directory is not None:
-            write_atomic(self.directory / f"{key}.json", json.dumps([[asdict(o) for o in run] for run in runs]))
+            write_atomic(self.directory / f"{key}.json", reference.to_json())
 
-    def _remember(self, key: str, runs: list[list[TestOutcome]]) -> None:
+    def _remember(self, key: str, reference: Reference) -> None:
         with self._lock:
-            self._mem[key] = runs
+            self._mem[key] = reference
 
 
 class BackendScorer:
@@ -211,7 +241,11 @@ class BackendScorer:
         seed: int = 0,
         jobs: int | None = None,
         owns_sandbox: bool = False,
+        rules: Rules = CURRENT_RULES,
     ) -> None:
+        if rules not in RULES:
+            raise ConfigError(f"unknown judging rules {rules!r}; expected one of {', '.join(map(str, RULES))}")
+        self.rules = rules
         self.sandbox = sandbox
         self.limits = limits or Limits()
         self.tolerance = tolerance
@@ -225,7 +259,7 @@ class BackendScorer:
         """run.json's ``scoring``: the runtime (not compared on resume: both pass one conformance suite) and the
         scorer's version."""
         sandbox = str(getattr(self.sandbox, "name", type(self.sandbox).__name__))
-        return {"sandbox": sandbox, "scorer_version": SCORER_VERSION}
+        return {"sandbox": sandbox, "scorer_version": SCORER_VERSIONS[self.rules]}
 
     def score_many(self, pairs: Sequence[tuple[Task, str]]) -> list[BackendScore]:
         """Scores in input order, ``jobs`` at a time; an answer the sandbox cannot run is that answer's
@@ -254,7 +288,7 @@ class BackendScorer:
     def _key(self, task: Task) -> str:
         blob = json.dumps(
             [
-                SCORER_VERSION,
+                SCORER_VERSIONS[self.rules],
                 task.ground_truth,
                 [e for _, e in task.test_cases],
                 self.seed,
@@ -265,32 +299,83 @@ class BackendScorer:
         )
         return sha256_text(blob)
 
-    def expected(self, task: Task) -> list[Expected]:
-        """The reference's judged outcome per test (computed in the sandbox once, then cached)."""
+    def reference(self, task: Task) -> Reference:
+        """Each test's plan and the reference's outcomes (computed in the sandbox once, then cached)."""
         key = self._key(task)
-        runs = self.cache.get(key)
-        if runs is None:
-            tests = [judged_expression(expr) for _, expr in task.test_cases]
-            runs = [
-                self.sandbox.run_tests(task.ground_truth, tests, limits=self.limits, seed=self.seed, pool="reference")
-                for _ in range(self.reference_runs)
-            ]
-            self.cache.put(key, runs)
-        return [_expected_from([run[i] for run in runs]) for i in range(len(task.test_cases))]
+        found = self.cache.get(key)
+        if found is None:
+            found = self._judge_reference(task)
+            self.cache.put(key, found)
+        return found
+
+    def expected(self, task: Task) -> list[Expected]:
+        """The reference's judged outcome per test."""
+        return self.reference(task).expected()
+
+    def run(self, code: str, tests: Sequence[str], pool: str) -> list[TestOutcome]:
+        """``tests`` evaluated after ``code`` in the sandbox's ``pool`` (``answer`` or ``reference``)."""
+        if not tests:
+            return []
+        return self.sandbox.run_tests(code, tests, limits=self.limits, seed=self.seed, pool=pool)
+
+    def _judge_reference(self, task: Task) -> Reference:
+        plans = [plan(name, expr, task.ground_truth, self.rules) for name, expr in task.test_cases]
+        wrapped = [i for i, p in enumerate(plans) if p.wrapped] if self.rules >= 3 else []
+        probes = [probe for i in wrapped for probe in plans[i].probes]
+        tests = [p.judged for p in plans] + probes
+        runs = [self.run(task.ground_truth, tests, "reference") for _ in range(self.reference_runs)]
+        n = len(plans)
+        if wrapped:
+            switched = self._degenerate_check(task, plans, wrapped, runs)
+            probe_at = n
+            for i in wrapped:
+                count = len(plans[i].probes)
+                if i in switched:
+                    plans[i] = plans[i].on_probes(switched[i])
+                    for run in runs:  # the probes' outcomes stand for the test: one probe, or their tuple
+                        run[i] = _joined(run[probe_at : probe_at + count])
+                probe_at += count
+        return Reference(tuple(plans), tuple(tuple(run[:n]) for run in runs))
+
+    def _degenerate_check(
+        self, task: Task, plans: list[Plan], wrapped: list[int], runs: list[list[TestOutcome]]
+    ) -> dict[int, str]:
+        """Rule 3: the wrapped tests a degenerate answer passes with probe values unlike the reference's, and why."""
+        n = len(plans)
+        tests = [plans[i].judged for i in wrapped] + [probe for i in wrapped for probe in plans[i].probes]
+        reference = runs[0]
+        expected_probes: dict[int, list[TestOutcome]] = {}
+        at = n
+        for i in wrapped:
+            expected_probes[i] = reference[at : at + len(plans[i].probes)]
+            at += len(plans[i].probes)
+        switched: dict[int, str] = {}
+        for label, code in degenerate_answers(task.ground_truth).items():
+            outcomes = self.run(code, tests, "answer")
+            at = len(wrapped)
+            for k, i in enumerate(wrapped):
+                probes_out = outcomes[at : at + len(plans[i].probes)]
+                at += len(plans[i].probes)
+                if i in switched:
+                    continue
+                if same_outcome(reference[i], outcomes[k]) and not all(
+                    same_outcome(e, g) for e, g in zip(expected_probes[i], probes_out, strict=True)
+                ):
+                    switched[i] = f"judged on its call's value: an answer that {label} reproduces the test's value"
+        return switched
 
     def score(self, task: Task, answer: str) -> BackendScore:
         """Score one final agent message. Raises ``SandboxError`` (infra) if the sandbox cannot run at all."""
-        expected = self.expected(task)
+        reference = self.reference(task)
+        expected = reference.expected()
+        judged = [p.judged for p in reference.plans]
         code = extract_code(answer)
         if code.strip():
-            outcomes = self.sandbox.run_tests(
-                code, [judged_expression(expr) for _, expr in task.test_cases], limits=self.limits, seed=self.seed
-            )
+            outcomes = self.run(code, judged, "answer")
         else:
-            outcomes = [TestOutcome("raised", error="empty answer")] * len(task.test_cases)
+            outcomes = [TestOutcome("raised", error="empty answer")] * len(judged)
         results = tuple(
-            self._judge(name, expr, exp, out)
-            for (name, expr), exp, out in zip(task.test_cases, expected, outcomes, strict=True)
+            self._judge(test, exp, out) for test, exp, out in zip(reference.plans, expected, outcomes, strict=True)
         )
         return BackendScore(
             task_id=task.task_id,
@@ -299,15 +384,26 @@ class BackendScorer:
             tests=results,
         )
 
-    def _judge(self, name: str, expr: str, exp: Expected, out: TestOutcome) -> TestResult:
+    def passes(self, expected: Expected, outcome: TestOutcome) -> bool:
+        """Whether an answer's outcome passes a counted test."""
+        if not expected.judgeable or outcome.outcome != "value":
+            return False
+        try:
+            return values_equal(expected.value, decode(outcome.value), self.tolerance)
+        except DecodeError:
+            return False
+
+    def _judge(self, test: Plan, exp: Expected, out: TestOutcome) -> TestResult:
+        name, expr, note = test.name, test.expression, f" ({test.note})" if test.note else ""
         if not exp.judgeable:
-            return TestResult(name, expr, False, False, out.outcome, f"not counted: {exp.reason}")
+            return TestResult(name, expr, False, False, out.outcome, f"not counted: {exp.reason}", test.judged)
         if out.outcome != "value":
-            return TestResult(name, expr, False, True, out.outcome, out.error)
+            return TestResult(name, expr, False, True, out.outcome, out.error + note, test.judged)
         try:
             got = decode(out.value)
         except DecodeError as exc:
-            return TestResult(name, expr, False, True, "invalid", str(exc))
+            return TestResult(name, expr, False, True, "invalid", str(exc), test.judged)
         if values_equal(exp.value, got, self.tolerance):
-            return TestResult(name, expr, True, True, "value")
-        return TestResult(name, expr, False, True, "value", f"expected {_short(exp.value)}, got {_short(got)}")
+            return TestResult(name, expr, True, True, "value", note.strip(" ()"), test.judged)
+        detail = f"expected {_short(exp.value)}, got {_short(got)}{note}"
+        return TestResult(name, expr, False, True, "value", detail, test.judged)

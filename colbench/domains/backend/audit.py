@@ -1,0 +1,135 @@
+"""``colbench tasks check`` for backend tasks: can every test be passed by the reference, and failed by an answer
+that computes nothing?
+
+For each task the reference is judged as the scorer judges it (``BackendScorer.reference``), then every degenerate
+answer of ``judging.degenerate_answers`` (returns None, raises, constants, an argument, ...) runs against the judged
+expressions and against each test's probes (the task's calls in it). A finding is one of:
+
+- ``reference cannot pass``: the reference raises, times out, is nondeterministic, or returns what cannot be
+  compared on this test, so the test is not counted;
+- ``reference fails as an answer``: the reference, scored as an answer, fails a counted test;
+- ``dropped``: the test uses none of the task's code;
+- ``judged on its calls``: the scorer judges the test's calls instead of the test as written (rule 3);
+- ``hole``: a degenerate answer passes the test while its calls give values unlike the reference's: any answer can
+  pass it;
+- ``degenerate success``: a degenerate answer passes every counted test of the task while some call differs.
+
+The last two are what the judging rules exist to prevent: with the current rules they should not occur.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from colbench.domains.backend.judging import degenerate_answers, plan
+from colbench.domains.backend.unit_tests import BackendScorer, same_outcome
+from colbench.errors import InfraError
+from colbench.tasks.record import Task
+
+KINDS = (
+    "reference cannot pass",
+    "reference fails as an answer",
+    "dropped",
+    "judged on its calls",
+    "hole",
+    "degenerate success",
+)
+
+
+@dataclass
+class Findings:
+    """What the check found in one task: ``(test name, kind, detail)`` rows, its counted tests and whether the
+    reference, scored as an answer, passes all of them."""
+
+    task_id: str
+    rows: list[tuple[str, str, str]] = field(default_factory=list)
+    tests: int = 0
+    counted: int = 0
+    reference_passes: bool = False
+    error: str = ""
+
+
+def audit_task(scorer: BackendScorer, task: Task) -> Findings:
+    """The findings of one task (see the module docstring)."""
+    found = Findings(task.task_id, tests=len(task.test_cases))
+    try:
+        reference = scorer.reference(task)
+        as_answer = scorer.score(task, task.ground_truth)
+    except InfraError as exc:
+        found.error = str(exc)
+        return found
+    expected = reference.expected()
+    found.counted, found.reference_passes = as_answer.tests_total, bool(as_answer.success)
+    for result in as_answer.tests:
+        if result.judgeable and not result.passed:
+            found.rows.append((result.name, "reference fails as an answer", result.detail))
+    for test, exp in zip(reference.plans, expected, strict=True):
+        if test.dropped:
+            found.rows.append((test.name, "dropped", test.dropped))
+        elif not exp.judgeable:
+            found.rows.append((test.name, "reference cannot pass", exp.reason))
+        elif test.note:
+            found.rows.append((test.name, "judged on its calls", test.note))
+    probes = [plan(name, expr, task.ground_truth).probes for name, expr in task.test_cases]
+    flat = [p for group in probes for p in group]
+    judged = [test.judged for test in reference.plans]
+    try:
+        reference_probes = scorer.run(task.ground_truth, flat, "reference")
+    except InfraError as exc:
+        found.error = str(exc)
+        return found
+    counted = [i for i, exp in enumerate(expected) if exp.judgeable]
+    for label, code in degenerate_answers(task.ground_truth).items():
+        try:
+            outcomes = scorer.run(code, judged + flat, "answer")
+        except InfraError as exc:
+            found.error = str(exc)
+            return found
+        got, got_probes = outcomes[: len(judged)], outcomes[len(judged) :]
+        passed, differs, at = [], [], 0
+        for i, group in enumerate(probes):
+            mine = got_probes[at : at + len(group)]
+            theirs = reference_probes[at : at + len(group)]
+            at += len(group)
+            differs.append(not all(same_outcome(a, b) for a, b in zip(theirs, mine, strict=True)))
+            passed.append(i in counted and scorer.passes(expected[i], got[i]))
+        for i in counted:
+            if passed[i] and differs[i]:
+                found.rows.append((reference.plans[i].name, "hole", f"an answer that {label} passes it"))
+        if counted and all(passed[i] for i in counted) and any(differs[i] for i in counted):
+            found.rows.append(("*", "degenerate success", f"an answer that {label} passes every counted test"))
+    return found
+
+
+def audit(scorer: BackendScorer, tasks: Sequence[Task], jobs: int) -> Iterator[str]:
+    """One line per finding, then a summary line of counts."""
+    started = time.monotonic()
+    counts: Counter[str] = Counter()
+    tests = counted = passing = 0
+    with ThreadPoolExecutor(max(1, jobs), thread_name_prefix="colbench-check") as pool:
+        for findings in pool.map(lambda task: audit_task(scorer, task), tasks):
+            tests += findings.tests
+            counted += findings.counted
+            passing += findings.reference_passes
+            if findings.error:
+                counts["infrastructure error"] += 1
+                yield f"{findings.task_id}\t*\tinfrastructure error\t{findings.error}"
+            seen: set[tuple[str, str]] = set()
+            for name, kind, detail in findings.rows:
+                if (name, kind) in seen:  # one row per test and kind (several degenerate answers may pass it)
+                    continue
+                seen.add((name, kind))
+                counts[kind] += 1
+                yield f"{findings.task_id}\t{name}\t{kind}\t{detail}"
+    kinds = KINDS
+    summary = ", ".join(f"{kind} {counts[kind]}" for kind in kinds)
+    infra = f", infrastructure errors {counts['infrastructure error']}" if counts["infrastructure error"] else ""
+    yield (
+        f"checked {len(tasks)} tasks in {time.monotonic() - started:.1f}s (judging rules {scorer.rules}): "
+        f"reference passes all counted tests on {passing}/{len(tasks)}; {counted}/{tests} tests counted; "
+        f"findings: {summary}{infra}"
+    )
