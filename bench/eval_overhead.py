@@ -139,7 +139,7 @@ def measure(n: int, path: str, args: argparse.Namespace, base_url: str, root: Pa
     out = root / f"{path}-n{n}-t{args.turns}"
     stub_simulator = args.simulator == "stub" and path == "http"
     config = EvalConfig(
-        env_id="ColBench-Backend-v0",
+        env_id="ColBench-Backend-v1",
         agent="openai:bench",
         simulator="openai:bench-human" if stub_simulator else "scripted",
         out=out,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from colbench import __version__
 from colbench.domains import all_domains, get_domain
 from colbench.errors import ColbenchError, ConfigError, DataError, InfraError
+from colbench.leaks import POLICY_HELP
 from colbench.tasks.record import Task
 from colbench.tasks.rows import iter_jsonl
 from colbench.tasks.sources import load
@@ -24,16 +25,17 @@ if TYPE_CHECKING:
 SANDBOX_HELP = "auto (Docker when available, else bwrap) | docker | bwrap"
 
 
-def _read_answers(path: str, tasks: dict[str, Task]) -> list[tuple[Task, str]]:
+def _read_answers(path: str, tasks: dict[str, Task], field: str = "answer") -> list[tuple[Task, str]]:
+    """Rows ``{"task_id", field}`` of a JSONL file with their tasks, in file order."""
     answers = []
     for where, row in iter_jsonl(path):
         if not isinstance(row, dict):
-            raise DataError(f"{where}: expected a JSON object with 'task_id' and 'answer'")
-        task_id, answer = row.get("task_id"), row.get("answer")
+            raise DataError(f"{where}: expected a JSON object with 'task_id' and '{field}'")
+        task_id, answer = row.get("task_id"), row.get(field)
         if not isinstance(task_id, str | int):
             raise DataError(f"{where}: field 'task_id': missing or not a string")
         if not isinstance(answer, str):
-            raise DataError(f"{where}: field 'answer': missing or not a string")
+            raise DataError(f"{where}: field '{field}': missing or not a string")
         task = tasks.get(str(task_id))
         if task is None:
             raise DataError(f"{where}: field 'task_id': {task_id!r} is not in the task file")
@@ -97,6 +99,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         resume=args.resume,
         sandbox=args.sandbox,
         embedder=args.embedder,
+        leak_policy=args.leak_policy,
         agent_options=agent_options,
         simulator_options=simulator_options,
         agent_limits=EndpointLimits(args.agent_rpm, args.agent_max_concurrency),
@@ -176,6 +179,39 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- leaks ------------------------------------------------------------------------------------------------------
+def cmd_leaks_score(args: argparse.Namespace) -> int:
+    """Score simulated-human replies for leaks of their task's hidden information (docs/leaks.md)."""
+    replies = _read_answers(args.replies, {t.task_id: t for t in load(args.tasks)}, field="reply")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    flagged = 0
+    with open(args.out, "w", encoding="utf-8") as out:
+        for task, reply in replies:
+            domain = get_domain(task.domain)
+            score = domain.leak_score(task, reply)
+            leak = score >= domain.leak_threshold
+            flagged += leak
+            _write_jsonl(out, {"task_id": task.task_id, "leak_score": score, "leak": leak})
+    share = 100 * flagged / max(len(replies), 1)
+    print(f"scored {len(replies)} replies: {flagged} leaks ({share:.1f}%) -> {args.out}")
+    return 0
+
+
+def cmd_leaks_labelled(args: argparse.Namespace) -> int:
+    """Write the labelled set the leak detectors are measured on (docs/leaks.md), made from the tasks."""
+    tasks = load(args.tasks)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    rows = 0
+    with open(args.out, "w", encoding="utf-8") as out:
+        for name in dict.fromkeys(t.domain for t in tasks):
+            mine = [t for t in tasks if t.domain == name]
+            for task, item in get_domain(name).labelled_replies(mine, seed=args.seed):
+                _write_jsonl(out, {"task_id": task.task_id, "reply": item.reply, "leak": item.leak, "kind": item.kind})
+                rows += 1
+    print(f"wrote {rows} labelled replies for {len(tasks)} tasks -> {args.out}")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """Leaderboard of run directories (terminal table, optional Markdown), token costs, per-run HTML reports."""
     from colbench.report import build_report, load_prices, load_run, write_run_report
@@ -252,14 +288,20 @@ def build_parser() -> argparse.ArgumentParser:
     build_frontend.set_defaults(func=cmd_tasks_build_frontend)
 
     ev = sub.add_parser("eval", help="run an agent with a simulated human on tasks; results go to a run directory")
-    ev.add_argument("--env", required=True, metavar="ENV_ID", help="ColBench-Backend-v0 | ColBench-Frontend-v0")
+    ev.add_argument("--env", required=True, metavar="ENV_ID", help="ColBench-Backend-v1 | ColBench-Frontend-v0 | ...")
     ev.add_argument(
         "--agent",
         required=True,
         metavar="SPEC",
         help="openai:MODEL | llamacpp[:PATH.gguf] | module.path:Attr | scripted:reference|ask|empty",
     )
-    ev.add_argument("--simulator", required=True, metavar="SPEC", help="openai:MODEL | llamacpp[:PATH.gguf] | scripted")
+    ev.add_argument(
+        "--simulator",
+        required=True,
+        metavar="SPEC",
+        help="openai:MODEL | llamacpp[:PATH.gguf] | scripted | scripted:leaky (always pastes the hidden answer)",
+    )
+    ev.add_argument("--leak-policy", default="flag", metavar="POLICY", help=POLICY_HELP)
     ev.add_argument(
         "--tasks", metavar="FILE_OR_SPLIT", help="a task JSONL file or split (default: the env's test split)"
     )
@@ -310,6 +352,21 @@ def build_parser() -> argparse.ArgumentParser:
         scoring.add_argument("--out", required=True, help="JSONL results, one per answer, in answer order")
         domain.add_score_arguments(scoring)
         scoring.set_defaults(func=cmd_score)
+
+    leaks = sub.add_parser("leaks", help="leak scores of simulated-human replies (docs/leaks.md)")
+    leaks_sub = leaks.add_subparsers(dest="action", required=True)
+    leaks_score = leaks_sub.add_parser("score", help="score replies for leaks of their task's hidden information")
+    leaks_score.add_argument("--tasks", required=True, metavar="FILE_OR_SPLIT", help="the tasks (their domains)")
+    leaks_score.add_argument("--replies", required=True, metavar="FILE", help='JSONL of {"task_id", "reply"}')
+    leaks_score.add_argument(
+        "--out", required=True, metavar="FILE", help='JSONL of {"task_id", "leak_score", "leak"}, in reply order'
+    )
+    leaks_score.set_defaults(func=cmd_leaks_score)
+    labelled = leaks_sub.add_parser("labelled", help="write the labelled replies the detectors are measured on")
+    labelled.add_argument("--tasks", required=True, metavar="FILE_OR_SPLIT")
+    labelled.add_argument("--out", required=True, metavar="FILE", help='JSONL of {"task_id", "reply", "leak", "kind"}')
+    labelled.add_argument("--seed", type=int, default=0)
+    labelled.set_defaults(func=cmd_leaks_labelled)
 
     report = sub.add_parser("report", help="leaderboard, token costs and HTML reports of eval run directories")
     report.add_argument("dirs", nargs="+", metavar="DIR", help="run directories written by colbench eval")

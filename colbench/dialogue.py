@@ -4,7 +4,10 @@ and scorers (the episode contract of docs/episode.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from colbench.leaks import LeakCheck
 
 MAX_TURNS = 10
 ANSWER_MARKER = "I WANT TO ANSWER:"
@@ -13,11 +16,13 @@ ANSWER_MARKER = "I WANT TO ANSWER:"
 
 @dataclass(frozen=True)
 class Turn:
-    """One message of the dialogue. ``image`` is the PNG of the page an agent turn produced (frontend only)."""
+    """One message of the dialogue. ``image`` is the PNG of the page an agent turn produced (frontend only);
+    ``leak`` is what the leak policy found and did on a human turn (None when not measured)."""
 
     role: Literal["agent", "human"]
     text: str
     image: bytes | None = field(default=None, repr=False)
+    leak: LeakCheck | None = None
 
 
 def is_answer(text: str) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -19,6 +19,7 @@ from colbench.dialogue import MAX_TURNS, Turn, is_answer
 from colbench.domains import get_domain
 from colbench.domains.base import Domain, Scorer
 from colbench.errors import ColbenchError, ConfigError
+from colbench.leaks import REDACTED, RESAMPLE_NOTE, LeakCheck, LeakPolicy
 from colbench.llm.client import Usage
 from colbench.simulators import SimReply, Simulator
 from colbench.spaces import UnicodeText
@@ -36,13 +37,19 @@ class Episode:
     def agent_turns(self) -> int:
         return sum(t.role == "agent" for t in self.dialogue)
 
+    @property
+    def leaks(self) -> int:
+        """Human replies flagged as leaks so far (whatever the policy then did)."""
+        return sum(bool(t.leak and t.leak.leak) for t in self.dialogue)
+
 
 class ColbenchEnv(gym.Env[str, str]):
     """One episode = one task; actions and observations are plain text (``UnicodeText``).
 
     Subclasses set ``domain_name`` and implement ``_finish`` (score the final turn with ``self.scorer``) and, where
     the simulator needs more than the dialogue, ``_human_reply``. ``scorer``: the domain's scorer to use (default:
-    the process's shared one, ``Domain.shared_scorer``).
+    the process's shared one, ``Domain.shared_scorer``). ``leak_policy``: what happens to a human reply that gives
+    the hidden information away, before the agent sees it (:mod:`colbench.leaks`; default ``flag``).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 (Gymnasium's declared attribute)
@@ -57,6 +64,7 @@ class ColbenchEnv(gym.Env[str, str]):
         max_turns: int = MAX_TURNS,
         expose_hidden: bool = False,
         scorer: Scorer | None = None,
+        leak_policy: str | LeakPolicy = "flag",
         render_mode: str | None = None,
     ) -> None:
         if max_turns < 1:
@@ -76,6 +84,7 @@ class ColbenchEnv(gym.Env[str, str]):
         self.max_turns = max_turns
         self.expose_hidden = expose_hidden
         self._scorer = scorer
+        self.leak_policy = LeakPolicy.parse(leak_policy)
         self.render_mode = render_mode
         self.observation_space = UnicodeText()
         self.action_space = UnicodeText()
@@ -150,7 +159,10 @@ class ColbenchEnv(gym.Env[str, str]):
         turn = self._agent_turn(episode, action)
         if self._is_final(episode, action):
             return self._ended(episode, turn, self._finish(episode, turn))
-        return self._answered(episode, turn, self._human_reply(episode, turn))
+        replies = [self._human_reply(episode, turn)]
+        while (note := self._resample_note(episode, replies)) is not None:
+            replies.append(self._human_reply(episode, replace(turn, text=f"{turn.text}\n\n{note}")))
+        return self._answered(episode, turn, replies)
 
     async def astep(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """``step`` for asyncio harnesses: the simulator is awaited, scoring runs in a worker thread.
@@ -161,7 +173,10 @@ class ColbenchEnv(gym.Env[str, str]):
         turn = await self._aagent_turn(episode, action)
         if self._is_final(episode, action):
             return self._ended(episode, turn, await asyncio.to_thread(self._finish, episode, turn))
-        return self._answered(episode, turn, await self._ahuman_reply(episode, turn))
+        replies = [await self._ahuman_reply(episode, turn)]
+        while (note := self._resample_note(episode, replies)) is not None:
+            replies.append(await self._ahuman_reply(episode, replace(turn, text=f"{turn.text}\n\n{note}")))
+        return self._answered(episode, turn, replies)
 
     def _check_step(self, action: str) -> Episode:
         episode = self._require_episode()
@@ -184,11 +199,42 @@ class ColbenchEnv(gym.Env[str, str]):
         info.update(termination="answered" if is_answer(turn.text) else "turn_limit", answer=turn.text, **details)
         return "", reward, True, False, info
 
-    def _answered(self, episode: Episode, turn: Turn, reply: SimReply) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        episode.usage.add(reply.usage)
-        episode.dialogue += [turn, Turn("human", reply.text)]
+    def _answered(
+        self, episode: Episode, turn: Turn, replies: list[SimReply]
+    ) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        for reply in replies:
+            episode.usage.add(reply.usage)
+        human = self._screened(episode, replies)
+        episode.dialogue += [turn, human]
         self._turn_done(episode, turn)
-        return reply.text, 0.0, False, False, self._info()
+        return human.text, 0.0, False, False, self._info()
+
+    # -- the leak policy: measured on every reply, applied before the agent sees it ----------------------------
+    def _leak_scores(self, episode: Episode, replies: Sequence[SimReply]) -> list[float]:
+        return [self.domain.leak_score(episode.task, reply.text) for reply in replies]
+
+    def _resample_note(self, episode: Episode, replies: Sequence[SimReply]) -> str | None:
+        """The note to ask the human again with, when the policy resamples and the last reply leaked."""
+        policy = self.leak_policy
+        if policy.mode != "resample" or len(replies) > policy.retries:
+            return None
+        if self.domain.leak_score(episode.task, replies[-1].text) < self.domain.leak_threshold:
+            return None
+        return f"({RESAMPLE_NOTE} Try {len(replies)} of {policy.retries}.)"
+
+    def _screened(self, episode: Episode, replies: Sequence[SimReply]) -> Turn:
+        """The human turn the agent gets: the reply as it came, a clean resample, or the redaction notice."""
+        if not self.leak_policy.measured:
+            return Turn("human", replies[-1].text)
+        scores = self._leak_scores(episode, replies)
+        flagged = [score >= self.domain.leak_threshold for score in scores]
+        if not flagged[-1] or self.leak_policy.mode == "flag":
+            action = "resampled" if len(replies) > 1 else "shown"
+            text = replies[-1].text
+        else:
+            action, text = "redacted", REDACTED
+        withheld = tuple(r.text for r, leaked in zip(replies, flagged, strict=True) if leaked and r.text != text)
+        return Turn("human", text, leak=LeakCheck(tuple(scores), flagged[0], action, withheld))
 
     # -- what a domain decides -------------------------------------------------------------------------------
     def _new_episode(self, task: Task) -> Episode:
@@ -221,6 +267,15 @@ class ColbenchEnv(gym.Env[str, str]):
             "turn": episode.agent_turns,
             "usage": {"simulator": episode.usage.as_dict()},
         }
+        if self.leak_policy.measured:
+            last = episode.dialogue[-1] if episode.dialogue else None
+            check = last.leak if last is not None and last.role == "human" else None
+            info.update(
+                leak_score=check.score if check else None,
+                leak=bool(check and check.leak),
+                leak_action=check.action if check else None,
+                leaks=episode.leaks,
+            )
         if self.expose_hidden:
             info["hidden_information"] = episode.task.hidden_information
             info["ground_truth"] = episode.task.ground_truth

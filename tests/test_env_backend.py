@@ -21,7 +21,7 @@ def env_kwargs(bundled_tasks: list[Task], scorer: BackendScorer) -> dict[str, ob
 
 
 def test_namespaced_id_without_import(env_kwargs: dict[str, object]) -> None:
-    env = gym.make("colbench:ColBench-Backend-v0", **env_kwargs)
+    env = gym.make("colbench:ColBench-Backend-v1", **env_kwargs)
     assert isinstance(env.unwrapped, BackendEnv)
     assert colbench.__version__
 
@@ -30,7 +30,7 @@ def test_full_episode_through_a_real_http_simulator(bundled_tasks: list[Task], s
     replies = iter(["An empty list should give an empty list.", "Yes, keep the order."])
     with StubOpenAIServer(default=lambda request: next(replies)) as server:
         env = gym.make(
-            "ColBench-Backend-v0",
+            "ColBench-Backend-v1",
             tasks=bundled_tasks,
             simulator="openai:stub-human",
             simulator_options={"base_url": server.base_url, "api_key": "test-key"},

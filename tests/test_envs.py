@@ -7,6 +7,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import colbench  # noqa: F401 (registers the ids)
+from colbench.domains.backend.unit_tests import BackendScorer
 from colbench.registration import env_ids
 from colbench.simulators import ScriptedSimulator
 from colbench.tasks import Task, load
@@ -14,9 +15,11 @@ from colbench.tasks import Task, load
 
 def offline_kwargs(env_id: str, request: pytest.FixtureRequest) -> dict[str, object]:
     human = ScriptedSimulator(["Make it simpler."])
-    if env_id == "ColBench-Backend-v0":
+    if env_id in ("ColBench-Backend-v0", "ColBench-Backend-v1"):
         tasks: list[Task] = request.getfixturevalue("bundled_tasks")
-        return {"tasks": tasks, "simulator": human, "scorer": request.getfixturevalue("scorer")}
+        rules = gym.spec(env_id).kwargs["rules"]
+        scorer = BackendScorer(request.getfixturevalue("bwrap_sandbox"), rules=rules)
+        return {"tasks": tasks, "simulator": human, "scorer": scorer}
     if env_id == "ColBench-Frontend-v0":
         request.applymarker(pytest.mark.browser)
         return {

@@ -26,7 +26,7 @@ from colbench.runs import final_records, first_difference, read_episode_log, rea
 from colbench.simulators import ScriptedSimulator
 from colbench.tasks import Task
 
-BACKEND = "ColBench-Backend-v0"
+BACKEND = "ColBench-Backend-v1"
 
 
 def config(out: Path, agent: str = "scripted:reference", **overrides: Any) -> EvalConfig:
@@ -185,7 +185,14 @@ def test_endpoint_settings_are_recorded_but_never_the_key(tmp_path: Path, scorer
             assert secret.encode() not in path.read_bytes(), path
     assert (out / "cache" / "simulator.sqlite").exists()
     row = records(out)[0]
-    assert row["dialogue"][1] == {"role": "human", "text": "Use a list."} and row["usage"]["simulator"]["calls"] == 1
+    human = row["dialogue"][1]
+    assert (human["role"], human["text"], human["leak"], human["leak_action"]) == (
+        "human",
+        "Use a list.",
+        False,
+        "shown",
+    )
+    assert row["leaks"] == 0 and row["usage"]["simulator"]["calls"] == 1
 
 
 # -- the run directory and resume ---------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ def read_episodes(path: Path) -> list[dict[str, Any]]:
     return [dict(r.row) for r in read_episode_log(path, get_domain("backend").metrics).records]
 
 
-BACKEND = "ColBench-Backend-v0"
+BACKEND = "ColBench-Backend-v1"
 WRONG_CODE = "def not_the_function():\n    return None"
 FAST_RETRIES = {"timeout_s": 0.5, "backoff_s": 0.01, "backoff_cap_s": 0.05}
 

@@ -30,7 +30,7 @@ def _installed() -> str | None:
 )
 def test_eval_with_the_local_model_as_agent_and_human(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "colbench.cli", "eval", "--env", "ColBench-Backend-v0"]
+    command = [sys.executable, "-m", "colbench.cli", "eval", "--env", "ColBench-Backend-v1"]
     command += ["--agent", "llamacpp", "--simulator", "llamacpp", "--tasks", "backend-sample", "--limit", "2"]
     command += ["--max-turns", "2", "--agent-max-tokens", "48", "--simulator-max-tokens", "24"]
     command += ["--sandbox", "bwrap", "--quiet", "--out", str(out)]

@@ -70,7 +70,7 @@ OK_FULL = row("t", "ok", 1.0, True)
 
 def config(out: Path, limit: int) -> EvalConfig:
     return EvalConfig(
-        env_id="ColBench-Backend-v0",
+        env_id="ColBench-Backend-v1",
         agent="scripted:reference",
         simulator="scripted",
         out=out,

@@ -29,7 +29,7 @@ EPISODE = textwrap.dedent(
     from colbench.tasks import load
 
     task = load("backend-sample")[3]
-    env = gym.make("ColBench-Backend-v0", tasks="backend-sample", sandbox="bwrap")
+    env = gym.make("ColBench-Backend-v1", tasks="backend-sample", sandbox="bwrap")
     obs, info = env.reset(options={"task_id": task.task_id})
     obs, reward, terminated, truncated, info = env.step("Should empty inputs give an empty result?")
     human = obs

@@ -22,6 +22,7 @@ from colbench.storage import sha256_text
 from colbench.tasks.record import Task
 
 if TYPE_CHECKING:  # the LLM layer is imported when a simulator is made: scoring alone never loads openai
+    from colbench.leaks import Labelled
     from colbench.llm.client import LLMClient
     from colbench.llm.limits import EndpointLimits
     from colbench.llm.specs import Spec
@@ -146,12 +147,12 @@ class Domain(ABC):
         limits: EndpointLimits | None = None,
         **options: Any,
     ) -> Simulator:
-        """The simulated human of a spec (``openai:MODEL``, ``llamacpp[:PATH]``, ``scripted``): ``options`` are
+        """The simulated human of a spec (``openai:MODEL``, ``llamacpp[:PATH]``, ``scripted[:leaky]``): ``options`` are
         endpoint fields (``base_url``, ``temperature``, ...) and this domain's simulator options; replies are cached
         in ``cache_dir/simulator.sqlite`` when given and requests obey ``limits``."""
         from colbench.llm.client import ENDPOINT_FIELDS
         from colbench.llm.specs import Spec, connect, parse_spec
-        from colbench.simulators import ScriptedSimulator
+        from colbench.simulators import ScriptedSimulator, truncate
 
         parsed = spec if isinstance(spec, Spec) else parse_spec(spec, "simulator")
         own = {k: v for k, v in options.items() if k in self.simulator_options}
@@ -162,6 +163,8 @@ class Domain(ABC):
                 f"unknown simulator option(s) {', '.join(unknown)} for {self.name} tasks; known: {', '.join(known)}"
             )
         if parsed.kind == "scripted":  # calls no endpoint: endpoint options have nothing to act on
+            if parsed.value == "leaky":
+                return ScriptedSimulator(lambda task, _: truncate(task.hidden_information, self.max_reply_chars))
             return ScriptedSimulator()
         endpoint = {k: v for k, v in options.items() if k in ENDPOINT_FIELDS}
         cache_path = Path(cache_dir) / SIMULATOR_CACHE if cache_dir is not None else None
@@ -201,6 +204,35 @@ class Domain(ABC):
                 max_chars=simulator.max_chars,
             )
         return described
+
+    # -- leaks: the simulated human giving the hidden information away (colbench/leaks.py) ---------------------
+    leak_threshold: ClassVar[float] = 0.5
+    """A reply whose ``leak_score`` reaches this is flagged as a leak."""
+    leak_detector: ClassVar[str] = "word-overlap/1"
+    """What names the detector in run.json: a changed detector is a changed run."""
+
+    def leak_score(self, task: Task, reply: str) -> float:
+        """How much of ``task.hidden_information`` the human's ``reply`` gives away, in [0, 1]. The default, for a
+        domain without its own detector, is the longest run of the hidden text's words the reply repeats."""
+        from colbench.leaks import word_overlap
+
+        return word_overlap(reply, task.hidden_information, task.problem_description)
+
+    def labelled_replies(self, tasks: Sequence[Task], seed: int = 0) -> list[tuple[Task, Labelled]]:
+        """Replies made from ``tasks`` with known labels, to measure ``leak_score`` on (``bench/leak_detector.py``):
+        by default the hidden text whole and in part (leaks), the description and short answers (honest)."""
+        from colbench.leaks import Labelled
+
+        out = []
+        for task in tasks:
+            words = task.hidden_information.split()
+            out += [
+                (task, Labelled(task.hidden_information, True, "verbatim")),
+                (task, Labelled("I mean: " + " ".join(words[: max(12, len(words) // 2)]), True, "partial")),
+                (task, Labelled(task.problem_description, False, "description")),
+                (task, Labelled("I don't know, whatever you think is best.", False, "preference")),
+            ]
+        return out
 
     # -- scoring --------------------------------------------------------------------------------------------
     @abstractmethod

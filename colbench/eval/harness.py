@@ -38,6 +38,7 @@ from colbench.domains.base import Domain, Scorer
 from colbench.episode import ColbenchEnv
 from colbench.errors import ColbenchError, ConfigError, InfraError
 from colbench.eval.progress import Progress, ProgressMode, Tally
+from colbench.leaks import LeakPolicy
 from colbench.llm.client import LLMClient, Message, Usage
 from colbench.llm.limits import EndpointLimits
 from colbench.llm.specs import parse_spec
@@ -92,6 +93,7 @@ class EvalConfig:
     max_turns: int = MAX_TURNS
     sandbox: str = "auto"  # scoring option of the backend domain
     embedder: str = "clip"  # scoring option of the frontend domain
+    leak_policy: str = "flag"  # what the env does with a human reply that leaks (colbench.leaks)
     agent_options: dict[str, Any] = field(default_factory=dict)
     simulator_options: dict[str, Any] = field(default_factory=dict)
     agent_limits: EndpointLimits = field(default_factory=EndpointLimits)
@@ -186,6 +188,10 @@ def _check_numbers(config: EvalConfig) -> None:
         raise ConfigError(f"--max-consecutive-errors must be >= 0, got {config.max_consecutive_errors}")
     config.agent_limits.check("agent")
     config.simulator_limits.check("simulator")
+    try:
+        LeakPolicy.parse(config.leak_policy)
+    except ConfigError as exc:
+        raise ConfigError(f"--leak-policy: {exc}") from None
 
 
 def env_class(env_id: str) -> type[ColbenchEnv]:
@@ -352,6 +358,11 @@ class _Runner:
             "agent": describe_agent(config.agent, agent, config.agent_options),
             "simulator": domain.describe_simulator(config.simulator, simulator),
             "scoring": _describe_scoring(scorer),
+            "leaks": {
+                "policy": str(LeakPolicy.parse(config.leak_policy)),
+                "detector": domain.leak_detector,
+                "threshold": domain.leak_threshold,
+            },
             "runtime": {
                 "concurrency": config.concurrency,
                 "agent_rpm": config.agent_limits.rpm,
@@ -379,7 +390,12 @@ class _Runner:
             keys=[(task_id, trial) for trial in range(config.trials) for task_id in ids],
             agent=agent,
             simulator=simulator,
-            env_kwargs={"simulator": simulator, "max_turns": config.max_turns, "scorer": scorer},
+            env_kwargs={
+                "simulator": simulator,
+                "max_turns": config.max_turns,
+                "scorer": scorer,
+                "leak_policy": LeakPolicy.parse(config.leak_policy),
+            },
             run_json=run_json,
             resuming=previous is not None,
         )
@@ -590,16 +606,21 @@ class _Runner:
         timings: Mapping[str, float],
     ) -> dict[str, Any]:
         """Dialogue, usage and timings: the part of a record every outcome has."""
-        dialogue: list[dict[str, str]] = []
+        dialogue: list[dict[str, Any]] = []
         if env is not None:
             try:
-                dialogue = [{"role": turn.role, "text": turn.text} for turn in env.dialogue]
+                dialogue = [
+                    {"role": turn.role, "text": turn.text, **(turn.leak.as_dict() if turn.leak else {})}
+                    for turn in env.dialogue
+                ]
             except ColbenchError:  # reset never happened
                 dialogue = []
         simulator_usage = (info.get("usage") or {}).get("simulator") or Usage().as_dict()
         answer = info.get("answer")
+        leaks = info.get("leaks")
         return {
             "dialogue": dialogue,
+            "leaks": leaks if isinstance(leaks, int) else None,
             "answer": answer if isinstance(answer, str) else None,
             "usage": {"agent": agent_usage.as_dict(), "simulator": dict(simulator_usage)},
             "timings": {

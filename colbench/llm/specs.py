@@ -4,7 +4,8 @@
   ``_API_KEY``, then ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``); every role.
 - ``llamacpp`` / ``llamacpp:PATH.gguf``: the embedded llama.cpp server (:mod:`colbench.llm.llamacpp`), no key, no
   network; every role.
-- ``scripted`` (simulator) / ``scripted:MODE`` (agent): canned behaviour for tests and offline checks.
+- ``scripted`` / ``scripted:leaky`` (simulator) and ``scripted:MODE`` (agent): canned behaviour for tests and
+  offline checks (``scripted:leaky`` pastes the hidden information: a human that always leaks, to test guards).
 - ``module.path:Attr``: a third-party agent.
 
 ``local`` / ``local:PATH`` still mean ``llamacpp`` (one deprecation line). :func:`connect` turns a model spec into a
@@ -29,7 +30,7 @@ SpecKind = Literal["openai", "llamacpp", "scripted", "plugin"]
 
 FORMS: Mapping[str, str] = {
     "agent": "'openai:MODEL', 'llamacpp', 'llamacpp:PATH.gguf', 'scripted:reference|ask|empty' or 'module.path:Attr'",
-    "simulator": "'openai:MODEL', 'llamacpp', 'llamacpp:PATH.gguf' or 'scripted'",
+    "simulator": "'openai:MODEL', 'llamacpp', 'llamacpp:PATH.gguf', 'scripted' or 'scripted:leaky'",
     "model": "'openai:MODEL', 'llamacpp' or 'llamacpp:PATH.gguf'",
 }
 """The forms each role accepts (``model``: an endpoint alone)."""
@@ -39,6 +40,7 @@ _KINDS: Mapping[str, frozenset[str]] = {
     "model": frozenset({"openai", "llamacpp"}),
 }
 SCRIPTED_AGENTS = ("reference", "ask", "empty")
+SCRIPTED_SIMULATORS = ("", "leaky")
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ def parse_spec(spec: str, role: str, *, models_only: bool = False) -> Spec:
             f"bad agent spec {spec!r}: unknown scripted agent {parsed.value!r}; "
             f"expected one of {', '.join(SCRIPTED_AGENTS)}"
         )
-    if parsed.kind == "scripted" and role == "simulator" and parsed.value:
+    if parsed.kind == "scripted" and role == "simulator" and parsed.value not in SCRIPTED_SIMULATORS:
         raise ConfigError(f"bad simulator spec {spec!r}: expected {FORMS[role]}")
     return parsed
 

@@ -114,10 +114,32 @@ def _dialogue(turns: Any) -> str:
             css = "agent" if role == "agent" else "human"
             agent_turn += role == "agent"
             label = f"{role} (turn {agent_turn})" if role == "agent" else role
-            out.append(f'<div class="turn {css}"><div class="role">{e(label)}</div><pre>{e(turn["text"])}</pre></div>')
+            out.append(
+                f'<div class="turn {css}"><div class="role">{e(label)}{_leak_mark(turn)}</div>'
+                f"<pre>{e(turn['text'])}</pre>{_withheld(turn)}</div>"
+            )
         else:
             out.append(f'<div class="turn">{_json(turn)}</div>')
     return "".join(out)
+
+
+def _leak_mark(turn: dict[str, Any]) -> str:
+    """A human turn's leak verdict, beside its role (nothing when the run did not measure leaks)."""
+    score = turn.get("leak_score")
+    if not isinstance(score, int | float):
+        return ""
+    verdict = f"leak, {turn.get('leak_action', 'shown')}" if turn.get("leak") else "no leak"
+    css = "bad" if turn.get("leak") else "meta"
+    return f' <span class="{css}">({e(verdict)}; leak score {score:.2f})</span>'
+
+
+def _withheld(turn: dict[str, Any]) -> str:
+    withheld = turn.get("withheld")
+    if not isinstance(withheld, list) or not withheld:
+        return ""
+    items = "".join(f"<pre>{e(text)}</pre>" for text in withheld if isinstance(text, str))
+    noun = "reply" if len(withheld) == 1 else "replies"
+    return f"<details><summary>{len(withheld)} withheld {noun}</summary>{items}</details>"
 
 
 def _tests(tests: Any) -> str:
@@ -168,6 +190,7 @@ def _episode_section(run: Run, index: int, episode: EpisodeRecord) -> str:
         ("success", e(episode.success)),
         ("turns", e(row.get("turns"))),
         ("termination", e(row.get("termination"))),
+        ("leaks", e(row.get("leaks") if isinstance(row.get("leaks"), int) else "not measured")),
         ("attempts", e(episode.attempts)),
         ("record", e(episode.where)),
     ]
@@ -245,11 +268,13 @@ def render_run(run: Run, report: Report) -> str:
             e(_fmt_reward(ep)),
             e(ep.row.get("turns")),
             e(ep.row.get("termination")),
+            e(ep.row.get("leaks") if isinstance(ep.row.get("leaks"), int) else "-"),
             _status(ep),
         ]
         for i, ep in enumerate(episodes)
     ]
-    parts.append(_table(["task", "trial", "reward", "turns", "termination", "status"], body_rows, {1, 2, 3}))
+    header = ["task", "trial", "reward", "turns", "termination", "leaks", "status"]
+    parts.append(_table(header, body_rows, {1, 2, 3, 5}))
     parts.append("<h2>Transcripts</h2>")
     parts += [_episode_section(run, i, ep) for i, ep in enumerate(episodes)]
     parts.append("</body></html>\n")

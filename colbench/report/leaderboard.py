@@ -38,6 +38,7 @@ class Row:
     secondary: stats.Estimate | None
     flip: float | None
     flip_n: int
+    leak: stats.Estimate | None = None
     notes: list[str] = field(default_factory=list)
     rank: int = 0
 
@@ -65,6 +66,16 @@ def _task_success(run: Run) -> dict[str, list[bool]]:
     }
 
 
+def _task_leaks(run: Run) -> dict[str, list[bool]]:
+    """Per task, whether each scored episode had a human reply flagged as a leak (episodes that measured it)."""
+    leaks: dict[str, list[bool]] = {}
+    for task, eps in run.scored().items():
+        measured = [e.row.get("leaks") for e in eps if isinstance(e.row.get("leaks"), int)]
+        if measured:
+            leaks[task] = [bool(count) for count in measured]
+    return leaks
+
+
 def summarize(run: Run, label: str, reference: Run | None = None) -> Row:
     """The scores of one run (comparability notes are added per table by ``build_report``)."""
     values = _task_values(run)
@@ -86,7 +97,11 @@ def summarize(run: Run, label: str, reference: Run | None = None) -> Row:
         notes.append(f"incomplete: {not_run} of {expected} episodes not run")
     if run.torn_line:
         notes.append("torn last line ignored")
-    return Row(run, label, primary.n, run.infra_errors, not_run, primary, secondary, flip, flip_n, notes)
+    leaks = _task_leaks(run)
+    leak = stats.success_estimate(leaks) if leaks else None
+    if leak is not None and leak.n != primary.n:
+        notes.append(f"leak % over {leak.n} tasks that measured it")
+    return Row(run, label, primary.n, run.infra_errors, not_run, primary, secondary, flip, flip_n, leak, notes)
 
 
 # -- comparability ----------------------------------------------------------------------------------------------
@@ -135,7 +150,13 @@ _PROPERTIES: list[tuple[str, Callable[[Run], Any], Callable[[Run, Any], str]]] =
     ("scoring", _scoring, lambda r, base: f"scoring {_scoring(r)}, {_vs(base)}"),
     ("simulator", _simulator_name, lambda r, base: f"simulator {_simulator_name(r)}, {_vs(base)}"),
     ("simulator prompt", lambda r: _simulator(r, "prompt_sha256"), lambda r, base: "other simulator prompt"),
+    ("leak policy", lambda r: _leaks(r, "policy"), lambda r, base: f"leak policy {_leaks(r, 'policy')}, {_vs(base)}"),
 ]
+
+
+def _leaks(run: Run, key: str) -> Any:
+    section = run.config.get("leaks")
+    return section.get(key) if isinstance(section, dict) else None
 
 
 def _differs(name: str, value: Any, baseline: Any) -> bool:
@@ -285,7 +306,7 @@ def leaderboard_columns(table: Table) -> tuple[list[str], list[list[str]]]:
     metrics = [spec.reward_label, "success %"] if spec.has_success else [spec.reward_label]
     if table.reference_label is not None:
         metrics.append(f"win % vs {table.reference_label}")
-    header = ["#", "run", "agent", *metrics, "tasks", "trials", "infra", "flip %", "note"]
+    header = ["#", "run", "agent", *metrics, "leak %", "tasks", "trials", "infra", "flip %", "note"]
     body = []
     for row in table.rows:
         if spec.has_success:
@@ -301,6 +322,7 @@ def leaderboard_columns(table: Table) -> tuple[list[str], list[list[str]]]:
                 row.label,
                 row.run.role_model("agent") or NA,
                 *cells,
+                estimate_cell(row.leak),
                 str(row.n_tasks),
                 str(row.run.trials),
                 str(row.infra),
@@ -370,6 +392,9 @@ def legend(report: Report) -> list[str]:
             if not d.metrics.has_success and d.metrics.success_threshold is not None
         )
         + ".",
+        "leak % = share of scored episodes where the simulated human gave the hidden answer away at least once "
+        "(flagged by the domain's leak detector, docs/leaks.md; under --leak-policy redact the agent did not see "
+        "it); - = not measured.",
     ]
     for table in report.tables:
         spec = get_domain(table.domain).metrics

@@ -88,6 +88,7 @@ class _Row(BaseModel):
     reward: Any = None
     success: Any = None
     usage: dict[str, dict[str, StrictInt | None] | None] | None = None
+    leaks: StrictInt | None = Field(default=None, ge=0)
 
     @field_validator("task_id")
     @classmethod

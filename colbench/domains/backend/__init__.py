@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from colbench.domains.base import Domain, Metrics, Score, Scorer
 from colbench.errors import DataError
 from colbench.tasks.record import Task
+
+if TYPE_CHECKING:
+    from colbench.leaks import Labelled
 
 SANDBOX_HELP = "auto (Docker when available, else bwrap) | docker | bwrap"
 
@@ -24,6 +28,7 @@ class BackendDomain(Domain):
     sample_tasks = "backend-sample"
     metrics = Metrics(reward_label="tests passed %", reward_name="tests passed", has_success=True)
     max_reply_chars = 400  # the original release's cut
+    leak_detector = "code-overlap/1"  # code_leaks: bump when its scores change
     score_help: ClassVar[str] = "score Python answers with the tasks' unit tests"
 
     def __init__(self) -> None:
@@ -66,6 +71,26 @@ class BackendDomain(Domain):
         from colbench.domains.backend.unit_tests import BackendScore
 
         return BackendScore.infra_error(task_id, error)
+
+    # -- leaks ----------------------------------------------------------------------------------------------
+    def leak_score(self, task: Task, reply: str) -> float:
+        """Code overlap with the reference function, robust to renaming and layout (``code_leaks``)."""
+        from colbench.domains.backend.code_leaks import leak_score
+
+        return leak_score(reply, task.hidden_information, task.problem_description)
+
+    def labelled_replies(self, tasks: Sequence[Task], seed: int = 0) -> list[tuple[Task, Labelled]]:
+        from colbench.domains.backend.code_leaks import labelled_replies
+
+        rng = random.Random(seed)
+        out = []
+        for i, task in enumerate(tasks):
+            other = tasks[rng.randrange(len(tasks))] if len(tasks) > 1 else task
+            other_code = other.hidden_information if other.hidden_information != task.hidden_information else ""
+            calls = [call for _, call in task.test_cases]
+            made = labelled_replies(task.hidden_information, task.problem_description, calls, other_code, seed + i)
+            out += [(task, item) for item in made]
+        return out
 
     # -- the command line -----------------------------------------------------------------------------------
     def add_score_arguments(self, parser: argparse.ArgumentParser) -> None:

@@ -9,6 +9,7 @@ from colbench.dialogue import MAX_TURNS, Turn
 from colbench.domains.backend.judging import CURRENT_RULES
 from colbench.domains.backend.unit_tests import BackendScore, BackendScorer
 from colbench.episode import ColbenchEnv, Episode
+from colbench.leaks import LeakPolicy
 from colbench.sandbox import Sandbox
 from colbench.simulators import Simulator
 from colbench.tasks.record import Task
@@ -26,7 +27,8 @@ class BackendEnv(ColbenchEnv):
     ``bwrap`` or a ``Sandbox``; ``scorer``: a ``BackendScorer`` to use instead (default: the process's shared one
     for the sandbox runtime, so every env shares warm workers and one reference cache). ``rules``: how tests are
     judged (``colbench.domains.backend.judging``; set by the env id: v0 keeps colbench 0.1's rules, v1 the
-    current ones).
+    current ones). ``leak_policy``: ``off``, ``flag`` (default), ``redact`` or
+    ``resample:N``, applied to each human reply before the agent sees it (``colbench.leaks``).
     """
 
     domain_name = "backend"
@@ -42,6 +44,7 @@ class BackendEnv(ColbenchEnv):
         expose_hidden: bool = False,
         scorer: BackendScorer | None = None,
         rules: int = CURRENT_RULES,
+        leak_policy: str | LeakPolicy = "flag",
         render_mode: str | None = None,
     ) -> None:
         super().__init__(
@@ -51,6 +54,7 @@ class BackendEnv(ColbenchEnv):
             max_turns=max_turns,
             expose_hidden=expose_hidden,
             scorer=scorer,
+            leak_policy=leak_policy,
             render_mode=render_mode,
         )
         self._sandbox_spec = sandbox

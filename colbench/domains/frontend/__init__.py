@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import math
+import random
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -16,6 +17,7 @@ from colbench.domains.base import Domain, Metrics, Score, Scorer
 from colbench.tasks.record import Task
 
 if TYPE_CHECKING:
+    from colbench.leaks import Labelled
     from colbench.llm.client import LLMClient
     from colbench.llm.specs import Spec
     from colbench.render import Renderer
@@ -41,6 +43,7 @@ class FrontendDomain(Domain):
     )
     simulator_options = frozenset({"image_mode"})
     max_reply_chars = 1000  # the original release's cap for the page-seeing human
+    leak_detector = "markup-overlap/1"  # markup_leaks: bump when its scores change
     score_help: ClassVar[str] = "score HTML answers by the similarity of their screenshots"
 
     def __init__(self) -> None:
@@ -64,6 +67,26 @@ class FrontendDomain(Domain):
         described = super().describe_simulator(spec, simulator)
         described["image_mode"] = getattr(simulator, "image_mode", None)
         return described
+
+    # -- leaks ----------------------------------------------------------------------------------------------
+    def leak_score(self, task: Task, reply: str) -> float:
+        """Markup overlap with the reference page (tags, attributes, classes, styles), never its visible words
+        (``markup_leaks``)."""
+        from colbench.domains.frontend.markup_leaks import leak_score
+
+        return leak_score(reply, task.hidden_information, task.problem_description)
+
+    def labelled_replies(self, tasks: Sequence[Task], seed: int = 0) -> list[tuple[Task, Labelled]]:
+        from colbench.domains.frontend.markup_leaks import labelled_replies
+
+        rng = random.Random(seed)
+        out = []
+        for i, task in enumerate(tasks):
+            other = tasks[rng.randrange(len(tasks))] if len(tasks) > 1 else task
+            other_page = other.hidden_information if other.hidden_information != task.hidden_information else ""
+            made = labelled_replies(task.hidden_information, task.problem_description, other_page, seed + i)
+            out += [(task, item) for item in made]
+        return out
 
     # -- scoring --------------------------------------------------------------------------------------------
     def shared_renderer(self) -> Renderer:

@@ -14,6 +14,7 @@ from colbench.domains.frontend.extract import extract_html
 from colbench.domains.frontend.similarity import FrontendScorer
 from colbench.episode import ColbenchEnv, Episode
 from colbench.errors import InfraError
+from colbench.leaks import LeakPolicy
 from colbench.render import Renderer, RenderResult
 from colbench.simulators import SimReply, Simulator
 from colbench.tasks.record import Task
@@ -40,6 +41,8 @@ class FrontendEnv(ColbenchEnv):
     ``clip-center-crop``, ``clip:/path/weights``, ``test``) or an ``Embedder``. ``scorer``: a ``FrontendScorer``
     to use instead (default: the process's shared one for the embedder spec: one browser, one model, one reference
     cache); ``renderer``: a ``Renderer`` of its own (then the env scores with a scorer of its own too).
+    ``leak_policy``: ``off``, ``flag`` (default), ``redact`` or ``resample:N``, applied to each human reply before
+    the agent sees it (``colbench.leaks``).
     """
 
     domain_name = "frontend"
@@ -55,6 +58,7 @@ class FrontendEnv(ColbenchEnv):
         simulator_options: dict[str, Any] | None = None,
         max_turns: int = MAX_TURNS,
         expose_hidden: bool = False,
+        leak_policy: str | LeakPolicy = "flag",
         render_mode: str | None = None,
     ) -> None:
         super().__init__(
@@ -64,6 +68,7 @@ class FrontendEnv(ColbenchEnv):
             max_turns=max_turns,
             expose_hidden=expose_hidden,
             scorer=scorer,
+            leak_policy=leak_policy,
             render_mode=render_mode,
         )
         self._embedder_spec = embedder

@@ -1,0 +1,116 @@
+"""Leaks of the hidden information through the simulated human, and what an episode does about them.
+
+Each domain scores a reply against its task's hidden information (``Domain.leak_score``, in [0, 1]) and flags it
+at ``Domain.leak_threshold``. The detectors live with their domains (``domains/backend/code_leaks.py``,
+``domains/frontend/markup_leaks.py``); this module holds what every domain shares: the policy an env applies to
+a flagged reply before the agent sees it, and the record of a labelled reply the detectors are measured on.
+
+Policies (``--leak-policy``, env kwarg ``leak_policy``):
+
+- ``off``: not measured;
+- ``flag`` (default): measured and recorded, the agent sees the reply;
+- ``redact``: a flagged reply is replaced by ``REDACTED``: the agent never sees the leaked text;
+- ``resample:N``: the human is asked again, up to N times, with ``RESAMPLE_NOTE`` added to its instructions for
+  this turn; a reply still flagged after N tries is redacted.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from colbench.errors import ConfigError
+
+REDACTED = "[The person's reply was withheld: it gave away the hidden answer. Ask about what they need instead.]"
+RESAMPLE_NOTE = (
+    "Your last answer gave away the solution itself (code or markup). Answer the same question again in plain "
+    "everyday words: state facts and preferences, never code, markup, class names or formulas written as code."
+)
+POLICY_HELP = "off | flag (default: measure and record) | redact (withhold flagged replies) | resample:N"
+_RESAMPLE = re.compile(r"resample:(\d+)")
+
+
+@dataclass(frozen=True)
+class LeakPolicy:
+    """What an env does with a simulated human's reply that leaks (see the module docstring)."""
+
+    mode: str = "flag"
+    retries: int = 0
+
+    @classmethod
+    def parse(cls, text: str | LeakPolicy | None) -> LeakPolicy:
+        """``off``, ``flag``, ``redact`` or ``resample:N`` (N from 1 to 10); ``None`` is the default."""
+        if isinstance(text, LeakPolicy):
+            return text
+        if text is None:
+            return cls()
+        spec = str(text).strip().lower()
+        if spec in ("off", "flag", "redact"):
+            return cls(spec)
+        match = _RESAMPLE.fullmatch(spec)
+        if match and 1 <= int(match.group(1)) <= 10:
+            return cls("resample", int(match.group(1)))
+        raise ConfigError(f"leak policy {text!r}: expected one of off, flag, redact, resample:N (N from 1 to 10)")
+
+    @property
+    def measured(self) -> bool:
+        return self.mode != "off"
+
+    def __str__(self) -> str:
+        return f"resample:{self.retries}" if self.mode == "resample" else self.mode
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """A reply with its label (``leak``) and how it was made (``kind``): one row of a detector's labelled set."""
+
+    reply: str
+    leak: bool
+    kind: str
+
+
+@dataclass(frozen=True)
+class LeakCheck:
+    """What the leak policy found and did for one human turn (kept in the dialogue and the run record).
+
+    ``scores``: one per reply asked for (more than one under ``resample``); ``leak``: the first reply, the human's
+    answer to what the agent said, was flagged; ``action``: ``shown`` (the agent saw the human's reply),
+    ``resampled`` (a later reply was clean and shown) or ``redacted``; ``withheld``: the flagged replies the agent
+    did not see.
+    """
+
+    scores: tuple[float, ...]
+    leak: bool
+    action: str
+    withheld: tuple[str, ...] = ()
+
+    @property
+    def score(self) -> float:
+        return self.scores[0]
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "leak_score": self.score,
+            "leak": self.leak,
+            "leak_action": self.action,
+            "leak_scores": list(self.scores),
+            "withheld": list(self.withheld),
+        }
+
+
+_WORDS = re.compile(r"\w+")
+
+
+def word_overlap(reply: str, hidden: str, public: str = "") -> float:
+    """A domain-neutral leak score: the longest run of the hidden information's words that the reply repeats and
+    the public text does not show, ``(words - 4) / 8`` clipped to [0, 1] (eight words in a row reach 0.5)."""
+    from difflib import SequenceMatcher
+
+    said = [w.lower() for w in _WORDS.findall(reply)]
+    secret = [w.lower() for w in _WORDS.findall(hidden)]
+    shown = " ".join(w.lower() for w in _WORDS.findall(public))
+    longest = 0
+    for block in SequenceMatcher(None, said, secret, autojunk=False).get_matching_blocks():
+        if block.size > longest and " ".join(secret[block.b : block.b + block.size]) not in shown:
+            longest = block.size
+    return round(min(1.0, max(0.0, (longest - 4) / 8)), 4)
