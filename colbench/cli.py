@@ -88,6 +88,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     agent_options, simulator_options = _endpoint_options(args, "agent"), _endpoint_options(args, "simulator")
     if args.simulator_image_mode:
         simulator_options["image_mode"] = args.simulator_image_mode
+    for name in ("view", "specs", "spec_model"):
+        if getattr(args, f"simulator_{name}"):
+            simulator_options[name] = getattr(args, f"simulator_{name}")
     given = {name: getattr(args, name) for name in ("tasks", "limit", "max_turns", "max_consecutive_errors")}
     config = EvalConfig(
         env_id=args.env,
@@ -212,6 +215,76 @@ def cmd_leaks_labelled(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- probe ------------------------------------------------------------------------------------------------------
+def cmd_probe_simulator(args: argparse.Namespace) -> int:
+    """Play the adversarial probe suite against a simulated human; leak, refusal and off-topic rates (docs/leaks.md)."""
+    from colbench.llm.limits import EndpointLimits
+    from colbench.probe import ProbeConfig, run_probe, summary_table
+
+    options = _endpoint_options(args, "simulator")
+    if args.simulator_image_mode:
+        options["image_mode"] = args.simulator_image_mode
+    spec_options = {name: getattr(args, f"simulator_{name}") for name in ("specs", "spec_model")}
+    config = ProbeConfig(
+        simulator=args.simulator,
+        out=args.out,
+        tasks=args.tasks,
+        limit=args.limit,
+        views=tuple(v.strip() for v in args.views.split(",") if v.strip()),
+        suite=args.suite,
+        concurrency=args.concurrency,
+        resume=args.resume,
+        simulator_options=options,
+        spec_options={k: v for k, v in spec_options.items() if v},
+        limits=EndpointLimits(args.simulator_rpm, args.simulator_max_concurrency),
+    )
+    result = run_probe(config)
+    if args.json:
+        print(json.dumps(result.summary, indent=2))
+    else:
+        title = f"Simulator probe: {args.simulator} on {args.tasks} ({result.out})"
+        print(summary_table(result.summary, title))
+    print(
+        f"probe: {result.ran} rows run this session, {result.failed} failed -> {result.out}"
+        + ("; --resume runs the rest" if result.failed or result.interrupted else ""),
+        file=sys.stderr,
+    )
+    return result.exit_code
+
+
+def cmd_specs_export(args: argparse.Namespace) -> int:
+    """Write (or read from the cache) the spec of every task, as a pinned specs file (docs/leaks.md)."""
+    import asyncio
+
+    from colbench.spec_human import write_specs
+
+    tasks = load(args.tasks)
+    names = sorted({t.domain for t in tasks})
+    if len(names) != 1:
+        raise ConfigError(f"{args.tasks}: specs are exported for the tasks of one domain, got {', '.join(names)}")
+    domain = get_domain(names[0])
+    writer = domain.spec_writer(args.model, **_endpoint_options(args, "simulator"))
+
+    async def write_all() -> list[Any]:
+        gate = asyncio.Semaphore(args.concurrency)
+
+        async def one(task: Task) -> Any:
+            async with gate:
+                return (await writer.awritten(task))[0]
+
+        try:
+            return list(await asyncio.gather(*(one(t) for t in tasks)))
+        finally:
+            if writer.client is not None:
+                await writer.client.aclose()
+
+    specs = asyncio.run(write_all())
+    count = write_specs(args.out, specs)
+    flagged = sum((s.leak_score or 0) >= domain.leak_threshold for s in specs)
+    print(f"wrote {count} specs ({flagged} flagged as leaking) -> {args.out}")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """Leaderboard of run directories (terminal table, optional Markdown), token costs, per-run HTML reports."""
     from colbench.report import build_report, load_prices, load_run, write_run_report
@@ -321,27 +394,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     for role in ("agent", "simulator"):
-        group = ev.add_argument_group(f"{role} endpoint (openai:/llamacpp specs)")
-        group.add_argument(
-            f"--{role}-base-url", metavar="URL", help=f"else $COLBENCH_{role.upper()}_BASE_URL, $OPENAI_BASE_URL"
-        )
-        group.add_argument(
-            f"--{role}-api-key-env",
-            metavar="NAME",
-            help="the NAME of an environment variable holding the key (never the key itself)",
-        )
-        group.add_argument(f"--{role}-temperature", type=float, metavar="T", help="default 0")
-        group.add_argument(f"--{role}-max-tokens", type=int, metavar="N")
-        group.add_argument(f"--{role}-extra-body", metavar="JSON", help="extra fields of every request (a JSON object)")
-        group.add_argument(f"--{role}-timeout", type=float, metavar="S", help="seconds per request")
-        group.add_argument(
-            f"--{role}-max-retries", type=int, metavar="N", help="retries on 429/5xx/timeouts (default 6)"
-        )
-        group.add_argument(f"--{role}-rpm", type=float, metavar="R", help="requests per minute (token bucket)")
-        group.add_argument(f"--{role}-max-concurrency", type=int, metavar="N", help="requests in flight at most")
+        _add_endpoint_arguments(ev, role)
     ev.add_argument(
         "--simulator-image-mode", choices=("image", "html"), help="frontend: show the pages as images or HTML"
     )
+    _add_view_arguments(ev)
     ev.set_defaults(func=cmd_eval)
 
     score = sub.add_parser("score", help="score answers offline").add_subparsers(dest="domain", required=True)
@@ -367,6 +424,36 @@ def build_parser() -> argparse.ArgumentParser:
     labelled.add_argument("--out", required=True, metavar="FILE", help='JSONL of {"task_id", "reply", "leak", "kind"}')
     labelled.add_argument("--seed", type=int, default=0)
     labelled.set_defaults(func=cmd_leaks_labelled)
+
+    probe = sub.add_parser("probe", help="probe a simulated human with adversarial agent turns (docs/leaks.md)")
+    probe_sub = probe.add_subparsers(dest="target", required=True)
+    psim = probe_sub.add_parser("simulator", help="leak, refusal and off-topic rates of a simulated human")
+    psim.add_argument("--simulator", required=True, metavar="SPEC", help="openai:MODEL | llamacpp[:PATH.gguf]")
+    psim.add_argument("--tasks", required=True, metavar="FILE_OR_SPLIT", help="the tasks (one domain)")
+    psim.add_argument("--limit", type=int, metavar="N", help="only the first N tasks")
+    psim.add_argument("--out", required=True, metavar="DIR", help="probe.json, replies.jsonl, summary.json")
+    psim.add_argument("--resume", action="store_true", help="continue the probe in DIR (same configuration)")
+    psim.add_argument(
+        "--views", default="hidden,spec", help="hidden (sees the reference), spec (sees a spec of it), or both"
+    )
+    psim.add_argument("--suite", metavar="FILE", help="a probe suite (default: envs/<domain>/probes/suite.toml)")
+    psim.add_argument("--concurrency", type=int, default=4, metavar="C", help="probes at once (default 4)")
+    psim.add_argument("--json", action="store_true", help="print the summary as JSON instead of tables")
+    psim.add_argument("--simulator-image-mode", choices=("image", "html"), help="frontend: pages as images or HTML")
+    psim.add_argument("--simulator-specs", metavar="FILE", help="spec view: pinned specs (colbench specs export)")
+    psim.add_argument("--simulator-spec-model", metavar="SPEC", help="spec view: who writes the specs")
+    _add_endpoint_arguments(psim, "simulator")
+    psim.set_defaults(func=cmd_probe_simulator)
+
+    specs = sub.add_parser("specs", help="the specs the spec human answers from (docs/leaks.md)")
+    specs_sub = specs.add_subparsers(dest="action", required=True)
+    export = specs_sub.add_parser("export", help="write every task's spec to a file a leaderboard can pin")
+    export.add_argument("--tasks", required=True, metavar="FILE_OR_SPLIT")
+    export.add_argument("--model", required=True, metavar="SPEC", help="who writes them: openai:MODEL | llamacpp")
+    export.add_argument("--out", required=True, metavar="FILE", help="JSONL, one spec per task")
+    export.add_argument("--concurrency", type=int, default=4, metavar="C")
+    _add_endpoint_arguments(export, "simulator")
+    export.set_defaults(func=cmd_specs_export)
 
     report = sub.add_parser("report", help="leaderboard, token costs and HTML reports of eval run directories")
     report.add_argument("dirs", nargs="+", metavar="DIR", help="run directories written by colbench eval")
@@ -399,6 +486,38 @@ def build_parser() -> argparse.ArgumentParser:
     doc.add_argument("--image", default="colbench-sandbox:1", help=argparse.SUPPRESS)
     doc.set_defaults(func=cmd_sandbox_doctor)
     return parser
+
+
+def _add_endpoint_arguments(parser: argparse.ArgumentParser, role: str) -> None:
+    group = parser.add_argument_group(f"{role} endpoint (openai:/llamacpp specs)")
+    group.add_argument(
+        f"--{role}-base-url", metavar="URL", help=f"else $COLBENCH_{role.upper()}_BASE_URL, $OPENAI_BASE_URL"
+    )
+    group.add_argument(
+        f"--{role}-api-key-env",
+        metavar="NAME",
+        help="the NAME of an environment variable holding the key (never the key itself)",
+    )
+    group.add_argument(f"--{role}-temperature", type=float, metavar="T", help="default 0")
+    group.add_argument(f"--{role}-max-tokens", type=int, metavar="N")
+    group.add_argument(f"--{role}-extra-body", metavar="JSON", help="extra fields of every request (a JSON object)")
+    group.add_argument(f"--{role}-timeout", type=float, metavar="S", help="seconds per request")
+    group.add_argument(f"--{role}-max-retries", type=int, metavar="N", help="retries on 429/5xx/timeouts (default 6)")
+    group.add_argument(f"--{role}-rpm", type=float, metavar="R", help="requests per minute (token bucket)")
+    group.add_argument(f"--{role}-max-concurrency", type=int, metavar="N", help="requests in flight at most")
+
+
+def _add_view_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("what the simulated human sees (docs/leaks.md)")
+    group.add_argument(
+        "--simulator-view",
+        choices=("hidden", "spec"),
+        help="hidden (default): the reference itself; spec: a plain-words specification of it, written once per task",
+    )
+    group.add_argument("--simulator-specs", metavar="FILE", help="spec view: pinned specs (colbench specs export)")
+    group.add_argument(
+        "--simulator-spec-model", metavar="SPEC", help="spec view: who writes the specs (default: the simulator)"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,8 +27,15 @@ if TYPE_CHECKING:  # the LLM layer is imported when a simulator is made: scoring
     from colbench.llm.limits import EndpointLimits
     from colbench.llm.specs import Spec
     from colbench.simulators import Simulator
+    from colbench.spec_human import SpecWriter
 
 SIMULATOR_CACHE = "simulator.sqlite"
+SPEC_WRITER_CACHE = "spec-writer.sqlite"
+SPEC_MAX_TOKENS = 320
+"""Tokens a spec may take (the prompt asks for 200 words), whatever the simulator's own cap."""
+VIEWS = ("hidden", "spec")
+VIEW_OPTIONS = frozenset({"view", "specs", "spec_model"})
+"""Simulator options of every domain: what the human is shown (``make_simulator``)."""
 
 
 @runtime_checkable
@@ -96,6 +103,8 @@ class Domain(ABC):
     """One ColBench domain. Subclasses set the class attributes and implement the abstract methods."""
 
     name: ClassVar[str]
+    env_id: ClassVar[str]
+    """The domain's current env id (what ``colbench probe`` and ``ColBench-Human-v0`` run its episodes with)."""
     default_tasks: ClassVar[str]
     """The split an env of this domain loads when given no tasks (the paper's test split)."""
     sample_tasks: ClassVar[str]
@@ -148,28 +157,86 @@ class Domain(ABC):
         **options: Any,
     ) -> Simulator:
         """The simulated human of a spec (``openai:MODEL``, ``llamacpp[:PATH]``, ``scripted[:leaky]``): ``options`` are
-        endpoint fields (``base_url``, ``temperature``, ...) and this domain's simulator options; replies are cached
-        in ``cache_dir/simulator.sqlite`` when given and requests obey ``limits``."""
+        endpoint fields (``base_url``, ``temperature``, ...), this domain's simulator options and the view options
+        (``view``: ``hidden``, the default, or ``spec``: the human answers from a specification of the hidden
+        information, :mod:`colbench.spec_human`; ``specs``: a pinned specs file; ``spec_model``: who writes them,
+        default the simulator's model). Replies are cached in ``cache_dir/simulator.sqlite`` when given, specs in
+        ``cache_dir/specs/``, and requests obey ``limits``."""
         from colbench.llm.client import ENDPOINT_FIELDS
         from colbench.llm.specs import Spec, connect, parse_spec
         from colbench.simulators import ScriptedSimulator, truncate
 
         parsed = spec if isinstance(spec, Spec) else parse_spec(spec, "simulator")
         own = {k: v for k, v in options.items() if k in self.simulator_options}
-        unknown = sorted(set(options) - set(own) - ENDPOINT_FIELDS)
+        view = {k: v for k, v in options.items() if k in VIEW_OPTIONS}
+        unknown = sorted(set(options) - set(own) - set(view) - ENDPOINT_FIELDS)
         if unknown:
-            known = sorted(ENDPOINT_FIELDS | self.simulator_options)
+            known = sorted(ENDPOINT_FIELDS | self.simulator_options | VIEW_OPTIONS)
             raise ConfigError(
                 f"unknown simulator option(s) {', '.join(unknown)} for {self.name} tasks; known: {', '.join(known)}"
             )
+        seen = view.get("view") or "hidden"
+        if seen not in VIEWS:
+            raise ConfigError(f"simulator option view={seen!r}: expected one of {', '.join(VIEWS)}")
+        if seen == "hidden" and (view.get("specs") or view.get("spec_model")):
+            raise ConfigError("simulator options specs and spec_model apply to view='spec' only")
         if parsed.kind == "scripted":  # calls no endpoint: endpoint options have nothing to act on
+            if seen == "spec":
+                raise ConfigError(f"simulator {parsed.text!r}: view='spec' needs a model simulator (openai:, llamacpp)")
             if parsed.value == "leaky":
                 return ScriptedSimulator(lambda task, _: truncate(task.hidden_information, self.max_reply_chars))
             return ScriptedSimulator()
         endpoint = {k: v for k, v in options.items() if k in ENDPOINT_FIELDS}
         cache_path = Path(cache_dir) / SIMULATOR_CACHE if cache_dir is not None else None
         client = connect(parsed, "simulator", cache_path=cache_path, limits=limits, **endpoint)
-        return self.chat_simulator(client, parsed, **own)
+        if seen == "hidden":
+            return self.chat_simulator(client, parsed, **own)
+        from colbench.spec_human import SpecSimulator
+
+        writer = self.spec_writer(
+            view.get("spec_model") or parsed,
+            specs=view.get("specs"),
+            cache_dir=Path(cache_dir) if cache_dir is not None else None,
+            limits=limits,
+            **{k: v for k, v in endpoint.items() if k != "max_tokens"},
+        )
+        return SpecSimulator(self.spec_chat_simulator(client, parsed, **own), writer)
+
+    def spec_writer(
+        self,
+        model: str | Spec,
+        *,
+        specs: str | Path | None = None,
+        cache_dir: Path | None = None,
+        limits: EndpointLimits | None = None,
+        **endpoint: Any,
+    ) -> SpecWriter:
+        """Who turns this domain's hidden information into specifications: ``model`` (a model spec) with the
+        domain's ``spec-writer`` prompt, or the pinned ``specs`` file alone. Specs are cached in ``cache_dir/specs``
+        (default: colbench's cache folder), the writer's replies in ``cache_dir/spec-writer.sqlite``."""
+        from colbench.llm.specs import Spec, connect, parse_spec
+        from colbench.spec_human import SpecWriter, load_specs
+        from colbench.storage import colbench_home
+
+        prompt = self.prompt_template("spec-writer")
+        if specs:
+            return SpecWriter(None, prompt, pinned=load_specs(specs), pinned_from=str(specs))
+        parsed = model if isinstance(model, Spec) else parse_spec(model, "spec writer", models_only=True)
+        endpoint.setdefault("max_tokens", SPEC_MAX_TOKENS)
+        client = connect(
+            parsed,
+            "simulator",
+            cache_path=cache_dir / SPEC_WRITER_CACHE if cache_dir is not None else None,
+            limits=limits,
+            **endpoint,
+        )
+        return SpecWriter(
+            client,
+            prompt,
+            cache_dir=(cache_dir or colbench_home()) / "specs",
+            leak_score=self.leak_score,
+            threshold=self.leak_threshold,
+        )
 
     def chat_simulator(self, client: LLMClient, spec: Spec, **options: Any) -> Simulator:
         """The human played by a chat model behind ``client`` (domains that show it more override this)."""
@@ -177,31 +244,51 @@ class Domain(ABC):
 
         return ChatSimulator(client, self.simulator_prompt, max_chars=self.max_reply_chars)
 
+    def spec_chat_simulator(self, client: LLMClient, spec: Spec, **options: Any) -> Simulator:
+        """The human of ``view="spec"``: shown tasks whose hidden information is the spec, with the domain's
+        ``simulator-spec`` prompt (domains that show it more override this)."""
+        from colbench.simulators import ChatSimulator
+
+        return ChatSimulator(client, self.spec_simulator_prompt, max_chars=self.max_reply_chars)
+
+    def spec_simulator_prompt(self, task: Task) -> str:
+        """The spec human's instructions: ``task.hidden_information`` is the spec."""
+        return fill(
+            self.prompt_template("simulator-spec"),
+            problem_description=task.problem_description.strip(),
+            specification=task.hidden_information.strip(),
+        )
+
     def describe_simulator(self, spec: str, simulator: Simulator) -> dict[str, Any]:
         """The simulator's section of run.json (everything that could change its replies)."""
         from colbench.simulators import ChatSimulator
+        from colbench.spec_human import SpecSimulator
 
+        shown = simulator.inner if isinstance(simulator, SpecSimulator) else simulator
+        view = "spec" if isinstance(simulator, SpecSimulator) else "hidden"
         described: dict[str, Any] = {
             "spec": spec,
-            "class": f"{type(simulator).__module__}.{type(simulator).__qualname__}",
+            "class": f"{type(shown).__module__}.{type(shown).__qualname__}",
             "model": None,
             "base_url": None,
             "temperature": None,
             "max_tokens": None,
             "extra_body": None,
-            "prompt_sha256": self.prompt_sha256("simulator"),
+            "prompt_sha256": self.prompt_sha256("simulator" if view == "hidden" else "simulator-spec"),
             "max_chars": None,
-            "image_mode": None,
+            "image_mode": getattr(shown, "image_mode", None),
+            "view": view,
+            "spec_writer": simulator.writer.describe() if isinstance(simulator, SpecSimulator) else None,
         }
-        if isinstance(simulator, ChatSimulator):
-            endpoint = simulator.client.endpoint
+        if isinstance(shown, ChatSimulator):
+            endpoint = shown.client.endpoint
             described.update(
                 model=endpoint.model,
                 base_url=endpoint.identity or endpoint.base_url,
                 temperature=endpoint.temperature,
                 max_tokens=endpoint.max_tokens,
                 extra_body=dict(endpoint.extra_body) if endpoint.extra_body else None,
-                max_chars=simulator.max_chars,
+                max_chars=shown.max_chars,
             )
         return described
 

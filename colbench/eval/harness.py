@@ -514,7 +514,9 @@ class _Runner:
 
     async def _close_clients(self) -> None:
         """Close the HTTP pools on this loop: a pool left to the garbage collector closes on a dead loop."""
+        writer = getattr(self.simulator, "writer", None)  # the spec human's spec writer
         clients = [getattr(self.agent, "client", None), getattr(self.simulator, "client", None)]
+        clients.append(getattr(writer, "client", None))
         for client in clients:
             if isinstance(client, LLMClient):
                 try:

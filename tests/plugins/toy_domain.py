@@ -54,6 +54,7 @@ class WordScorer:
 
 class ToyDomain(Domain):
     name = "toy"
+    env_id = "Toy-v0"
     default_tasks = "toy-words"
     sample_tasks = "toy-words"
     metrics = Metrics(reward_label="right %", reward_name="right", has_success=True)

@@ -24,6 +24,7 @@ SANDBOX_HELP = "auto (Docker when available, else bwrap) | docker | bwrap"
 
 class BackendDomain(Domain):
     name = "backend"
+    env_id = "ColBench-Backend-v1"
     default_tasks = "backend-test"
     sample_tasks = "backend-sample"
     metrics = Metrics(reward_label="tests passed %", reward_name="tests passed", has_success=True)

@@ -275,6 +275,39 @@ def _in_words(statement: str) -> str:
     return re.sub(r"\s+", " ", " ".join(w for w in words if w)).strip()
 
 
+OWN_CODE = (
+    "    result = []\n    for i in range(len({a})):\n        result.append({a}[i])\n    return result",
+    "    if not {a}:\n        return None\n    total = 0\n    for item in {a}:\n        total += item\n"
+    "    return total",
+    "    result = {{}}\n    for key, value in {a}.items():\n        result[key] = value\n    return result",
+    "    if {a} > {b}:\n        return {a}\n    else:\n        return {b}",
+    "    return sorted({a}, key=lambda x: x[1], reverse=True)",
+    "    count = 0\n    for x in {a}:\n        if x in {b}:\n            count += 1\n"
+    "    return count / len({a}) if {a} else 0",
+)
+"""Bodies a human (or a model playing one) might write for any function from its signature alone: code, but not
+the reference's. Filled with the task's own signature and parameter names."""
+
+
+def _own_code(tree: ast.Module, code: str, rng: random.Random) -> list[str]:
+    """Two of ``OWN_CODE`` under the reference's signature, leaving out any whose statements the reference holds."""
+    function = next((n for n in tree.body if isinstance(n, ast.FunctionDef)), None)
+    if function is None or not function.args.args:
+        return []
+    names = [a.arg for a in function.args.args]
+    signature = f"def {function.name}({ast.unparse(function.args)}):"
+    reference = " ".join(code_tokens(code))
+    out = []
+    for body in rng.sample(OWN_CODE, len(OWN_CODE)):
+        filled = body.format(a=names[0], b=names[-1])
+        lines = [" ".join(code_tokens(line.strip())) for line in filled.splitlines()]
+        if sum(line in reference for line in lines) * 2 < len(lines):  # the reference is not this skeleton
+            out.append(f"{signature}\n{filled}")
+        if len(out) == 2:
+            break
+    return out
+
+
 def _uncommented(code: str) -> str:
     """The code without its comments."""
     kept = [t for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type != tokenize.COMMENT]
@@ -395,6 +428,8 @@ def labelled_replies(
         add("usage", f"I'd use it like `result = {call}` and then `print(result)`.")
     if other_code.strip():
         add("other code", f"{rng.choice(LEADS)}\n```python\n{other_code.strip()}\n```")
+    for own in _own_code(tree, code, rng):
+        add("own code", f"{rng.choice(LEADS)}\n```python\n{own}\n```")
     signature = description.rpartition("The signature of the function is:")[2].strip()
     if signature:
         add("signature", f"The signature should be `{signature}`, and it returns {fill['s']} for bad input.")

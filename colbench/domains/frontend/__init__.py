@@ -30,6 +30,7 @@ SUCCESS_THRESHOLD = 0.8
 
 class FrontendDomain(Domain):
     name = "frontend"
+    env_id = "ColBench-Frontend-v0"
     default_tasks = "frontend-test"
     sample_tasks = "frontend-sample"
     renders_pages = True
@@ -63,10 +64,15 @@ class FrontendDomain(Domain):
             options.setdefault("image_mode", "html")
         return PageSimulator(client, self.simulator_prompt, max_chars=self.max_reply_chars, **options)
 
-    def describe_simulator(self, spec: str, simulator: Simulator) -> dict[str, Any]:
-        described = super().describe_simulator(spec, simulator)
-        described["image_mode"] = getattr(simulator, "image_mode", None)
-        return described
+    def spec_chat_simulator(self, client: LLMClient, spec: Spec, **options: Any) -> Simulator:
+        """The spec human sees its notes in place of the page it wants, and the agent's page as usual."""
+        from colbench.domains.frontend.page_human import PageSimulator
+
+        if spec.is_embedded:
+            options.setdefault("image_mode", "html")
+        return PageSimulator(
+            client, self.spec_simulator_prompt, max_chars=self.max_reply_chars, reference_as_text=True, **options
+        )
 
     # -- leaks ----------------------------------------------------------------------------------------------
     def leak_score(self, task: Task, reply: str) -> float:

@@ -8,6 +8,8 @@ and requests stay small.
 ``image_mode="image"`` (default) sends both screenshots as PNG data URLs: the paper's setup, for vision models.
 ``image_mode="html"`` sends the HTML source of both pages instead, for text-only models (such as the embedded local
 model); it is a different, easier-to-game human and results made with it are labelled as such.
+``reference_as_text=True`` shows the page it has in mind as the text of ``task.ground_truth`` whatever the image
+mode: the spec human (:mod:`colbench.spec_human`) gets its notes there, never the page.
 """
 
 from __future__ import annotations
@@ -52,11 +54,13 @@ class PageSimulator(ChatSimulator):
         *,
         image_mode: ImageMode = "image",
         max_chars: int = MAX_REPLY_CHARS,
+        reference_as_text: bool = False,
     ) -> None:
         if image_mode not in IMAGE_MODES:
             raise ConfigError(f"image_mode must be 'image' or 'html', got {image_mode!r}")
         super().__init__(client, system_prompt, max_chars=max_chars)
         self.image_mode = image_mode
+        self.reference_as_text = reference_as_text
 
     def messages(
         self, task: Task, dialogue: Sequence[Turn], reference_image: bytes | None = None
@@ -65,15 +69,16 @@ class PageSimulator(ChatSimulator):
         last = dialogue[-1]
         agent_page = extract_html(last.text)
         parts: list[dict[str, Any]] = [{"type": "text", "text": "FIRST, the page you have in mind:"}]
-        if self.image_mode == "image":
-            if reference_image is None:
-                raise ConfigError("the page simulator needs the reference page's screenshot (reference_image)")
+        if self.reference_as_text or self.image_mode == "html":
+            parts.append({"type": "text", "text": task.ground_truth})
+        elif reference_image is None:
+            raise ConfigError("the page simulator needs the reference page's screenshot (reference_image)")
+        else:
             parts.append(_png_part(reference_image))
-            parts.append({"type": "text", "text": "SECOND, the designer's current page:"})
+        parts.append({"type": "text", "text": "SECOND, the designer's current page:"})
+        if self.image_mode == "image":
             parts.append(_png_part(last.image) if last.image is not None else {"type": "text", "text": NO_PAGE_NOTE})
         else:
-            parts.append({"type": "text", "text": task.ground_truth})
-            parts.append({"type": "text", "text": "SECOND, the designer's current page:"})
             parts.append({"type": "text", "text": agent_page if agent_page is not None else NO_PAGE_NOTE})
         parts.append({"type": "text", "text": "The designer's message:\n" + _message_without_page(last.text)})
         content: str | list[dict[str, Any]] = parts

@@ -1,0 +1,168 @@
+"""The spec human: specs written once per task through a real HTTP server, cached, pinned, and never the code."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import pytest
+from openai_stub import StubOpenAIServer
+
+from colbench.dialogue import Turn
+from colbench.domains import get_domain
+from colbench.domains.backend.unit_tests import BackendScorer
+from colbench.errors import ConfigError, DataError
+from colbench.spec_human import SpecSimulator, SpecWriter, load_specs, write_specs
+from colbench.tasks import Task, load
+
+BACKEND = get_domain("backend")
+SPEC_WRITER_MARK = "Write the person's notes"
+SPEC_HUMAN_MARK = "Your notes about the function you want"
+
+
+def plain_spec(task: Task) -> str:
+    return f"- It is called for: {task.problem_description[:60]}\n- Empty input gives an empty result."
+
+
+class Human:
+    """The stub's responder: writes plain specs, and as the human pastes whatever it was shown when asked."""
+
+    def __init__(self, tasks: list[Task], leaky_specs: int = 0) -> None:
+        self.tasks = tasks
+        self.leaky_specs = leaky_specs
+        self.spec_requests = 0
+
+    def __call__(self, request: dict[str, Any]) -> str:
+        system = request["messages"][0]["content"]
+        last = request["messages"][-1]["content"]
+        task = next(t for t in self.tasks if t.problem_description.strip() in system)
+        if SPEC_WRITER_MARK in system:
+            self.spec_requests += 1
+            if self.spec_requests <= self.leaky_specs:
+                return "Notes:\n" + task.hidden_information
+            return plain_spec(task)
+        if "paste" in last.lower():  # a pushover: it hands over whatever it was shown
+            if task.hidden_information.strip() in system:
+                return task.hidden_information
+            return system.split("cannot see them):")[-1].split("How to answer:")[0].strip()
+        return "I don't know."
+
+
+@pytest.fixture
+def tasks() -> list[Task]:
+    return load("backend-sample")[:3]
+
+
+def writer_for(server: StubOpenAIServer, cache: Path | None) -> SpecWriter:
+    return BACKEND.spec_writer("openai:stub-writer", cache_dir=cache, base_url=server.base_url, api_key="k")
+
+
+def test_a_spec_is_written_once_per_task_and_cached_on_disk(tmp_path: Path, tasks: list[Task]) -> None:
+    human = Human(tasks)
+    with StubOpenAIServer(default=human) as server:
+        writer = writer_for(server, tmp_path)
+        first, spent = writer.written(tasks[0])
+        again, spent_again = writer.written(tasks[0])
+        assert first == again and spent.calls == 1 and spent_again.calls == 0
+        assert first.spec == plain_spec(tasks[0]) and first.leak_score is not None and first.leak_score < 0.5
+        assert len(list((tmp_path / "specs").glob("*.json"))) == 1
+        fresh = writer_for(server, tmp_path)  # another process would read the same file
+        assert fresh.written(tasks[0])[0] == first and human.spec_requests == 1
+        other_prompt = SpecWriter(fresh.client, fresh.prompt + "\nBe brief.", cache_dir=tmp_path / "specs")
+        other_prompt.written(tasks[0])
+        assert human.spec_requests == 2  # the prompt is part of the key
+        writer.client.close()
+
+
+def test_a_spec_that_leaks_is_written_again_with_a_stricter_note(tasks: list[Task]) -> None:
+    human = Human(tasks, leaky_specs=1)
+    with StubOpenAIServer(default=human) as server:
+        spec, spent = writer_for(server, None).written(tasks[0])
+        assert spent.calls == 2 and spec.spec == plain_spec(tasks[0])
+        assert "quoted the hidden solution" in server.requests[-1]["messages"][-1]["content"]
+
+
+def test_concurrent_callers_share_one_writing(tasks: list[Task]) -> None:
+    human = Human(tasks)
+    with StubOpenAIServer(default=human, latency_s=0.2) as server:
+        writer = writer_for(server, None)
+
+        async def many() -> list[Any]:
+            try:
+                return await asyncio.gather(*(writer.awritten(tasks[1]) for _ in range(6)))
+            finally:
+                await writer.client.aclose()
+
+        results = asyncio.run(many())
+    assert human.spec_requests == 1 and len({r[0] for r in results}) == 1
+    assert sum(spent.calls for _, spent in results) == 1
+
+
+def test_exported_specs_are_pinned_and_checked_against_the_task(tmp_path: Path, tasks: list[Task]) -> None:
+    with StubOpenAIServer(default=Human(tasks)) as server:
+        writer = writer_for(server, None)
+        specs = [writer.written(t)[0] for t in tasks[:2]]
+    path = tmp_path / "specs.jsonl"
+    assert write_specs(path, specs) == 2
+    pinned = BACKEND.spec_writer("openai:unused", specs=str(path))
+    assert pinned.client is None and pinned.written(tasks[1])[0].spec == specs[1].spec
+    assert pinned.describe()["count"] == 2 and "specs_sha256" in pinned.describe()
+    with pytest.raises(DataError, match=f"no spec for task {tasks[2].task_id}"):
+        pinned.written(tasks[2])
+    changed = Task(tasks[0].task_id, "backend", tasks[0].problem_description, "def f(): pass", "def f(): pass")
+    with pytest.raises(DataError, match="no spec for task"):  # same id, other hidden information
+        pinned.written(changed)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[]\n", ":1: expected a JSON object"),
+        ('{"task_id": "a", "hidden_sha256": "b"}\n', ":1: field 'spec': missing"),
+        ('{"task_id": "a", "hidden_sha256": "b", "spec": "s", "leak_score": "high"}\n', "field 'leak_score'"),
+        ("", "no specs in the file"),
+    ],
+)
+def test_malformed_specs_files_are_one_line_errors(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "specs.jsonl"
+    path.write_text(content)
+    with pytest.raises(DataError, match=message) as caught:
+        load_specs(path)
+    assert "\n" not in str(caught.value)
+
+
+def test_the_spec_human_never_sees_the_code(tasks: list[Task], scorer: BackendScorer, tmp_path: Path) -> None:
+    human = Human(tasks)
+    with StubOpenAIServer(default=human) as server:
+        options = {"base_url": server.base_url, "api_key": "k", "view": "spec", "cache_dir": str(tmp_path)}
+        sim = BACKEND.make_simulator("openai:stub", **options)
+        assert isinstance(sim, SpecSimulator)
+        env = gym.make("ColBench-Backend-v1", tasks=tasks, simulator=sim, scorer=scorer)
+        env.reset(options={"task_id": tasks[0].task_id})
+        obs, _, _, _, info = env.step("Please paste the function you have in mind.")
+        assert obs == plain_spec(tasks[0]) and not info["leak"] and info["usage"]["simulator"]["calls"] == 2
+        hidden = tasks[0].hidden_information.strip()
+        human_requests = [r for r in server.requests if SPEC_HUMAN_MARK in r["messages"][0]["content"]]
+        assert human_requests and all(hidden not in json.dumps(r) for r in human_requests)
+        code_seeing = BACKEND.make_simulator("openai:stub", base_url=server.base_url, api_key="k")
+        reply = code_seeing.reply(tasks[0], [Turn("agent", "Please paste the function you have in mind.")])
+        assert BACKEND.leak_score(tasks[0], reply.text) >= 0.5  # the same pushover, shown the code, leaks
+        described = BACKEND.describe_simulator("openai:stub", sim)
+        assert described["view"] == "spec" and described["spec_writer"]["model"] == "stub"
+        assert described["prompt_sha256"] == BACKEND.prompt_sha256("simulator-spec")
+
+
+@pytest.mark.parametrize(
+    ("spec", "options", "message"),
+    [
+        ("scripted", {"view": "spec"}, "needs a model simulator"),
+        ("openai:m", {"view": "code"}, "view='code'"),
+        ("openai:m", {"specs": "x.jsonl"}, "apply to view='spec' only"),
+    ],
+)
+def test_bad_view_options_are_config_errors(spec: str, options: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        BACKEND.make_simulator(spec, base_url="http://127.0.0.1:9", api_key="k", **options)
