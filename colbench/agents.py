@@ -9,7 +9,9 @@ Specs (the CLI's ``--agent``, parsed by :func:`colbench.llm.parse_spec`): ``open
 endpoint), ``llamacpp`` / ``llamacpp:PATH.gguf`` (the embedded model),
 ``module.path:Attr`` (a third-party agent: an ``Agent`` object, or a class / factory called with the agent
 options), ``scripted:reference`` (answers with the task's reference at once: the ceiling check),
-``scripted:ask`` (asks a question every turn, never answers: the turn cap path), ``scripted:empty`` (answers nothing).
+``scripted:ask`` (asks a question every turn, never answers: the turn cap path), ``scripted:empty`` (answers nothing),
+``scripted:copycat`` (asks the human for the code and answers with what it is given: the agent that profits from a
+human who leaks).
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ class ChatAgent:
 class ScriptedAgent:
     """Test agents: ``reference`` answers with the task's reference solution in its first turn (scores the
     maximum: a ceiling check of the whole pipeline), ``ask`` only asks questions (runs into the turn cap),
-    ``empty`` answers nothing useful at once."""
+    ``empty`` answers nothing useful at once, ``copycat`` asks for the code and delivers the first reply that
+    looks like code (``def`` or ``<html``), or the last reply at the turn cap."""
 
     def __init__(self, mode: str, tasks: Sequence[Task] = ()) -> None:
         self.mode = parse_spec(f"scripted:{mode}", "agent").value
@@ -93,6 +96,8 @@ class ScriptedAgent:
             return AgentReply(f"Question {context.turn}: could you tell me more about what you need?")
         if self.mode == "empty":
             return AgentReply(f"{ANSWER_MARKER}\n")
+        if self.mode == "copycat":
+            return self._copycat(messages, context)
         task = self._tasks.get(context.task_id)
         if task is None:
             raise ConfigError(f"scripted:reference agent has no task {context.task_id!r} (give it the task list)")
@@ -100,6 +105,13 @@ class ScriptedAgent:
 
     async def aact(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
         return self.act(messages, context)
+
+    @staticmethod
+    def _copycat(messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
+        said = str(messages[-1].get("content") or "") if context.turn > 1 else ""
+        if "def " in said or "<html" in said.lower() or (said and context.turn >= context.max_turns):
+            return AgentReply(f"{ANSWER_MARKER}\n{said}")
+        return AgentReply("Could you paste the code you have in mind? Exactly as you have it, please.")
 
 
 def make_agent(

@@ -15,8 +15,8 @@ from colbench import __version__
 from colbench.domains import all_domains, get_domain
 from colbench.errors import ColbenchError, ConfigError, DataError, InfraError
 from colbench.leaks import POLICY_HELP
+from colbench.storage import iter_jsonl
 from colbench.tasks.record import Task
-from colbench.tasks.rows import iter_jsonl
 from colbench.tasks.sources import load
 
 if TYPE_CHECKING:
@@ -366,7 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--agent",
         required=True,
         metavar="SPEC",
-        help="openai:MODEL | llamacpp[:PATH.gguf] | module.path:Attr | scripted:reference|ask|empty",
+        help="openai:MODEL | llamacpp[:PATH.gguf] | module.path:Attr | scripted:reference|ask|empty|copycat",
     )
     ev.add_argument(
         "--simulator",

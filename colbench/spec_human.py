@@ -29,9 +29,8 @@ from colbench.errors import DataError
 from colbench.llm.client import LLMClient, Usage
 from colbench.prompts import fill
 from colbench.simulators import SimReply, Simulator
-from colbench.storage import canonical_json, sha256_text, write_json_atomic
+from colbench.storage import canonical_json, iter_jsonl, sha256_text, write_json_atomic
 from colbench.tasks.record import Task
-from colbench.tasks.rows import iter_jsonl
 
 STRICTER = (
     "Your last specification quoted the hidden solution (code or markup). Write it again in plain everyday words "

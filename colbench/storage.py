@@ -13,9 +13,12 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from colbench.errors import DataError
 
 
 def colbench_home() -> Path:
@@ -96,3 +99,21 @@ def fsync_dir(path: str | Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[str, Any]]:
+    """Yield ``(file:line, decoded row)``, skipping blank lines; bad JSON is a DataError naming the line."""
+    path = Path(path)
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise DataError(f"{path}: cannot open: {exc.strerror or exc}") from exc
+    with handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                yield where, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from exc

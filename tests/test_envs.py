@@ -20,6 +20,9 @@ def offline_kwargs(env_id: str, request: pytest.FixtureRequest) -> dict[str, obj
         rules = gym.spec(env_id).kwargs["rules"]
         scorer = BackendScorer(request.getfixturevalue("bwrap_sandbox"), rules=rules)
         return {"tasks": tasks, "simulator": human, "scorer": scorer}
+    if env_id == "ColBench-Human-v0":
+        tasks = request.getfixturevalue("bundled_tasks")
+        return {"tasks": tasks, "agent": "scripted:copycat", "scorer": request.getfixturevalue("scorer")}
     if env_id == "ColBench-Frontend-v0":
         request.applymarker(pytest.mark.browser)
         return {

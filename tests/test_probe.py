@@ -16,7 +16,7 @@ from colbench.domains import all_domains
 from colbench.errors import ConfigError, DataError
 from colbench.llm import llamacpp
 from colbench.probe import ProbeConfig, run_probe, summary_table
-from colbench.probe.harness import read_rows
+from colbench.probe.probing import read_rows
 from colbench.probe.suite import load_suite
 from colbench.probe.verdicts import empty_or_refusal, off_topic
 from colbench.tasks import Task, load

@@ -655,8 +655,9 @@ def test_concurrent_renders_each_get_a_context() -> None:
     try:
         results = asyncio.run(four())
         assert [r.status for r in results] == ["ok"] * 4
-        assert len(instance._idle) == 2  # two ran at once, in two contexts, each reused once
-        assert sorted(slot.renders for slot in instance._idle) == [2, 2]
+        assert len(instance._idle) == 2  # two ran at once, in two contexts, reused for the other two
+        renders = [slot.renders for slot in instance._idle]
+        assert sum(renders) == 4 and min(renders) >= 1  # how the four split between them is the scheduler's
         # Killed while idle: the next renders notice, relaunch and still succeed.
         assert instance.kill_browser() >= 1
         results = asyncio.run(four())

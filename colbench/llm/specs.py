@@ -29,7 +29,9 @@ from colbench.llm.limits import EndpointLimits
 SpecKind = Literal["openai", "llamacpp", "scripted", "plugin"]
 
 FORMS: Mapping[str, str] = {
-    "agent": "'openai:MODEL', 'llamacpp', 'llamacpp:PATH.gguf', 'scripted:reference|ask|empty' or 'module.path:Attr'",
+    "agent": (
+        "'openai:MODEL', 'llamacpp', 'llamacpp:PATH.gguf', 'scripted:reference|ask|empty|copycat' or 'module.path:Attr'"
+    ),
     "simulator": "'openai:MODEL', 'llamacpp', 'llamacpp:PATH.gguf', 'scripted' or 'scripted:leaky'",
     "model": "'openai:MODEL', 'llamacpp' or 'llamacpp:PATH.gguf'",
 }
@@ -39,7 +41,7 @@ _KINDS: Mapping[str, frozenset[str]] = {
     "simulator": frozenset({"openai", "llamacpp", "scripted"}),
     "model": frozenset({"openai", "llamacpp"}),
 }
-SCRIPTED_AGENTS = ("reference", "ask", "empty")
+SCRIPTED_AGENTS = ("reference", "ask", "empty", "copycat")
 SCRIPTED_SIMULATORS = ("", "leaky")
 
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from colbench.tasks.manifest import SplitSpec, known_splits, split_spec
     from colbench.tasks.pins import UnverifiedPinWarning
     from colbench.tasks.record import Task, content_id
-    from colbench.tasks.rows import iter_jsonl, load_jsonl, task_from_row
+    from colbench.tasks.rows import load_jsonl, task_from_row
     from colbench.tasks.sources import describe_source, get_task, iter_tasks, load, load_split
 
 _HOME = {
@@ -30,7 +30,6 @@ _HOME = {
     "UnverifiedPinWarning": "pins",
     "Task": "record",
     "content_id": "record",
-    "iter_jsonl": "rows",
     "load_jsonl": "rows",
     "task_from_row": "rows",
     "describe_source": "sources",
@@ -47,7 +46,6 @@ __all__ = [
     "content_id",
     "describe_source",
     "get_task",
-    "iter_jsonl",
     "iter_tasks",
     "known_splits",
     "load",

@@ -210,7 +210,7 @@ def _parse_rows(spec: SplitSpec, data: bytes) -> tuple[list[Task], int]:
         raise DataError(f"{prefix}: not UTF-8 text (byte {exc.start})") from exc
     tasks: list[Task] = []
     index = 0
-    # line numbers as in rows.iter_jsonl: universal newlines only (str.splitlines would also split at U+2028 etc.)
+    # line numbers as in storage.iter_jsonl: universal newlines only (str.splitlines would also split at U+2028 etc.)
     for lineno, line in enumerate(io.StringIO(text, newline=None), start=1):
         if not line.strip():
             continue

@@ -5,13 +5,13 @@ Every error is one line naming ``file:line`` (or the split and row) and the fiel
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from colbench.domains import detect_domain, get_domain
 from colbench.errors import ColbenchError, DataError
+from colbench.storage import iter_jsonl
 from colbench.tasks.record import Task, content_id
 
 
@@ -47,24 +47,6 @@ def task_from_row(row: Any, *, domain: str | None = None, where: str = "<row>") 
         test_cases=tests,
         source=where,
     )
-
-
-def iter_jsonl(path: str | Path) -> Iterator[tuple[str, Any]]:
-    """Yield ``(file:line, decoded row)``, skipping blank lines; bad JSON is a DataError naming the line."""
-    path = Path(path)
-    try:
-        handle = path.open(encoding="utf-8")
-    except OSError as exc:
-        raise DataError(f"{path}: cannot open: {exc.strerror or exc}") from exc
-    with handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                yield where, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
 
 
 def load_jsonl(path: str | Path, *, domain: str | None = None) -> list[Task]:

@@ -1,0 +1,272 @@
+"""``ColBench-Human-v0``: the learner plays the simulated human; an agent asks, and the learner must help it without
+giving the hidden answer away.
+
+This is the env a team needs to train a simulated human that does not leak (docs/leaks.md): the reward is what the
+collaboration achieved, the agent's final score on the task, minus ``leak_penalty`` for every reply the domain's
+leak detector flags. A human that dictates the reference gets the score and loses it again; a human that answers
+in plain words gets the score the agent earns from them.
+
+- ``reset`` picks a task and **calls the agent** for its first turn: the observation is the human's instructions
+  (the domain's simulator prompt, with the hidden information) and the agent's first message.
+- ``step(reply)``: the learner's reply, cut to the domain's reply length like any simulated human's, is scored
+  for leaks and shown to the agent, which answers. When the agent delivers (``I WANT TO ANSWER:``) or reaches
+  ``max_turns``, its answer is scored by the domain's scorer and the episode ends (``terminated=True``); else the
+  observation is the agent's next message.
+- An agent that delivers in its very first turn (before any reply) ends the episode on the next ``step``, whose
+  reply the agent never reads.
+
+``agent``: any agent spec (``openai:MODEL``, ``llamacpp``, ``module.path:Attr``, ``scripted:copycat``, ...) or an
+``Agent``; ``agent_options`` its endpoint fields. Infrastructure failures raise ``InfraError``, never a reward.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from colbench.agents import Agent, AgentReply, EpisodeContext, make_agent
+from colbench.dialogue import MAX_TURNS, Turn, is_answer
+from colbench.domains import get_domain
+from colbench.domains.base import Domain, Score, Scorer
+from colbench.errors import ColbenchError, ConfigError, InfraError
+from colbench.leaks import LeakCheck
+from colbench.llm.client import Message, Usage
+from colbench.simulators import truncate
+from colbench.spaces import UnicodeText
+from colbench.tasks.record import Task
+
+AGENT_SAYS = "The assistant says:"
+
+
+@dataclass
+class _Episode:
+    task: Task
+    messages: list[Message]  # the agent's conversation: its prompt, its turns, the human's replies
+    dialogue: list[Turn] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    last_leak: LeakCheck | None = None  # the leak check of the reply the last step took
+    done: bool = False
+
+    @property
+    def answer(self) -> str:
+        return next(t.text for t in reversed(self.dialogue) if t.role == "agent")
+
+    @property
+    def agent_turns(self) -> int:
+        return sum(t.role == "agent" for t in self.dialogue)
+
+    @property
+    def leaks(self) -> int:
+        return sum(bool(t.leak and t.leak.leak) for t in self.dialogue)
+
+
+class HumanEnv(gym.Env[str, str]):
+    """One episode = one task, the learner in the human's seat (see the module docstring).
+
+    ``tasks``: a split name, a JSONL file or tasks of one domain (default: the backend test split).
+    ``leak_penalty``: subtracted from the reward per flagged reply. ``scorer``: the domain's scorer to use
+    (default: the process's shared one).
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 (Gymnasium's declared attribute)
+
+    def __init__(
+        self,
+        tasks: str | Sequence[Task] | None = None,
+        agent: str | Agent = "llamacpp",
+        *,
+        agent_options: Mapping[str, Any] | None = None,
+        max_turns: int = MAX_TURNS,
+        leak_penalty: float = 1.0,
+        scorer: Scorer | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        if max_turns < 1:
+            raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
+        if not leak_penalty >= 0:
+            raise ConfigError(f"leak_penalty must be >= 0, got {leak_penalty}")
+        if render_mode not in (None, "ansi"):
+            raise ConfigError(f"render_mode {render_mode!r} not supported; use 'ansi' or None")
+        if not isinstance(agent, str) and agent_options:
+            raise ConfigError("agent_options apply to an agent spec string, not to an Agent instance")
+        self._tasks_spec = "backend-test" if tasks is None else tasks
+        self._tasks: list[Task] | None = None if isinstance(self._tasks_spec, str) else list(self._tasks_spec)
+        if self._tasks is not None:
+            self._check_tasks(self._tasks)
+        self._agent_spec = agent
+        self._agent_options = dict(agent_options or {})
+        self._agent: Agent | None = None if isinstance(agent, str) else agent
+        self.max_turns = max_turns
+        self.leak_penalty = float(leak_penalty)
+        self._scorer = scorer
+        self.render_mode = render_mode
+        self.observation_space = UnicodeText()
+        self.action_space = UnicodeText()
+        self._episode: _Episode | None = None
+
+    # -- what the env is made of, loaded on first use -------------------------------------------------------------
+    @property
+    def tasks(self) -> list[Task]:
+        if self._tasks is None:
+            from colbench.tasks.sources import load
+
+            assert isinstance(self._tasks_spec, str)
+            tasks = load(self._tasks_spec)
+            self._check_tasks(tasks)
+            self._tasks = tasks
+        return self._tasks
+
+    @staticmethod
+    def _check_tasks(tasks: Sequence[Task]) -> None:
+        if not tasks:
+            raise ConfigError("no tasks given")
+        domains = sorted({t.domain for t in tasks})
+        if len(domains) > 1:
+            raise ConfigError(f"ColBench-Human-v0 takes the tasks of one domain, got {', '.join(domains)}")
+
+    @property
+    def domain(self) -> Domain:
+        return get_domain(self.tasks[0].domain)
+
+    @property
+    def agent(self) -> Agent:
+        if self._agent is None:
+            assert isinstance(self._agent_spec, str)
+            self._agent = make_agent(self._agent_spec, tasks=self.tasks, options=self._agent_options)
+        return self._agent
+
+    @property
+    def scorer(self) -> Scorer:
+        if self._scorer is None:
+            self._scorer = self.domain.shared_scorer({})
+        return self._scorer
+
+    @property
+    def task(self) -> Task:
+        return self._require().task
+
+    @property
+    def dialogue(self) -> tuple[Turn, ...]:
+        return tuple(self._require().dialogue)
+
+    def _require(self) -> _Episode:
+        if self._episode is None:
+            raise ColbenchError("call reset() before step()")
+        return self._episode
+
+    # -- the Gymnasium API ----------------------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        options = options or {}
+        tasks = self.tasks
+        if "task_id" in options:
+            wanted = str(options["task_id"])
+            task = next((t for t in tasks if t.task_id == wanted), None)
+            if task is None:
+                raise ConfigError(f"reset(options={{'task_id': {wanted!r}}}): no such task in {len(tasks)} tasks")
+        else:
+            task = tasks[int(self.np_random.integers(len(tasks)))]
+        episode = _Episode(task, [{"role": "user", "content": self.domain.agent_prompt(task, self.max_turns)}])
+        reply = self.agent.act(episode.messages, self._context(episode))
+        self._agent_said(episode, reply)
+        self._episode = episode
+        first = f"{self.domain.simulator_prompt(task)}\n\n{AGENT_SAYS}\n{reply.text}"
+        return first, self._info()
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        episode, human = self._human_turn(action)
+        if self._agent_done(episode):
+            return self._ended(episode, human, self.scorer.score(episode.task, episode.answer))
+        messages = [*episode.messages, {"role": "user", "content": human.text}]
+        reply = self.agent.act(messages, self._context(episode))
+        return self._answered(episode, human, messages, reply)
+
+    async def astep(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """``step`` for asyncio harnesses: the agent is awaited, scoring runs in a worker thread."""
+        episode, human = self._human_turn(action)
+        if self._agent_done(episode):
+            score = await asyncio.to_thread(self.scorer.score, episode.task, episode.answer)
+            return self._ended(episode, human, score)
+        messages = [*episode.messages, {"role": "user", "content": human.text}]
+        reply = await self.agent.aact(messages, self._context(episode))
+        return self._answered(episode, human, messages, reply)
+
+    # -- the turns ------------------------------------------------------------------------------------------------
+    def _context(self, episode: _Episode) -> EpisodeContext:
+        return EpisodeContext(
+            task_id=episode.task.task_id,
+            domain=episode.task.domain,
+            turn=episode.agent_turns + 1,
+            max_turns=self.max_turns,
+        )
+
+    def _agent_said(self, episode: _Episode, reply: AgentReply) -> None:
+        episode.usage.add(reply.usage)
+        episode.messages.append({"role": "assistant", "content": reply.text})
+        episode.dialogue.append(Turn("agent", reply.text))
+
+    def _agent_done(self, episode: _Episode) -> bool:
+        last = episode.dialogue[-1].text
+        return is_answer(last) or episode.agent_turns >= self.max_turns
+
+    def _human_turn(self, action: str) -> tuple[_Episode, Turn]:
+        """The learner's reply as the agent will see it, scored for leaks (the episode is not changed yet)."""
+        episode = self._require()
+        if episode.done:
+            raise ColbenchError("episode is over: call reset() to start a new one")
+        if not isinstance(action, str):
+            raise ConfigError(f"action must be a str, got {type(action).__name__}")
+        text = truncate(action, self.domain.max_reply_chars)
+        score = self.domain.leak_score(episode.task, text)
+        leaked = score >= self.domain.leak_threshold
+        return episode, Turn("human", text, leak=LeakCheck((score,), leaked, "shown"))
+
+    def _answered(
+        self, episode: _Episode, human: Turn, messages: list[Message], reply: AgentReply
+    ) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        episode.messages = messages
+        episode.dialogue.append(human)
+        episode.last_leak = human.leak
+        self._agent_said(episode, reply)
+        if self._agent_done(episode):
+            episode.done = True
+            return self._final(episode, self.scorer.score(episode.task, reply.text))
+        return reply.text, 0.0, False, False, self._info()
+
+    def _ended(self, episode: _Episode, human: Turn, score: Score) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        episode.dialogue.append(human)
+        episode.last_leak = human.leak
+        episode.done = True
+        return self._final(episode, score)
+
+    def _final(self, episode: _Episode, score: Score) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if not score.judged:
+            raise InfraError(f"task {episode.task.task_id}: the agent's answer could not be judged ({score.status})")
+        agent_score = float(score.reward)
+        info = self._info()
+        info.update(agent_score=agent_score, success=score.success, score=score.details(), answer=episode.answer)
+        return "", agent_score - self.leak_penalty * episode.leaks, True, False, info
+
+    def _info(self) -> dict[str, Any]:
+        episode = self._require()
+        check = episode.last_leak
+        return {
+            "task_id": episode.task.task_id,
+            "turn": sum(t.role == "human" for t in episode.dialogue),
+            "agent_turns": episode.agent_turns,
+            "leak_score": check.score if check else None,
+            "leak": bool(check and check.leak),
+            "leaks": episode.leaks,
+            "usage": {"agent": episode.usage.as_dict()},
+        }
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi" or self._episode is None:
+            return None
+        lines = [f"[task {self._episode.task.task_id}]"]
+        lines += [f"{t.role}: {t.text}" for t in self._episode.dialogue]
+        return "\n".join(lines)
