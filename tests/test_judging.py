@@ -128,13 +128,13 @@ def test_degenerate_answers_define_every_name() -> None:
 
 def test_tasks_check_finds_the_holes_of_the_old_rules_and_none_of_the_new(sandbox: BwrapSandbox) -> None:
     reference = "def f(x):\n    return x * 2.5\n"
-    weak = task(reference, ["isinstance(f(2), float)", "print(f(2)) == 5.0", "f(2)"])
+    weak = task(reference, ["isinstance(f(2), float)", "print(f(2)) == 5.0", "f(2)", "2 + 2 == 4"])
     old, new = BackendScorer(sandbox, rules=2), BackendScorer(sandbox, rules=3)
     old_kinds = {(name, kind) for name, kind, _ in audit_task(old, weak).rows}
-    assert ("test1", "hole") in old_kinds and ("test2", "hole") in old_kinds and ("test3", "hole") not in old_kinds
+    assert {("test1", "hole"), ("test2", "hole"), ("test4", "hole")} <= old_kinds and ("test3", "hole") not in old_kinds
     new_rows = audit_task(new, weak).rows
     assert not any(kind in ("hole", "degenerate success") for _, kind, _ in new_rows)
-    assert ("test1", "judged on its calls") in {(n, k) for n, k, _ in new_rows}
+    assert {("test1", "judged on its calls"), ("test4", "dropped")} <= {(n, k) for n, k, _ in new_rows}
     printed = audit_task(old, task(TURNOUT, PRINTED))
     assert ("*", "degenerate success") in {(n, k) for n, k, _ in printed.rows}  # any answer succeeded before
 

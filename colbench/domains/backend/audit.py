@@ -10,8 +10,8 @@ expressions and against each test's probes (the task's calls in it). A finding i
 - ``reference fails as an answer``: the reference, scored as an answer, fails a counted test;
 - ``dropped``: the test uses none of the task's code;
 - ``judged on its calls``: the scorer judges the test's calls instead of the test as written (rule 3);
-- ``hole``: a degenerate answer passes the test while its calls give values unlike the reference's: any answer can
-  pass it;
+- ``hole``: a degenerate answer passes the test while its calls give values unlike the reference's, or the test
+  uses none of the task's code and is counted (the old rules): any answer can pass it;
 - ``degenerate success``: a degenerate answer passes every counted test of the task while some call differs.
 
 The last two are what the judging rules exist to prevent: with the current rules they should not occur.
@@ -83,6 +83,9 @@ def audit_task(scorer: BackendScorer, task: Task) -> Findings:
         found.error = str(exc)
         return found
     counted = [i for i, exp in enumerate(expected) if exp.judgeable]
+    for i in counted:
+        if not probes[i]:  # counted under the old rules: its value is the reference's for every answer
+            found.rows.append((reference.plans[i].name, "hole", "it uses none of the task's code: every answer passes"))
     for label, code in degenerate_answers(task.ground_truth).items():
         try:
             outcomes = scorer.run(code, judged + flat, "answer")

@@ -99,8 +99,14 @@ class FrontendEnv(ColbenchEnv):
 
     @property
     def renderer(self) -> Renderer:
-        """The renderer of the agent's pages: the scorer's, so pages and references render alike."""
-        return self._renderer or self.page_scorer.renderer
+        """The renderer of the agent's pages: the scorer's, so pages and references render alike. Before anything
+        is scored, the given renderer or the process's shared one (the one the shared scorers render with): the
+        dialogue never loads the embedder."""
+        if self._renderer is not None:
+            return self._renderer
+        if self._scorer is not None:
+            return self.page_scorer.renderer
+        return FRONTEND.shared_renderer()
 
     @property
     def page_png(self) -> bytes | None:
