@@ -9,11 +9,12 @@ scored; the episode contract (seeded ``reset`` without LLM calls, the answer mar
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import gymnasium as gym
+import numpy as np
 
 from colbench.dialogue import MAX_TURNS, Turn, is_answer
 from colbench.domains import get_domain
@@ -43,7 +44,60 @@ class Episode:
         return sum(bool(t.leak and t.leak.leak) for t in self.dialogue)
 
 
-class ColbenchEnv(gym.Env[str, str]):
+class TextEnv(gym.Env[str, str]):
+    """What every ColBench env shares: text actions and observations (``UnicodeText``), tasks loaded on first use
+    (making an env must be cheap and offline), one task per episode, its dialogue, and the ``ansi`` rendering.
+    ``_episode`` is set by ``reset``."""
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 (Gymnasium's declared attribute)
+
+    def __init__(self, tasks: str | Sequence[Task], render_mode: str | None) -> None:
+        if render_mode not in (None, "ansi"):
+            raise ConfigError(f"render_mode {render_mode!r} not supported; use 'ansi' or None")
+        self.render_mode = render_mode
+        self.observation_space = UnicodeText()
+        self.action_space = UnicodeText()
+        self._episode: Any = None
+        self._tasks_spec = tasks
+        self._tasks: list[Task] | None = None if isinstance(tasks, str) else list(tasks)
+        if self._tasks is not None:
+            self._check_tasks(self._tasks)
+
+    @property
+    def tasks(self) -> list[Task]:
+        if self._tasks is None:
+            from colbench.tasks.sources import load
+
+            assert isinstance(self._tasks_spec, str)
+            tasks = load(self._tasks_spec)
+            self._check_tasks(tasks)
+            self._tasks = tasks
+        return self._tasks
+
+    def _check_tasks(self, tasks: Sequence[Task]) -> None:
+        if not tasks:
+            raise ConfigError("no tasks given")
+
+    @property
+    def task(self) -> Task:
+        return self._require_episode().task  # type: ignore[no-any-return]
+
+    @property
+    def dialogue(self) -> tuple[Turn, ...]:
+        return tuple(self._require_episode().dialogue)
+
+    def _require_episode(self) -> Any:
+        if self._episode is None:
+            raise ColbenchError("call reset() before step()")
+        return self._episode
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi" or self._episode is None:
+            return None
+        return dialogue_text(self._episode.task, self._episode.dialogue)
+
+
+class ColbenchEnv(TextEnv):
     """One episode = one task; actions and observations are plain text (``UnicodeText``).
 
     Subclasses set ``domain_name`` and implement ``_finish`` (score the final turn with ``self.scorer``) and, where
@@ -52,7 +106,6 @@ class ColbenchEnv(gym.Env[str, str]):
     the hidden information away, before the agent sees it (:mod:`colbench.leaks`; default ``flag``).
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 (Gymnasium's declared attribute)
     domain_name: ClassVar[str]
 
     def __init__(
@@ -69,12 +122,7 @@ class ColbenchEnv(gym.Env[str, str]):
     ) -> None:
         if max_turns < 1:
             raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
-        if render_mode not in (None, "ansi"):
-            raise ConfigError(f"render_mode {render_mode!r} not supported; use 'ansi' or None")
-        self._tasks_spec = self.domain.default_tasks if tasks is None else tasks
-        self._tasks: list[Task] | None = None if isinstance(self._tasks_spec, str) else list(self._tasks_spec)
-        if self._tasks is not None:
-            self._check_tasks(self._tasks)
+        super().__init__(self.domain.default_tasks if tasks is None else tasks, render_mode)
         if isinstance(simulator, str):
             self.simulator = self.domain.make_simulator(simulator, **(simulator_options or {}))
         elif simulator_options:
@@ -85,10 +133,6 @@ class ColbenchEnv(gym.Env[str, str]):
         self.expose_hidden = expose_hidden
         self._scorer = scorer
         self.leak_policy = LeakPolicy.parse(leak_policy)
-        self.render_mode = render_mode
-        self.observation_space = UnicodeText()
-        self.action_space = UnicodeText()
-        self._episode: Episode | None = None
 
     @property
     def domain(self) -> Domain:
@@ -104,52 +148,23 @@ class ColbenchEnv(gym.Env[str, str]):
     def _default_scorer(self) -> Scorer:
         return self.domain.shared_scorer({})
 
-    # -- lazily loaded tasks: making an env must be cheap and offline ------------------------------------------
-    @property
-    def tasks(self) -> list[Task]:
-        if self._tasks is None:
-            from colbench.tasks.sources import load
-
-            assert isinstance(self._tasks_spec, str)
-            tasks = load(self._tasks_spec)
-            self._check_tasks(tasks)
-            self._tasks = tasks
-        return self._tasks
-
     def _check_tasks(self, tasks: Sequence[Task]) -> None:
-        if not tasks:
-            raise ConfigError("no tasks given")
+        super()._check_tasks(tasks)
         bad = next((t for t in tasks if t.domain != self.domain_name), None)
         if bad is not None:
             raise ConfigError(
                 f"task {bad.task_id} ({bad.source}) is a {bad.domain} task; this env needs {self.domain_name} tasks"
             )
 
-    @property
-    def task(self) -> Task:
-        return self._require_episode().task
-
-    @property
-    def dialogue(self) -> tuple[Turn, ...]:
-        return tuple(self._require_episode().dialogue)
-
     def _require_episode(self) -> Episode:
-        if self._episode is None:
-            raise ColbenchError("call reset() before step()")
-        return self._episode
+        episode = super()._require_episode()
+        assert isinstance(episode, Episode)
+        return episode
 
     # -- the Gymnasium API ------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        options = options or {}
-        tasks = self.tasks
-        if "task_id" in options:
-            wanted = str(options["task_id"])
-            task = next((t for t in tasks if t.task_id == wanted), None)
-            if task is None:
-                raise ConfigError(f"reset(options={{'task_id': {wanted!r}}}): no such task in {len(tasks)} tasks")
-        else:
-            task = tasks[int(self.np_random.integers(len(tasks)))]
+        task = choose_task(self.tasks, self.np_random, options)
         self._episode = self._new_episode(task)
         return self.domain.agent_prompt(task, self.max_turns), self._info()
 
@@ -281,9 +296,20 @@ class ColbenchEnv(gym.Env[str, str]):
             info["ground_truth"] = episode.task.ground_truth
         return info
 
-    def render(self) -> str | None:
-        if self.render_mode != "ansi" or self._episode is None:
-            return None
-        lines = [f"[task {self._episode.task.task_id}]"]
-        lines += [f"{t.role}: {t.text}" for t in self._episode.dialogue]
-        return "\n".join(lines)
+
+def choose_task(tasks: Sequence[Task], rng: np.random.Generator, options: Mapping[str, Any] | None) -> Task:
+    """The task a reset starts: ``options["task_id"]`` (compared as a string), else one drawn with the env's
+    seeded generator."""
+    options = options or {}
+    if "task_id" in options:
+        wanted = str(options["task_id"])
+        task = next((t for t in tasks if t.task_id == wanted), None)
+        if task is None:
+            raise ConfigError(f"reset(options={{'task_id': {wanted!r}}}): no such task in {len(tasks)} tasks")
+        return task
+    return tasks[int(rng.integers(len(tasks)))]
+
+
+def dialogue_text(task: Task, dialogue: Sequence[Turn]) -> str:
+    """The ``ansi`` rendering of an episode: the task id, then one line per turn."""
+    return "\n".join([f"[task {task.task_id}]", *(f"{t.role}: {t.text}" for t in dialogue)])

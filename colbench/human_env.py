@@ -26,17 +26,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import gymnasium as gym
-
 from colbench.agents import Agent, AgentReply, EpisodeContext, make_agent
 from colbench.dialogue import MAX_TURNS, Turn, is_answer
 from colbench.domains import get_domain
 from colbench.domains.base import Domain, Score, Scorer
+from colbench.episode import TextEnv, choose_task
 from colbench.errors import ColbenchError, ConfigError, InfraError
 from colbench.leaks import LeakCheck
 from colbench.llm.client import Message, Usage
 from colbench.simulators import truncate
-from colbench.spaces import UnicodeText
 from colbench.tasks.record import Task
 
 AGENT_SAYS = "The assistant says:"
@@ -64,15 +62,13 @@ class _Episode:
         return sum(bool(t.leak and t.leak.leak) for t in self.dialogue)
 
 
-class HumanEnv(gym.Env[str, str]):
+class HumanEnv(TextEnv):
     """One episode = one task, the learner in the human's seat (see the module docstring).
 
     ``tasks``: a split name, a JSONL file or tasks of one domain (default: the backend test split).
     ``leak_penalty``: subtracted from the reward per flagged reply. ``scorer``: the domain's scorer to use
     (default: the process's shared one).
     """
-
-    metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 (Gymnasium's declared attribute)
 
     def __init__(
         self,
@@ -89,41 +85,19 @@ class HumanEnv(gym.Env[str, str]):
             raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
         if not leak_penalty >= 0:
             raise ConfigError(f"leak_penalty must be >= 0, got {leak_penalty}")
-        if render_mode not in (None, "ansi"):
-            raise ConfigError(f"render_mode {render_mode!r} not supported; use 'ansi' or None")
         if not isinstance(agent, str) and agent_options:
             raise ConfigError("agent_options apply to an agent spec string, not to an Agent instance")
-        self._tasks_spec = "backend-test" if tasks is None else tasks
-        self._tasks: list[Task] | None = None if isinstance(self._tasks_spec, str) else list(self._tasks_spec)
-        if self._tasks is not None:
-            self._check_tasks(self._tasks)
         self._agent_spec = agent
         self._agent_options = dict(agent_options or {})
         self._agent: Agent | None = None if isinstance(agent, str) else agent
         self.max_turns = max_turns
         self.leak_penalty = float(leak_penalty)
         self._scorer = scorer
-        self.render_mode = render_mode
-        self.observation_space = UnicodeText()
-        self.action_space = UnicodeText()
-        self._episode: _Episode | None = None
+        super().__init__("backend-test" if tasks is None else tasks, render_mode)
 
     # -- what the env is made of, loaded on first use -------------------------------------------------------------
-    @property
-    def tasks(self) -> list[Task]:
-        if self._tasks is None:
-            from colbench.tasks.sources import load
-
-            assert isinstance(self._tasks_spec, str)
-            tasks = load(self._tasks_spec)
-            self._check_tasks(tasks)
-            self._tasks = tasks
-        return self._tasks
-
-    @staticmethod
-    def _check_tasks(tasks: Sequence[Task]) -> None:
-        if not tasks:
-            raise ConfigError("no tasks given")
+    def _check_tasks(self, tasks: Sequence[Task]) -> None:
+        super()._check_tasks(tasks)
         domains = sorted({t.domain for t in tasks})
         if len(domains) > 1:
             raise ConfigError(f"ColBench-Human-v0 takes the tasks of one domain, got {', '.join(domains)}")
@@ -145,31 +119,15 @@ class HumanEnv(gym.Env[str, str]):
             self._scorer = self.domain.shared_scorer({})
         return self._scorer
 
-    @property
-    def task(self) -> Task:
-        return self._require().task
-
-    @property
-    def dialogue(self) -> tuple[Turn, ...]:
-        return tuple(self._require().dialogue)
-
     def _require(self) -> _Episode:
-        if self._episode is None:
-            raise ColbenchError("call reset() before step()")
-        return self._episode
+        episode = self._require_episode()
+        assert isinstance(episode, _Episode)
+        return episode
 
     # -- the Gymnasium API ----------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        options = options or {}
-        tasks = self.tasks
-        if "task_id" in options:
-            wanted = str(options["task_id"])
-            task = next((t for t in tasks if t.task_id == wanted), None)
-            if task is None:
-                raise ConfigError(f"reset(options={{'task_id': {wanted!r}}}): no such task in {len(tasks)} tasks")
-        else:
-            task = tasks[int(self.np_random.integers(len(tasks)))]
+        task = choose_task(self.tasks, self.np_random, options)
         episode = _Episode(task, [{"role": "user", "content": self.domain.agent_prompt(task, self.max_turns)}])
         reply = self.agent.act(episode.messages, self._context(episode))
         self._agent_said(episode, reply)
@@ -263,10 +221,3 @@ class HumanEnv(gym.Env[str, str]):
             "leaks": episode.leaks,
             "usage": {"agent": episode.usage.as_dict()},
         }
-
-    def render(self) -> str | None:
-        if self.render_mode != "ansi" or self._episode is None:
-            return None
-        lines = [f"[task {self._episode.task.task_id}]"]
-        lines += [f"{t.role}: {t.text}" for t in self._episode.dialogue]
-        return "\n".join(lines)

@@ -26,7 +26,7 @@ from typing import Any
 
 from colbench.dialogue import Turn
 from colbench.errors import DataError
-from colbench.llm.client import LLMClient, Usage
+from colbench.llm.client import ChatReply, LLMClient, Usage
 from colbench.prompts import fill
 from colbench.simulators import SimReply, Simulator
 from colbench.storage import canonical_json, iter_jsonl, sha256_text, write_json_atomic
@@ -212,32 +212,31 @@ class SpecWriter:
             if known is not None:
                 return known, Usage()
             assert self.client is not None
-            spent = Usage()
-            for stricter in (False, True):
-                reply = self.client.chat(self._messages(task, stricter=stricter))
-                spent.add(reply.usage)
-                if not self._leaks(task, reply.text):
-                    break
-            return self._keep(task, reply.text.strip()), spent
+            first = self.client.chat(self._messages(task, stricter=False))
+            again = self.client.chat(self._messages(task, stricter=True)) if self._leaks(task, first.text) else None
+            return self._kept(task, first, again)
 
     async def awritten(self, task: Task) -> tuple[WrittenSpec, Usage]:
         """``written`` for asyncio; concurrent callers for one task wait for one writing."""
         known = self._known(task)
         if known is not None:
             return known, Usage()
-        lock = self._locks.setdefault(self._key(task), asyncio.Lock())
-        async with lock:
+        async with self._locks.setdefault(self._key(task), asyncio.Lock()):
             known = self._known(task)
             if known is not None:
                 return known, Usage()
             assert self.client is not None
-            spent = Usage()
-            for stricter in (False, True):
-                reply = await self.client.achat(self._messages(task, stricter=stricter))
-                spent.add(reply.usage)
-                if not self._leaks(task, reply.text):
-                    break
-            return self._keep(task, reply.text.strip()), spent
+            first = await self.client.achat(self._messages(task, stricter=False))
+            leaked = self._leaks(task, first.text)
+            again = await self.client.achat(self._messages(task, stricter=True)) if leaked else None
+            return self._kept(task, first, again)
+
+    def _kept(self, task: Task, first: ChatReply, again: ChatReply | None) -> tuple[WrittenSpec, Usage]:
+        """Keep the last writing (the stricter one when the first leaked), and what both cost."""
+        spent = Usage(**first.usage.as_dict())
+        if again is not None:
+            spent.add(again.usage)
+        return self._keep(task, (again or first).text.strip()), spent
 
 
 def spec_task(task: Task, spec: WrittenSpec) -> Task:

@@ -9,22 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from colbench.errors import ConfigError
-from colbench.llm import llamacpp
-
-
-def _installed() -> str | None:
-    try:
-        llamacpp.require_xllamacpp()
-        llamacpp.resolve_gguf()
-    except ConfigError as exc:
-        return str(exc)
-    return None
+from local_model import needs_model
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(_installed() is not None, reason=f"the local model is not installed: {_installed()}")
+@needs_model
 @pytest.mark.skipif(
     shutil.which("bwrap") is None, reason="bubblewrap is not installed (the set-up command installs it)"
 )

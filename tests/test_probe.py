@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from local_model import needs_model
 from openai_stub import StubOpenAIServer
 
 from colbench.domains import all_domains
 from colbench.errors import ConfigError, DataError
-from colbench.llm import llamacpp
 from colbench.probe import ProbeConfig, run_probe, summary_table
 from colbench.probe.probing import read_rows
 from colbench.probe.suite import load_suite
@@ -178,17 +178,8 @@ def test_cli_probe_errors_are_one_line(tmp_path: Path) -> None:
         assert res.returncode == 2 and res.stderr.count("\n") == 1 and message in res.stderr, res.stderr
 
 
-def _installed() -> str | None:
-    try:
-        llamacpp.require_xllamacpp()
-        llamacpp.resolve_gguf()
-    except ConfigError as exc:
-        return str(exc)
-    return None
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(_installed() is not None, reason=f"the local model is not installed: {_installed()}")
+@needs_model
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (the set-up command does)")
 def test_the_probe_runs_end_to_end_on_the_embedded_model(tmp_path: Path) -> None:
     out = tmp_path / "probe"

@@ -307,19 +307,29 @@ class Domain(ABC):
 
     def labelled_replies(self, tasks: Sequence[Task], seed: int = 0) -> list[tuple[Task, Labelled]]:
         """Replies made from ``tasks`` with known labels, to measure ``leak_score`` on (``bench/leak_detector.py``):
-        by default the hidden text whole and in part (leaks), the description and short answers (honest)."""
+        ``labelled_for`` each task, with another task of the set drawn as its honest foil."""
+        import random
+
+        rng = random.Random(seed)
+        out = []
+        for i, task in enumerate(tasks):
+            other = tasks[rng.randrange(len(tasks))]
+            foil = other if other.hidden_information != task.hidden_information else None
+            out += [(task, item) for item in self.labelled_for(task, foil, seed + i)]
+        return out
+
+    def labelled_for(self, task: Task, other: Task | None, seed: int) -> list[Labelled]:
+        """The labelled replies of one task (``other``: another task, whose answer is not a leak of this one). By
+        default the hidden text whole and in part (leaks), the description and a short answer (honest)."""
         from colbench.leaks import Labelled
 
-        out = []
-        for task in tasks:
-            words = task.hidden_information.split()
-            out += [
-                (task, Labelled(task.hidden_information, True, "verbatim")),
-                (task, Labelled("I mean: " + " ".join(words[: max(12, len(words) // 2)]), True, "partial")),
-                (task, Labelled(task.problem_description, False, "description")),
-                (task, Labelled("I don't know, whatever you think is best.", False, "preference")),
-            ]
-        return out
+        words = task.hidden_information.split()
+        return [
+            Labelled(task.hidden_information, True, "verbatim"),
+            Labelled("I mean: " + " ".join(words[: max(12, len(words) // 2)]), True, "partial"),
+            Labelled(task.problem_description, False, "description"),
+            Labelled("I don't know, whatever you think is best.", False, "preference"),
+        ]
 
     # -- scoring --------------------------------------------------------------------------------------------
     @abstractmethod

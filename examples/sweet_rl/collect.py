@@ -40,7 +40,7 @@ class CollectConfig:
     out: str = "runs/sweet_rl/trajectories.jsonl"
     # -- 1. run colbench eval ---------------------------------------------------------------------------------
     agent: str | None = None  # openai:MODEL | llamacpp | module:Attr; None: run nothing
-    env: str = "ColBench-Backend-v0"
+    env: str = "ColBench-Backend-v1"
     tasks: str = "backend-train"  # a split name or a JSONL task file
     limit: int | None = None  # the first N tasks
     trials: int = 3  # k samples per task (the original: 3)

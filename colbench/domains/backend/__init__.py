@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
@@ -80,18 +79,12 @@ class BackendDomain(Domain):
 
         return leak_score(reply, task.hidden_information, task.problem_description)
 
-    def labelled_replies(self, tasks: Sequence[Task], seed: int = 0) -> list[tuple[Task, Labelled]]:
+    def labelled_for(self, task: Task, other: Task | None, seed: int) -> list[Labelled]:
         from colbench.domains.backend.code_leaks import labelled_replies
 
-        rng = random.Random(seed)
-        out = []
-        for i, task in enumerate(tasks):
-            other = tasks[rng.randrange(len(tasks))] if len(tasks) > 1 else task
-            other_code = other.hidden_information if other.hidden_information != task.hidden_information else ""
-            calls = [call for _, call in task.test_cases]
-            made = labelled_replies(task.hidden_information, task.problem_description, calls, other_code, seed + i)
-            out += [(task, item) for item in made]
-        return out
+        calls = [call for _, call in task.test_cases]
+        foil = other.hidden_information if other is not None else ""
+        return labelled_replies(task.hidden_information, task.problem_description, calls, foil, seed)
 
     # -- the command line -----------------------------------------------------------------------------------
     def add_score_arguments(self, parser: argparse.ArgumentParser) -> None:

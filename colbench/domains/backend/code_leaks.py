@@ -190,6 +190,7 @@ HONEST_KINDS = (
     "description",
     "preference",
     "other code",
+    "own code",
 )
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import math
-import random
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -82,17 +81,11 @@ class FrontendDomain(Domain):
 
         return leak_score(reply, task.hidden_information, task.problem_description)
 
-    def labelled_replies(self, tasks: Sequence[Task], seed: int = 0) -> list[tuple[Task, Labelled]]:
+    def labelled_for(self, task: Task, other: Task | None, seed: int) -> list[Labelled]:
         from colbench.domains.frontend.markup_leaks import labelled_replies
 
-        rng = random.Random(seed)
-        out = []
-        for i, task in enumerate(tasks):
-            other = tasks[rng.randrange(len(tasks))] if len(tasks) > 1 else task
-            other_page = other.hidden_information if other.hidden_information != task.hidden_information else ""
-            made = labelled_replies(task.hidden_information, task.problem_description, other_page, seed + i)
-            out += [(task, item) for item in made]
-        return out
+        foil = other.hidden_information if other is not None else ""
+        return labelled_replies(task.hidden_information, task.problem_description, foil, seed)
 
     # -- scoring --------------------------------------------------------------------------------------------
     def shared_renderer(self) -> Renderer:
