@@ -21,7 +21,7 @@ from colbench.domains import get_domain
 from colbench.domains.base import Domain, Scorer
 from colbench.errors import ColbenchError, ConfigError
 from colbench.leaks import REDACTED, RESAMPLE_NOTE, LeakCheck, LeakPolicy
-from colbench.llm.client import Usage
+from colbench.llm.client import Message, Usage
 from colbench.simulators import SimReply, Simulator
 from colbench.spaces import UnicodeText
 from colbench.tasks.record import Task
@@ -44,10 +44,26 @@ class Episode:
         return sum(bool(t.leak and t.leak.leak) for t in self.dialogue)
 
 
+@dataclass(frozen=True)
+class Transcript:
+    """An episode as the learner lived it, for trainers: ``messages`` is its chat (each observation a ``user``
+    message, each action an ``assistant`` message, in order), ``step_infos[k]`` the ``info`` of the step that took
+    the k-th action, ``reset_info`` the ``info`` of the reset."""
+
+    messages: tuple[Message, ...]
+    reset_info: Mapping[str, Any]
+    step_infos: tuple[Mapping[str, Any], ...]
+
+    @property
+    def done(self) -> bool:
+        return bool(self.step_infos) and self.step_infos[-1].get("termination") is not None
+
+
 class TextEnv(gym.Env[str, str]):
     """What every ColBench env shares: text actions and observations (``UnicodeText``), tasks loaded on first use
-    (making an env must be cheap and offline), one task per episode, its dialogue, and the ``ansi`` rendering.
-    ``_episode`` is set by ``reset``."""
+    (making an env must be cheap and offline), one task per episode, its dialogue, the learner's transcript
+    (``transcript()``), ``areset`` beside ``reset``, and the ``ansi`` rendering. ``_episode`` is set by ``reset``;
+    subclasses pass what ``reset`` and each completed step return through ``_began`` and ``_stepped``."""
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 (Gymnasium's declared attribute)
 
@@ -58,6 +74,7 @@ class TextEnv(gym.Env[str, str]):
         self.observation_space = UnicodeText()
         self.action_space = UnicodeText()
         self._episode: Any = None
+        self._transcript: tuple[list[Message], dict[str, Any], list[dict[str, Any]]] | None = None
         self._tasks_spec = tasks
         self._tasks: list[Task] | None = None if isinstance(tasks, str) else list(tasks)
         if self._tasks is not None:
@@ -66,10 +83,10 @@ class TextEnv(gym.Env[str, str]):
     @property
     def tasks(self) -> list[Task]:
         if self._tasks is None:
-            from colbench.tasks.sources import load
+            from colbench.tasks.sources import load_shared
 
             assert isinstance(self._tasks_spec, str)
-            tasks = load(self._tasks_spec)
+            tasks = load_shared(self._tasks_spec)
             self._check_tasks(tasks)
             self._tasks = tasks
         return self._tasks
@@ -95,6 +112,47 @@ class TextEnv(gym.Env[str, str]):
         if self.render_mode != "ansi" or self._episode is None:
             return None
         return dialogue_text(self._episode.task, self._episode.dialogue)
+
+    @classmethod
+    def shared_parts(cls, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """``kwargs`` for N copies of this env that share what can be shared (the vector env makes its sub-envs
+        with them): a simulator or agent spec becomes one instance, so N episodes use one client."""
+        return dict(kwargs)
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """``reset`` for asyncio harnesses (an env whose reset calls a model awaits it here)."""
+        return self.reset(seed=seed, options=options)
+
+    async def astep(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """``step`` for asyncio harnesses: model calls are awaited, scoring runs in a worker thread, so many envs
+        step at once on one event loop; the contract is ``step``'s."""
+        raise NotImplementedError
+
+    def transcript(self) -> Transcript:
+        """The current (or just finished) episode's chat and infos (``colbench.tokens`` turns it into token ids
+        with the learner's mask)."""
+        if self._transcript is None:
+            raise ColbenchError("call reset() before transcript()")
+        messages, reset_info, step_infos = self._transcript
+        return Transcript(tuple(messages), reset_info, tuple(step_infos))
+
+    def _began(self, observation: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        self._transcript = ([{"role": "user", "content": observation}], info, [])
+        return observation, info
+
+    def _stepped(
+        self, action: str, result: tuple[str, float, bool, bool, dict[str, Any]]
+    ) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        assert self._transcript is not None
+        messages, _, step_infos = self._transcript
+        observation, _, terminated, truncated, info = result
+        messages.append({"role": "assistant", "content": action})
+        if not (terminated or truncated):
+            messages.append({"role": "user", "content": observation})
+        step_infos.append(info)
+        return result
 
 
 class ColbenchEnv(TextEnv):
@@ -138,6 +196,16 @@ class ColbenchEnv(TextEnv):
     def domain(self) -> Domain:
         return get_domain(self.domain_name)
 
+    @classmethod
+    def shared_parts(cls, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        shared = dict(kwargs)
+        spec = shared.get("simulator", "scripted")
+        if isinstance(spec, str):
+            shared["simulator"] = get_domain(cls.domain_name).make_simulator(
+                spec, **(shared.pop("simulator_options", None) or {})
+            )
+        return shared
+
     @property
     def scorer(self) -> Scorer:
         """The scorer of final answers (made on first use: making an env must be cheap and offline)."""
@@ -166,7 +234,7 @@ class ColbenchEnv(TextEnv):
         super().reset(seed=seed)
         task = choose_task(self.tasks, self.np_random, options)
         self._episode = self._new_episode(task)
-        return self.domain.agent_prompt(task, self.max_turns), self._info()
+        return self._began(self.domain.agent_prompt(task, self.max_turns), self._info())
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         episode = self._check_step(action)
@@ -180,10 +248,6 @@ class ColbenchEnv(TextEnv):
         return self._answered(episode, turn, replies)
 
     async def astep(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """``step`` for asyncio harnesses: the simulator is awaited, scoring runs in a worker thread.
-
-        Many episodes (one env each) can step concurrently on one event loop; the contract is ``step``'s.
-        """
         episode = self._check_step(action)
         turn = await self._aagent_turn(episode, action)
         if self._is_final(episode, action):
@@ -212,7 +276,7 @@ class ColbenchEnv(TextEnv):
         episode.done = True
         info = self._info()
         info.update(termination="answered" if is_answer(turn.text) else "turn_limit", answer=turn.text, **details)
-        return "", reward, True, False, info
+        return self._stepped(turn.text, ("", reward, True, False, info))
 
     def _answered(
         self, episode: Episode, turn: Turn, replies: list[SimReply]
@@ -222,7 +286,7 @@ class ColbenchEnv(TextEnv):
         human = self._screened(episode, replies)
         episode.dialogue += [turn, human]
         self._turn_done(episode, turn)
-        return human.text, 0.0, False, False, self._info()
+        return self._stepped(turn.text, (human.text, 0.0, False, False, self._info()))
 
     # -- the leak policy: measured on every reply, applied before the agent sees it ----------------------------
     def _leak_scores(self, episode: Episode, replies: Sequence[SimReply]) -> list[float]:
@@ -280,6 +344,7 @@ class ColbenchEnv(TextEnv):
         info: dict[str, Any] = {
             "task_id": episode.task.task_id,
             "turn": episode.agent_turns,
+            "termination": None,
             "usage": {"simulator": episode.usage.as_dict()},
         }
         if self.leak_policy.measured:

@@ -36,6 +36,7 @@ from colbench.leaks import LeakCheck
 from colbench.llm.client import Message, Usage
 from colbench.simulators import truncate
 from colbench.tasks.record import Task
+from colbench.vector import ColbenchVectorEnv
 
 AGENT_SAYS = "The assistant says:"
 
@@ -106,6 +107,18 @@ class HumanEnv(TextEnv):
     def domain(self) -> Domain:
         return get_domain(self.tasks[0].domain)
 
+    @classmethod
+    def shared_parts(cls, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        shared = dict(kwargs)
+        spec = shared.get("agent", "llamacpp")
+        if isinstance(spec, str):
+            from colbench.tasks.sources import load_shared
+
+            tasks = shared.get("tasks") or "backend-test"
+            tasks = load_shared(tasks) if isinstance(tasks, str) else list(tasks)
+            shared["agent"] = make_agent(spec, tasks=tasks, options=shared.pop("agent_options", None) or {})
+        return shared
+
     @property
     def agent(self) -> Agent:
         if self._agent is None:
@@ -126,32 +139,48 @@ class HumanEnv(TextEnv):
 
     # -- the Gymnasium API ----------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        episode = self._new_episode(seed, options)
+        return self._opened(episode, self.agent.act(episode.messages, self._context(episode)))
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        episode = self._new_episode(seed, options)
+        return self._opened(episode, await self.agent.aact(episode.messages, self._context(episode)))
+
+    def _new_episode(self, seed: int | None, options: dict[str, Any] | None) -> _Episode:
         super().reset(seed=seed)
         task = choose_task(self.tasks, self.np_random, options)
-        episode = _Episode(task, [{"role": "user", "content": self.domain.agent_prompt(task, self.max_turns)}])
-        reply = self.agent.act(episode.messages, self._context(episode))
+        return _Episode(task, [{"role": "user", "content": self.domain.agent_prompt(task, self.max_turns)}])
+
+    def _opened(self, episode: _Episode, reply: AgentReply) -> tuple[str, dict[str, Any]]:
         self._agent_said(episode, reply)
         self._episode = episode
-        first = f"{self.domain.simulator_prompt(task)}\n\n{AGENT_SAYS}\n{reply.text}"
-        return first, self._info()
+        first = f"{self.domain.simulator_prompt(episode.task)}\n\n{AGENT_SAYS}\n{reply.text}"
+        return self._began(first, self._info())
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         episode, human = self._human_turn(action)
-        if self._agent_done(episode):
-            return self._ended(episode, human, self.scorer.score(episode.task, episode.answer))
-        messages = [*episode.messages, {"role": "user", "content": human.text}]
-        reply = self.agent.act(messages, self._context(episode))
-        return self._answered(episode, human, messages, reply)
+        if not self._agent_done(episode):
+            messages = [*episode.messages, {"role": "user", "content": human.text}]
+            reply = self.agent.act(messages, self._context(episode))
+            if not self._answered(episode, human, messages, reply):
+                return self._stepped(action, (reply.text, 0.0, False, False, self._info()))
+        else:
+            self._heard(episode, human)
+        return self._stepped(action, self._final(episode, self.scorer.score(episode.task, episode.answer)))
 
     async def astep(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """``step`` for asyncio harnesses: the agent is awaited, scoring runs in a worker thread."""
         episode, human = self._human_turn(action)
-        if self._agent_done(episode):
-            score = await asyncio.to_thread(self.scorer.score, episode.task, episode.answer)
-            return self._ended(episode, human, score)
-        messages = [*episode.messages, {"role": "user", "content": human.text}]
-        reply = await self.agent.aact(messages, self._context(episode))
-        return self._answered(episode, human, messages, reply)
+        if not self._agent_done(episode):
+            messages = [*episode.messages, {"role": "user", "content": human.text}]
+            reply = await self.agent.aact(messages, self._context(episode))
+            if not self._answered(episode, human, messages, reply):
+                return self._stepped(action, (reply.text, 0.0, False, False, self._info()))
+        else:
+            self._heard(episode, human)
+        score = await asyncio.to_thread(self.scorer.score, episode.task, episode.answer)
+        return self._stepped(action, self._final(episode, score))
 
     # -- the turns ------------------------------------------------------------------------------------------------
     def _context(self, episode: _Episode) -> EpisodeContext:
@@ -183,30 +212,32 @@ class HumanEnv(TextEnv):
         leaked = score >= self.domain.leak_threshold
         return episode, Turn("human", text, leak=LeakCheck((score,), leaked, "shown"))
 
-    def _answered(
-        self, episode: _Episode, human: Turn, messages: list[Message], reply: AgentReply
-    ) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def _answered(self, episode: _Episode, human: Turn, messages: list[Message], reply: AgentReply) -> bool:
+        """Take the human's reply and the agent's answer to it; whether the agent is now done (its answer is
+        then scored)."""
         episode.messages = messages
-        episode.dialogue.append(human)
-        episode.last_leak = human.leak
+        self._heard(episode, human)
         self._agent_said(episode, reply)
-        if self._agent_done(episode):
-            episode.done = True
-            return self._final(episode, self.scorer.score(episode.task, reply.text))
-        return reply.text, 0.0, False, False, self._info()
+        return self._agent_done(episode)
 
-    def _ended(self, episode: _Episode, human: Turn, score: Score) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def _heard(self, episode: _Episode, human: Turn) -> None:
         episode.dialogue.append(human)
         episode.last_leak = human.leak
-        episode.done = True
-        return self._final(episode, score)
 
     def _final(self, episode: _Episode, score: Score) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        episode.done = True
         if not score.judged:
             raise InfraError(f"task {episode.task.task_id}: the agent's answer could not be judged ({score.status})")
         agent_score = float(score.reward)
         info = self._info()
-        info.update(agent_score=agent_score, success=score.success, score=score.details(), answer=episode.answer)
+        termination = "answered" if is_answer(episode.answer) else "turn_limit"
+        info.update(
+            agent_score=agent_score,
+            success=score.success,
+            score=score.details(),
+            answer=episode.answer,
+            termination=termination,
+        )
         return "", agent_score - self.leak_penalty * episode.leaks, True, False, info
 
     def _info(self) -> dict[str, Any]:
@@ -216,8 +247,16 @@ class HumanEnv(TextEnv):
             "task_id": episode.task.task_id,
             "turn": sum(t.role == "human" for t in episode.dialogue),
             "agent_turns": episode.agent_turns,
+            "termination": None,
             "leak_score": check.score if check else None,
             "leak": bool(check and check.leak),
             "leaks": episode.leaks,
             "usage": {"agent": episode.usage.as_dict()},
         }
+
+
+class HumanVectorEnv(ColbenchVectorEnv):
+    """N ``HumanEnv`` episodes stepped together (``gym.make_vec``; :mod:`colbench.vector`): the agent's turns
+    are in flight together."""
+
+    env_class = HumanEnv

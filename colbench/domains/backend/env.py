@@ -13,6 +13,7 @@ from colbench.leaks import LeakPolicy
 from colbench.sandbox import Sandbox
 from colbench.simulators import Simulator
 from colbench.tasks.record import Task
+from colbench.vector import ColbenchVectorEnv
 
 
 class BackendEnv(ColbenchEnv):
@@ -79,3 +80,9 @@ class BackendEnv(ColbenchEnv):
             "tests_passed": score.tests_passed,
             "tests_total": score.tests_total,
         }
+
+
+class BackendVectorEnv(ColbenchVectorEnv):
+    """N ``BackendEnv`` episodes stepped together (``gym.make_vec``; :mod:`colbench.vector`)."""
+
+    env_class = BackendEnv

@@ -254,6 +254,8 @@ class BackendScorer:
         self.seed = seed
         self.jobs = jobs or int(getattr(sandbox, "workers", 0) or 1)
         self._owns_sandbox = owns_sandbox
+        self._computing: dict[str, threading.Lock] = {}
+        self._computing_lock = threading.Lock()
 
     def describe(self) -> dict[str, Any]:
         """run.json's ``scoring``: the runtime (not compared on resume: both pass one conformance suite) and the
@@ -303,9 +305,18 @@ class BackendScorer:
         """Each test's plan and the reference's outcomes (computed in the sandbox once, then cached)."""
         key = self._key(task)
         found = self.cache.get(key)
-        if found is None:
-            found = self._judge_reference(task)
-            self.cache.put(key, found)
+        if found is not None:
+            return found
+        # N episodes of one task ending together (a vector env's group) compute the reference once, not N times.
+        with self._computing_lock:
+            lock = self._computing.setdefault(key, threading.Lock())
+        with lock:
+            found = self.cache.get(key)
+            if found is None:
+                found = self._judge_reference(task)
+                self.cache.put(key, found)
+        with self._computing_lock:
+            self._computing.pop(key, None)
         return found
 
     def expected(self, task: Task) -> list[Expected]:

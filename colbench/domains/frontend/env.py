@@ -18,6 +18,7 @@ from colbench.leaks import LeakPolicy
 from colbench.render import Renderer, RenderResult
 from colbench.simulators import SimReply, Simulator
 from colbench.tasks.record import Task
+from colbench.vector import ColbenchVectorEnv
 
 
 @dataclass
@@ -173,3 +174,10 @@ class FrontendEnv(ColbenchEnv):
         assert isinstance(episode, _PageEpisode)
         info["has_page"] = episode.page_html is not None
         return info
+
+
+class FrontendVectorEnv(ColbenchVectorEnv):
+    """N ``FrontendEnv`` episodes stepped together (``gym.make_vec``; :mod:`colbench.vector`); pages render in
+    the process's shared browser."""
+
+    env_class = FrontendEnv
