@@ -6,9 +6,20 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import BUNDLED_SAMPLE
 
 from colbench.errors import ConfigError, DataError
-from colbench.tasks import content_id, get_task, iter_tasks, known_splits, load, load_jsonl, split_spec, task_from_row
+from colbench.tasks import (
+    Task,
+    content_id,
+    get_task,
+    iter_tasks,
+    known_splits,
+    load,
+    load_jsonl,
+    split_spec,
+    task_from_row,
+)
 
 GOOD = {"problem_description": "Write f.", "ground_truth": "def f():\n    return 1", "test_cases": {"test1": "f()"}}
 
@@ -131,3 +142,34 @@ def test_a_row_may_name_its_domain_and_an_unknown_one_is_named(tmp_path: Path) -
         load_jsonl(path)
     with pytest.raises(DataError, match=r"field 'test_cases'"):  # asked for backend: its schema applies
         task_from_row(page, domain="backend", where="w")
+
+
+def test_prompt_dataset_rows_are_the_envs_first_observations(bundled_tasks: list[Task]) -> None:
+    import gymnasium as gym
+
+    import colbench  # noqa: F401 (registers the ids)
+    from colbench.tasks import prompt_dataset
+
+    data = prompt_dataset("backend-sample", max_turns=4)
+    assert data.column_names == ["task_id", "domain", "prompt"] and len(data) == len(bundled_tasks)
+    env = gym.make("ColBench-Backend-v1", tasks="backend-sample", max_turns=4)
+    for row in data.select(range(3)):
+        first, _ = env.reset(options={"task_id": row["task_id"]})
+        assert row["prompt"] == [{"role": "user", "content": first}] and row["domain"] == "backend"
+        assert get_task("backend-sample", row["task_id"]).task_id == row["task_id"]
+    plain = prompt_dataset(bundled_tasks[:2], conversational=False)
+    assert isinstance(plain[0]["prompt"], str) and "Python function" in plain[0]["prompt"]
+    with pytest.raises(ConfigError, match="max_turns"):
+        prompt_dataset(bundled_tasks, max_turns=0)
+
+
+def test_shared_loads_read_a_file_again_only_when_it_changes(tmp_path: Path, bundled_tasks: list[Task]) -> None:
+    from colbench.tasks import load_shared
+
+    path = tmp_path / "t.jsonl"
+    lines = BUNDLED_SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text("".join(lines[:3]), encoding="utf-8")
+    first = load_shared(str(path))
+    assert load_shared(str(path))[0] is first[0] and len(first) == 3  # read once, the same records shared
+    path.write_text("".join(lines[:5]), encoding="utf-8")
+    assert len(load_shared(str(path))) == 5

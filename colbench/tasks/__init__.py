@@ -6,6 +6,7 @@ WebSight builder) and lookup by id. docs/tasks.md is the guide.
     task = tasks.get_task("backend-sample", test_id)  # one task by id
     for task in tasks.iter_tasks("frontend-sample"): ...
     tasks.known_splits()                              # every split name
+    tasks.prompt_dataset("backend-test")              # a datasets.Dataset of first prompts + task ids (trainers)
 
 The names are imported on first use, so a module that needs only the ``Task`` record (a scorer, a sandbox
 worker's host side) does not load the manifest's validation.
@@ -17,17 +18,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from colbench.tasks.dataset import prompt_dataset, prompt_rows
     from colbench.tasks.manifest import SplitSpec, known_splits, split_spec
     from colbench.tasks.pins import UnverifiedPinWarning
     from colbench.tasks.record import Task, content_id
     from colbench.tasks.rows import load_jsonl, task_from_row
-    from colbench.tasks.sources import describe_source, get_task, iter_tasks, load, load_split
+    from colbench.tasks.sources import describe_source, get_task, iter_tasks, load, load_shared, load_split
 
 _HOME = {
     "SplitSpec": "manifest",
     "known_splits": "manifest",
     "split_spec": "manifest",
     "UnverifiedPinWarning": "pins",
+    "prompt_dataset": "dataset",
+    "prompt_rows": "dataset",
     "Task": "record",
     "content_id": "record",
     "load_jsonl": "rows",
@@ -36,6 +40,7 @@ _HOME = {
     "get_task": "sources",
     "iter_tasks": "sources",
     "load": "sources",
+    "load_shared": "sources",
     "load_split": "sources",
 }
 
@@ -50,7 +55,10 @@ __all__ = [
     "known_splits",
     "load",
     "load_jsonl",
+    "load_shared",
     "load_split",
+    "prompt_dataset",
+    "prompt_rows",
     "split_spec",
     "task_from_row",
 ]

