@@ -311,6 +311,13 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 # -- sandbox ----------------------------------------------------------------------------------------------------
+def cmd_model_export_hf(args: argparse.Namespace) -> int:
+    from colbench.llm.export import export_hf
+
+    print(export_hf(args.gguf, args.out, force=args.force))
+    return 0
+
+
 def cmd_sandbox_build(args: argparse.Namespace) -> int:
     from colbench.sandbox.image import build_image
 
@@ -468,6 +475,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--prices", metavar="FILE", help="JSON/TOML: model -> {input, output} USD per 1M tokens (none built in)"
     )
     report.set_defaults(func=cmd_report)
+
+    model = sub.add_parser("model", help="the embedded model outside llama.cpp")
+    model_sub = model.add_subparsers(dest="action", required=True)
+    export_hf = model_sub.add_parser(
+        "export-hf", help="write the embedded GGUF model as a trainable transformers directory (prints its path)"
+    )
+    export_hf.add_argument("--gguf", metavar="FILE", help="a GGUF chat model (default: the embedded SmolLM2-135M)")
+    export_hf.add_argument("--out", metavar="DIR", help="default: $COLBENCH_HOME/models/<file stem>")
+    export_hf.add_argument("--force", action="store_true", help="convert again even if DIR holds a conversion")
+    export_hf.set_defaults(func=cmd_model_export_hf)
 
     sandbox = sub.add_parser("sandbox", help="build and check the Docker sandbox image")
     sandbox_sub = sandbox.add_subparsers(dest="action", required=True)

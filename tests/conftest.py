@@ -74,3 +74,28 @@ def make_task(ground_truth: str, tests: list[str], task_id: str = "t") -> Task:
         hidden_information=ground_truth,
         test_cases=tuple((f"test{i + 1}", e) for i, e in enumerate(tests)),
     )
+
+
+@pytest.fixture(scope="session")
+def exported_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The embedded SmolLM2-135M-Instruct as a transformers directory, made once per session the way a user makes
+    it: ``colbench model export-hf`` in a subprocess."""
+    import subprocess
+    import sys
+
+    from local_model import INSTALLED
+
+    pytest.importorskip("transformers")
+    pytest.importorskip("gguf")
+    if not INSTALLED:
+        pytest.skip("the embedded model is not installed (the README's set-up command installs it)")
+    out = tmp_path_factory.mktemp("export") / "smollm2"
+    done = subprocess.run(
+        [sys.executable, "-m", "colbench.cli", "model", "export-hf", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(out)
+    return out

