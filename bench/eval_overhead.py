@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import multiprocessing as mp
 import os
 import resource
 import sys
@@ -33,7 +31,8 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+
+from stub_server import start_stub
 
 from colbench.agents import AgentReply, EpisodeContext
 from colbench.domains.backend.unit_tests import BackendScore
@@ -41,59 +40,6 @@ from colbench.eval import EvalConfig, run_eval
 from colbench.llm import Message
 from colbench.runs import load_run
 from colbench.tasks import Task
-
-# -- a light asyncio OpenAI-compatible stub --------------------------------------------------------------------
-
-
-_REPLY = json.dumps(
-    {
-        "id": "chatcmpl-bench",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "bench",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": "Could you tell me more about what you need?"},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 12, "total_tokens": 112},
-    }
-).encode()
-_RESPONSE = (
-    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: keep-alive\r\n"
-    + f"Content-Length: {len(_REPLY)}\r\n\r\n".encode()
-    + _REPLY
-)
-
-
-async def _serve(latency_s: float, ready: Any) -> None:
-    """HTTP/1.1 with keep-alive; reads each request whole (body unparsed: the reply is fixed), answers after L."""
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                start = head.lower().find(b"content-length:")
-                length = int(head[start + 15 : head.find(b"\r\n", start)]) if start >= 0 else 0
-                await reader.readexactly(length)
-                await asyncio.sleep(latency_s)
-                writer.write(_RESPONSE)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
-            pass
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=4096)
-    ready.put(server.sockets[0].getsockname()[1])
-    async with server:
-        await server.serve_forever()
-
-
-def _stub_main(latency_s: float, ready: Any) -> None:
-    asyncio.run(_serve(latency_s, ready))
 
 
 class SleepAgent:
@@ -186,11 +132,7 @@ def main() -> int:
     if not set(paths) <= {"runner", "http"}:
         parser.error("--paths: runner and/or http")
 
-    ctx = mp.get_context("spawn")
-    ready = ctx.Queue()
-    stub = ctx.Process(target=_stub_main, args=(args.latency, ready), daemon=True)
-    stub.start()
-    port = ready.get(timeout=30)
+    stub, port = start_stub(args.latency)
     base_url = f"http://127.0.0.1:{port}/v1"
     assert stub.pid is not None
     print(

@@ -130,6 +130,19 @@ class TextEnv(gym.Env[str, str]):
         step at once on one event loop; the contract is ``step``'s."""
         raise NotImplementedError
 
+    async def aclose(self) -> None:
+        """Close the async HTTP pools this env's model clients opened on the running loop (call it before that loop
+        ends when you drive the env with ``astep``); then ``close``."""
+        for client in self._model_clients():
+            aclose = getattr(client, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        self.close()
+
+    def _model_clients(self) -> list[Any]:
+        """The LLM clients behind this env's simulator or agent (none for scripted ones)."""
+        return []
+
     def transcript(self) -> Transcript:
         """The current (or just finished) episode's chat and infos (``colbench.tokens`` turns it into token ids
         with the learner's mask)."""
@@ -195,6 +208,9 @@ class ColbenchEnv(TextEnv):
     @property
     def domain(self) -> Domain:
         return get_domain(self.domain_name)
+
+    def _model_clients(self) -> list[Any]:
+        return [c for c in [getattr(self.simulator, "client", None)] if c is not None]
 
     @classmethod
     def shared_parts(cls, kwargs: Mapping[str, Any]) -> dict[str, Any]:

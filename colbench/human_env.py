@@ -119,6 +119,9 @@ class HumanEnv(TextEnv):
             shared["agent"] = make_agent(spec, tasks=tasks, options=shared.pop("agent_options", None) or {})
         return shared
 
+    def _model_clients(self) -> list[Any]:
+        return [c for c in [getattr(self._agent, "client", None)] if c is not None]
+
     @property
     def agent(self) -> Agent:
         if self._agent is None:

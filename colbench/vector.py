@@ -66,6 +66,10 @@ class LoopThread:
         future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._started())
         return future.result()
 
+    @property
+    def started(self) -> bool:
+        return self._loop is not None
+
     def _started(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None:
@@ -170,10 +174,22 @@ class ColbenchVectorEnv(VectorEnv[tuple[str, ...], tuple[str, ...], np.ndarray])
             return None
         return tuple(env.render() for env in self.envs)
 
+    async def aclose(self) -> None:
+        """``close`` for a vector env driven with ``astep`` on the caller's loop: the model clients' async HTTP
+        pools opened on that loop are closed on it, before it ends."""
+        await self._aclose_envs()
+        self.close()
+
     def close_extras(self, **kwargs: Any) -> None:
+        if self._runner.started:
+            self._runner.run(self._aclose_envs())
         self._runner.close()
         for env in self.envs:
             env.close()
+
+    async def _aclose_envs(self) -> None:
+        for env in self.envs:  # sub-envs share their clients: the first closes them, the rest find them closed
+            await env.aclose()
 
     # -- one sub-env --------------------------------------------------------------------------------------------
     async def _step_one(self, index: int, action: str) -> Step:

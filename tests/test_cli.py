@@ -31,6 +31,9 @@ def test_bad_inputs_give_one_line_errors(tmp_path: Path) -> None:
     bad.write_text('{"problem_description": "x"}\n')
     res = colbench("tasks", "ls", str(bad))
     assert res.returncode == 2 and f"{bad}:1: field 'ground_truth'" in res.stderr
+    res = colbench("model", "export-hf", "--gguf", str(bad), "--out", str(tmp_path / "model"))
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "not a GGUF" in res.stderr
+    assert not (tmp_path / "model").exists()
 
 
 def test_score_backend(tmp_path: Path, bundled_tasks: list[Task]) -> None:
