@@ -11,7 +11,8 @@ pool, one reference cache).
 loop (a notebook); ``astep`` / ``areset`` are the same calls for trainers that drive their own event loop. Gymnasium
 1.x autoreset semantics: ``next_step`` (default: the step after an episode ends resets that sub-env and ignores
 its action), ``same_step`` (reset at once; the last observation and info go to ``final_obs`` / ``final_info``) or
-``disabled`` (reset with ``options={"reset_mask": mask}``).
+``disabled`` (a finished sub-env takes ``None`` as its action and sits the step out until reset with
+``options={"reset_mask": mask}``: batches of episodes of different lengths).
 
 An infrastructure failure in one sub-env (an endpoint down past its retries, a sandbox that died) never stops the
 others and is never a reward: that sub-env's step returns ``truncated=True``, reward 0 and ``info["error"]``;
@@ -195,11 +196,8 @@ class ColbenchVectorEnv(VectorEnv[tuple[str, ...], tuple[str, ...], np.ndarray])
     async def _step_one(self, index: int, action: str) -> Step:
         env = self.envs[index]
         if self._needs_reset[index]:
-            if self.autoreset_mode is AutoresetMode.DISABLED:
-                raise ColbenchError(
-                    f"sub-env {index}'s episode is over and autoreset is disabled: "
-                    "reset it with reset(options={'reset_mask': mask})"
-                )
+            if self.autoreset_mode is AutoresetMode.DISABLED:  # a finished sub-env sits the step out
+                return self._observations[index], 0.0, False, False, {}
             return await self._autoreset(index, (0.0, False, False), {})
         try:
             result = await env.astep(action)
@@ -265,4 +263,9 @@ class ColbenchVectorEnv(VectorEnv[tuple[str, ...], tuple[str, ...], np.ndarray])
         for i, action in enumerate(actions):
             if not isinstance(action, str) and not (self._needs_reset[i] and action is None):
                 raise ConfigError(f"actions[{i}] must be a str, got {type(action).__name__}")
+            if self._needs_reset[i] and action is not None and self.autoreset_mode is AutoresetMode.DISABLED:
+                raise ColbenchError(
+                    f"sub-env {i}'s episode is over and autoreset is disabled: give it None as its action, "
+                    "or reset it with reset(options={'reset_mask': mask})"
+                )
         return actions

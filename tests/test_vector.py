@@ -151,6 +151,8 @@ def test_disabled_autoreset_needs_reset_mask(vec_kwargs: dict[str, Any]) -> None
     vec.step([answer(tasks[ids[0]]), ASK])
     with pytest.raises(ColbenchError, match="autoreset is disabled"):
         vec.step([ASK, ASK])
+    obs, rewards, terms, _, infos = vec.step([None, ASK])  # a finished sub-env sits the step out
+    assert obs[0] == "" and not terms[0] and list(infos["_turn"]) == [False, True] and infos["turn"][1] == 2
     obs, infos = vec.reset(options={"reset_mask": np.array([True, False])})
     assert list(infos["_task_id"]) == [True, False] and "Python function" in obs[0]
     assert obs[1] == "Return 0."  # env 1 kept its episode
