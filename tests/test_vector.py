@@ -151,7 +151,7 @@ def test_disabled_autoreset_needs_reset_mask(vec_kwargs: dict[str, Any]) -> None
     vec.step([answer(tasks[ids[0]]), ASK])
     with pytest.raises(ColbenchError, match="autoreset is disabled"):
         vec.step([ASK, ASK])
-    obs, rewards, terms, _, infos = vec.step([None, ASK])  # a finished sub-env sits the step out
+    obs, _, terms, _, infos = vec.step([None, ASK])  # a finished sub-env sits the step out
     assert obs[0] == "" and not terms[0] and list(infos["_turn"]) == [False, True] and infos["turn"][1] == 2
     obs, infos = vec.reset(options={"reset_mask": np.array([True, False])})
     assert list(infos["_task_id"]) == [True, False] and "Python function" in obs[0]

@@ -35,6 +35,7 @@ from colbench.errors import ConfigError
 from colbench.llm.client import Message
 from colbench.tasks.sources import load_shared
 from colbench.tokens import tokenize_transcript
+from colbench.vector import ColbenchVectorEnv
 
 Generate = Callable[[list[list[Message]], Any], list[str]]
 
@@ -85,6 +86,7 @@ class ColbenchRollout:
         )
         try:
             outcomes = self._play(vec, task_ids, trainer)
+            assert isinstance(vec, ColbenchVectorEnv)
             transcripts = [vec.finished(i) for i in range(len(task_ids))]
         finally:
             vec.close()
@@ -169,7 +171,7 @@ class ColbenchRollout:
 
 @contextlib.contextmanager
 def _generation_model(trainer: Any) -> Iterator[Any]:
-    from trl.models import unwrap_model_for_generation
+    from trl.models import unwrap_model_for_generation  # type: ignore[attr-defined]
 
     with unwrap_model_for_generation(
         trainer.model_wrapped,
@@ -203,7 +205,11 @@ def reward_functions(*names: str) -> list[Callable[..., list[float | None]]]:
     unknown = [n for n in names if n not in REWARDS]
     if unknown or not names:
         raise ConfigError(f"reward functions {unknown or '(none)'}: expected some of {', '.join(REWARDS)}")
-    made = {"reward": colbench_reward, "success": colbench_success, "leak_penalty": colbench_leak_penalty}
+    made: dict[str, Callable[..., list[float | None]]] = {
+        "reward": colbench_reward,
+        "success": colbench_success,
+        "leak_penalty": colbench_leak_penalty,
+    }
     return [made[n] for n in names]
 
 
@@ -221,6 +227,6 @@ def colbench_success(
     return list(colbench_success)
 
 
-def colbench_leak_penalty(completions: Sequence[Any], colbench_leaks: Sequence[int], **_: Any) -> list[float]:
+def colbench_leak_penalty(completions: Sequence[Any], colbench_leaks: Sequence[int], **_: Any) -> list[float | None]:
     """Minus the number of leaked replies: a policy that talks the human into dictating the answer loses reward."""
     return [-float(n) for n in colbench_leaks]
