@@ -87,3 +87,26 @@ def test_rollout_refuses_prompts_of_other_tasks() -> None:
         reward_functions("accuracy")
     with pytest.raises(ConfigError, match="turn_tokens"):
         ColbenchRollout(turn_tokens=0)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_grpo_example_runs_two_steps(exported_model: Path, tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "examples" / "trl_grpo" / "train_grpo.py"
+    args = ["--model", str(exported_model), "--max_steps", "2", "--cpu", "--sandbox", "bwrap", "--limit", "2"]
+    done = subprocess.run(
+        [sys.executable, str(script), *args, "--turn_tokens", "8", "--out", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=850,
+        env={**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert len(metrics["loss"]) == 2 and all(math.isfinite(x) for x in metrics["loss"])
+    assert (tmp_path / "run" / "model" / "config.json").is_file()
