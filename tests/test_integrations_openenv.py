@@ -1,0 +1,218 @@
+"""OpenEnv: ``colbench serve`` in its own process, driven by the real OpenEnv client package, and attacked (no or a
+wrong token, bad JSON, huge bodies and messages, guessing sessions, too many sessions, concurrent resets, idle
+expiry). Every attack gets a clear error and leaves the other sessions as they were."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("openenv.core")
+
+import contextlib
+
+import httpx
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import ConnectionClosed
+
+from colbench.integrations.openenv import ColbenchAction, ColbenchClient, needs_token
+from colbench.tasks import Task
+
+TOKEN = "s3cret-token-for-tests"
+ASK = "What should happen with an empty input?"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    def __init__(self, *args: str, token: bool = True) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "COLBENCH_TEST_TOKEN": TOKEN}
+        command = [sys.executable, "-m", "colbench.cli", "serve", "--port", str(self.port), "--tasks", "backend-sample"]
+        command += ["--env-options", json.dumps({"sandbox": "bwrap"}), *args]
+        if token:
+            command += ["--token-env", "COLBENCH_TEST_TOKEN"]
+        self.process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"colbench serve exited: {self.process.stderr.read() if self.process.stderr else ''}"
+                )
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        raise AssertionError("colbench serve did not come up in 120 s")
+
+    def stop(self) -> None:
+        self.process.terminate()  # uvicorn waits for open connections; a test that failed may have left one
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Server]:
+    running = Server("--max-sessions", "16", "--max-body-bytes", "65536")
+    yield running
+    running.stop()
+
+
+def client(server: Server, token: str | None = TOKEN) -> ColbenchClient:
+    return ColbenchClient(server.url, token=token, message_timeout_s=60)
+
+
+def test_the_openenv_client_plays_an_episode(server: Server, bundled_tasks: list[Task]) -> None:
+    task = bundled_tasks[3]
+
+    async def episode() -> tuple[Any, Any, Any, Any]:
+        async with client(server) as env:
+            first = await env.reset(task_id=task.task_id, seed=1)
+            asked = await env.step(ColbenchAction(message=ASK))
+            done = await env.step(ColbenchAction(message=f"I WANT TO ANSWER:\n{task.ground_truth}"))
+            return first, asked, done, await env.state()
+
+    first, asked, done, state = asyncio.run(episode())
+    assert "Python function" in first.observation.text and first.observation.info["task_id"] == task.task_id
+    assert not asked.done and asked.observation.text and asked.observation.info["turn"] == 1
+    assert done.done and done.reward == 1.0 and done.observation.info["success"] is True
+    assert state.task_id == task.task_id and state.done and state.step_count == 2
+    # The hidden reference never leaves the server (not asked for): not in any observation, not in the state.
+    everything = json.dumps([r.observation.model_dump() for r in (first, asked, done)]) + state.model_dump_json()
+    assert task.ground_truth.splitlines()[0] not in everything.replace("I WANT TO ANSWER", "")
+    assert "hidden_information" not in everything and "ground_truth" not in everything and '"score"' not in everything
+
+
+def test_the_sync_client_and_concurrent_sessions_are_isolated(server: Server, bundled_tasks: list[Task]) -> None:
+    async def session(task: Task, turns: int) -> tuple[str | None, int]:
+        async with client(server) as env:
+            await env.reset(task_id=task.task_id)
+            for _ in range(turns):
+                await env.step(ColbenchAction(message=ASK))
+            state = await env.state()
+            return state.task_id, state.turn
+
+    async def together() -> list[tuple[str | None, int]]:
+        return await asyncio.gather(*(session(bundled_tasks[i], i + 1) for i in range(5)))  # concurrent resets
+
+    assert asyncio.run(together()) == [(bundled_tasks[i].task_id, i + 1) for i in range(5)]
+    with client(server).sync() as env:
+        result = env.reset(task_id=bundled_tasks[0].task_id)
+        assert result.observation.info["turn"] == 0
+
+
+def test_no_token_or_a_wrong_token_is_refused(server: Server) -> None:
+    for token in (None, "wrong-token"):
+        with pytest.raises(ConnectionError):
+            asyncio.run(client(server, token=token).connect())
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        res = httpx.post(f"{server.url}/reset", json={}, headers=headers)
+        assert res.status_code == 401 and "token" in res.json()["detail"]
+    assert httpx.get(f"{server.url}/health").status_code == 200  # health needs no token
+
+
+def test_bad_and_huge_requests_get_4xx_and_disturb_no_session(server: Server, bundled_tasks: list[Task]) -> None:
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    big = httpx.post(f"{server.url}/step", content=b"x" * 200_000, headers={**auth, "content-type": "application/json"})
+    assert big.status_code == 413
+    bad = httpx.post(f"{server.url}/step", content=b"{not json", headers={**auth, "content-type": "application/json"})
+    assert 400 <= bad.status_code < 500
+    wrong = httpx.post(f"{server.url}/step", json={"action": {"text": "no such field"}}, headers=auth)
+    assert wrong.status_code == 422
+
+    async def attack() -> list[dict[str, Any]]:
+        url = server.url.replace("http", "ws") + "/ws"
+        async with client(server) as victim:
+            await victim.reset(task_id=bundled_tasks[1].task_id)
+            await victim.step(ColbenchAction(message=ASK))
+            replies = []
+            async with ws_connect(url, additional_headers=auth) as ws:
+                for raw in ("{not json", json.dumps({"type": "launch"}), json.dumps({"type": "step", "data": {}})):
+                    await ws.send(raw)
+                    replies.append(json.loads(await ws.recv()))
+                # guessing a session: a new connection is a new session, with no episode of anyone else's
+                await ws.send(json.dumps({"type": "step", "data": {"message": ASK}}))
+                replies.append(json.loads(await ws.recv()))
+                await ws.send(json.dumps({"type": "step", "data": {"message": "y" * 100_000}}))  # over the limit
+                with pytest.raises(ConnectionClosed):  # the server closes this connection only
+                    await ws.recv()
+            state = await victim.state()  # the victim's session goes on as it was
+            replies.append({"victim_turn": state.turn, "victim_task": state.task_id})
+            after = await victim.step(ColbenchAction(message=ASK))
+            replies.append({"victim_turn_after": after.observation.info["turn"]})
+            return replies
+
+    replies = asyncio.run(attack())
+    codes = [r.get("data", {}).get("code") for r in replies[:4]]
+    assert codes == ["INVALID_JSON", "UNKNOWN_TYPE", "VALIDATION_ERROR", "EXECUTION_ERROR"]
+    assert "reset" in replies[3]["data"]["message"]
+    assert replies[4] == {"victim_turn": 1, "victim_task": bundled_tasks[1].task_id}
+    assert replies[5] == {"victim_turn_after": 2}
+
+
+def test_too_many_sessions_and_idle_expiry() -> None:
+    server = Server("--max-sessions", "3", "--session-timeout", "4")  # its own: no other test's sessions count
+
+    async def scenario() -> tuple[str, bool]:
+        sessions = [client(server) for _ in range(3)]
+        for s in sessions:
+            await s.connect()
+            await s.reset()
+        extra = client(server)
+        try:
+            await extra.reset()
+            refused = ""
+        except RuntimeError as exc:  # OpenEnv's client raises the server's error message
+            refused = str(exc)
+        finally:
+            with contextlib.suppress(ConnectionClosed):  # the server closed it after refusing it
+                await extra.close()
+        await asyncio.sleep(10)  # every session idles past the 4 s timeout: the server ends them
+        fresh = client(server)
+        await fresh.reset()  # room again
+        await fresh.close()
+        gone = False
+        try:
+            await sessions[0].step(ColbenchAction(message=ASK))
+        except Exception:
+            gone = True
+        for s in sessions:
+            with contextlib.suppress(Exception):
+                await s.close()
+        return refused, gone
+
+    try:
+        refused, gone = asyncio.run(scenario())
+    finally:
+        server.stop()
+    assert "CAPACITY_REACHED" in refused and gone
+
+
+def test_serving_beyond_loopback_needs_a_token() -> None:
+    assert not needs_token("127.0.0.1") and not needs_token("::1") and not needs_token("localhost")
+    assert needs_token("0.0.0.0") and needs_token("10.1.2.3") and needs_token("my-host")
+    done = subprocess.run(
+        [sys.executable, "-m", "colbench.cli", "serve", "--host", "0.0.0.0", "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "--token-env" in done.stderr and done.stderr.count("\n") == 1
