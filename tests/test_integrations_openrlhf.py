@@ -97,3 +97,6 @@ def test_missing_config_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("COLBENCH_OPENRLHF", "{not json")
     with pytest.raises(ConfigError, match="not valid JSON"):
         ColbenchAgentInstance()
+    monkeypatch.setenv("COLBENCH_OPENRLHF", '{"tasks": "backend-sample"}')
+    with pytest.raises(ConfigError, match="with tokenizer"):
+        ColbenchAgentInstance()

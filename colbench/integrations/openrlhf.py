@@ -19,8 +19,6 @@ needs a GPU machine); the executor runs against a fake engine in the tests.
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
@@ -31,24 +29,12 @@ from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 import colbench  # noqa: F401 (registers the ids)
 from colbench.episode import TextEnv
-from colbench.errors import ConfigError, InfraError
+from colbench.errors import InfraError
+from colbench.integrations.env_config import env_options
 from colbench.llm.client import Message
 from colbench.tokens import feedback_text
 
 CONFIG_ENV = "COLBENCH_OPENRLHF"
-
-
-def _config() -> dict[str, Any]:
-    raw = os.environ.get(CONFIG_ENV)
-    if not raw:
-        raise ConfigError(f"set {CONFIG_ENV} to the agent's JSON config (env_id, tasks, tokenizer, simulator, ...)")
-    try:
-        config = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{CONFIG_ENV}: not valid JSON ({exc.msg}, column {exc.colno})") from None
-    if not isinstance(config, dict) or not isinstance(config.get("tokenizer"), str):
-        raise ConfigError(f"{CONFIG_ENV} must be a JSON object with a 'tokenizer' (the policy's model directory)")
-    return config
 
 
 @cache
@@ -62,7 +48,7 @@ class ColbenchAgentInstance(AgentInstanceBase):  # type: ignore[misc]
     """One ColBench episode (see the module docstring); ``config`` defaults to ``$COLBENCH_OPENRLHF``."""
 
     def __init__(self, *args: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        options = dict(config) if config is not None else _config()
+        options = dict(config) if config is not None else env_options(CONFIG_ENV, required=("tokenizer",))
         self.tokenizer = _tokenizer(options.pop("tokenizer"))
         env = gym.make(options.pop("env_id", "ColBench-Backend-v1"), **options)
         assert isinstance(env, TextEnv)

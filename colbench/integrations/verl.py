@@ -21,8 +21,6 @@ inference servers.
 
 from __future__ import annotations
 
-import json
-import os
 import uuid
 from typing import Any
 
@@ -32,21 +30,11 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 import colbench  # noqa: F401 (registers the ids)
 from colbench.episode import TextEnv
 from colbench.errors import ConfigError, InfraError
+from colbench.integrations.env_config import env_options
 from colbench.llm.client import Message
 from colbench.tokens import feedback_text
 
 CONFIG_ENV = "COLBENCH_VERL"
-
-
-def _config() -> dict[str, Any]:
-    raw = os.environ.get(CONFIG_ENV, "{}")
-    try:
-        config = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{CONFIG_ENV}: not valid JSON ({exc.msg}, column {exc.colno})") from None
-    if not isinstance(config, dict):
-        raise ConfigError(f"{CONFIG_ENV} must be a JSON object of env options, got {raw!r}")
-    return config
 
 
 @register("colbench")
@@ -54,7 +42,7 @@ class ColbenchAgentLoop(AgentLoopBase):  # type: ignore[misc]
     """One ColBench episode per sample (see the module docstring)."""
 
     async def run(self, sampling_params: dict[str, Any], **row: Any) -> AgentLoopOutput:
-        options = _config()
+        options = env_options(CONFIG_ENV)
         task_id = (row.get("extra_info") or {}).get("task_id")
         if not task_id:
             raise ConfigError("a verl row for ColBench needs extra_info.task_id (build rows with prompt_rows)")
