@@ -30,37 +30,27 @@ from colbench.agents import Agent, AgentReply, EpisodeContext, make_agent
 from colbench.dialogue import MAX_TURNS, Turn, is_answer
 from colbench.domains import get_domain
 from colbench.domains.base import Domain, Score, Scorer
-from colbench.episode import TextEnv, choose_task
+from colbench.episode import Episode, TextEnv, choose_task
 from colbench.errors import ColbenchError, ConfigError, InfraError
 from colbench.leaks import LeakCheck
-from colbench.llm.client import Message, Usage
+from colbench.llm.client import Message
 from colbench.simulators import truncate
 from colbench.tasks.record import Task
 from colbench.vector import ColbenchVectorEnv
 
 AGENT_SAYS = "The assistant says:"
+DEFAULT_AGENT = "llamacpp"
+DEFAULT_TASKS = "backend-test"
 
 
 @dataclass
-class _Episode:
-    task: Task
-    messages: list[Message]  # the agent's conversation: its prompt, its turns, the human's replies
-    dialogue: list[Turn] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
+class _Episode(Episode):
+    messages: list[Message] = field(default_factory=list)  # the agent's conversation: prompt, turns, human replies
     last_leak: LeakCheck | None = None  # the leak check of the reply the last step took
-    done: bool = False
 
     @property
     def answer(self) -> str:
         return next(t.text for t in reversed(self.dialogue) if t.role == "agent")
-
-    @property
-    def agent_turns(self) -> int:
-        return sum(t.role == "agent" for t in self.dialogue)
-
-    @property
-    def leaks(self) -> int:
-        return sum(bool(t.leak and t.leak.leak) for t in self.dialogue)
 
 
 class HumanEnv(TextEnv):
@@ -74,7 +64,7 @@ class HumanEnv(TextEnv):
     def __init__(
         self,
         tasks: str | Sequence[Task] | None = None,
-        agent: str | Agent = "llamacpp",
+        agent: str | Agent = DEFAULT_AGENT,
         *,
         agent_options: Mapping[str, Any] | None = None,
         max_turns: int = MAX_TURNS,
@@ -94,7 +84,7 @@ class HumanEnv(TextEnv):
         self.max_turns = max_turns
         self.leak_penalty = float(leak_penalty)
         self._scorer = scorer
-        super().__init__("backend-test" if tasks is None else tasks, render_mode)
+        super().__init__(DEFAULT_TASKS if tasks is None else tasks, render_mode)
 
     # -- what the env is made of, loaded on first use -------------------------------------------------------------
     def _check_tasks(self, tasks: Sequence[Task]) -> None:
@@ -110,11 +100,11 @@ class HumanEnv(TextEnv):
     @classmethod
     def shared_parts(cls, kwargs: Mapping[str, Any]) -> dict[str, Any]:
         shared = dict(kwargs)
-        spec = shared.get("agent", "llamacpp")
+        spec = shared.get("agent", DEFAULT_AGENT)
         if isinstance(spec, str):
             from colbench.tasks.sources import load_shared
 
-            tasks = shared.get("tasks") or "backend-test"
+            tasks = shared.get("tasks") or DEFAULT_TASKS
             tasks = load_shared(tasks) if isinstance(tasks, str) else list(tasks)
             shared["agent"] = make_agent(spec, tasks=tasks, options=shared.pop("agent_options", None) or {})
         return shared
@@ -154,7 +144,7 @@ class HumanEnv(TextEnv):
     def _new_episode(self, seed: int | None, options: dict[str, Any] | None) -> _Episode:
         super().reset(seed=seed)
         task = choose_task(self.tasks, self.np_random, options)
-        return _Episode(task, [{"role": "user", "content": self.domain.agent_prompt(task, self.max_turns)}])
+        return _Episode(task, messages=[{"role": "user", "content": self.domain.agent_prompt(task, self.max_turns)}])
 
     def _opened(self, episode: _Episode, reply: AgentReply) -> tuple[str, dict[str, Any]]:
         self._agent_said(episode, reply)

@@ -115,13 +115,7 @@ def tokenize_chat(
         head = _render(tokenizer, messages[:index], generation_prompt=True) if index else ""
         add(_after(rendered, head, index), False)
         body = _after(head, full, index)
-        text = content if content in body else content.strip()
-        where = body.find(text)
-        if where < 0:
-            raise ConfigError(
-                f"tokenize_chat: the chat template rewrites message {index} ({role}): its text is not in the "
-                "rendering, so its tokens cannot be masked"
-            )
+        where, text = _located(body, content, index)
         add(body[:where], False)
         turn_start = len(ids)
         add(text, True)
@@ -146,8 +140,8 @@ def feedback_text(tokenizer: Any, messages: Sequence[Message], action: str, repl
     with_action = [*messages, {"role": "assistant", "content": action}]
     full = _render(tokenizer, with_action, generation_prompt=False)
     body = _after(head, full, len(messages))
-    text = action if action in body else action.strip()
-    closing = body[body.find(text) + len(text) :]
+    where, text = _located(body, action, len(messages))
+    closing = body[where + len(text) :]
     special = set(getattr(tokenizer, "all_special_ids", ()) or ())
     stop = next((t for t in _encode(tokenizer, closing) if t in special), None)
     if stop is not None:
@@ -155,6 +149,18 @@ def feedback_text(tokenizer: Any, messages: Sequence[Message], action: str, repl
         closing = closing[closing.find(marker) + len(marker) :]
     following = _render(tokenizer, [*with_action, {"role": "user", "content": reply}], generation_prompt=True)
     return closing + _after(full, following, len(with_action))
+
+
+def _located(body: str, content: str, index: int) -> tuple[int, str]:
+    """Where a learner turn's text sits in its rendering, and the text as rendered (some templates trim it)."""
+    text = content if content in body else content.strip()
+    where = body.find(text)
+    if where < 0:
+        raise ConfigError(
+            f"tokenize_chat: the chat template rewrites message {index}: its text is not in the rendering, so its "
+            "tokens cannot be masked"
+        )
+    return where, text
 
 
 def _render(tokenizer: Any, messages: Sequence[Message], *, generation_prompt: bool) -> str:

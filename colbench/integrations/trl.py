@@ -30,9 +30,9 @@ import gymnasium as gym
 
 import colbench  # noqa: F401 (registers the ids)
 from colbench.dialogue import MAX_TURNS
-from colbench.domains import get_domain
 from colbench.errors import ConfigError
 from colbench.llm.client import Message
+from colbench.tasks.dataset import prompt_rows
 from colbench.tasks.sources import load_shared
 from colbench.tokens import tokenize_transcript
 from colbench.vector import ColbenchVectorEnv
@@ -135,10 +135,9 @@ class ColbenchRollout:
 
     def _task_id(self, prompt: Any) -> str:
         text = prompt[-1]["content"] if isinstance(prompt, list) else prompt
-        if self._task_of_prompt is None:
-            self._task_of_prompt = {}
-            for task in load_shared(self.tasks):
-                self._task_of_prompt[get_domain(task.domain).agent_prompt(task, self.max_turns)] = task.task_id
+        if self._task_of_prompt is None:  # the prompts prompt_dataset writes, by their text
+            rows = prompt_rows(load_shared(self.tasks), max_turns=self.max_turns, conversational=False)
+            self._task_of_prompt = {row["prompt"]: row["task_id"] for row in rows}
         if not isinstance(text, str) or text not in self._task_of_prompt:
             raise ConfigError(
                 f"a prompt does not match any task of {self.tasks!r} with max_turns={self.max_turns}: build the "
