@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -20,7 +20,7 @@ from colbench.tasks.record import Task
 from colbench.tasks.sources import load
 
 if TYPE_CHECKING:
-    from colbench.domains.base import Domain, Score
+    from colbench.domains.base import Domain, Score, Scorer
 
 SANDBOX_HELP = "auto (Docker when available, else bwrap) | docker | bwrap"
 
@@ -108,6 +108,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         agent_limits=EndpointLimits(args.agent_rpm, args.agent_max_concurrency),
         simulator_limits=EndpointLimits(args.simulator_rpm, args.simulator_max_concurrency),
         progress="off" if args.quiet else "auto",
+        ray=args.ray,
+        ray_workers=args.ray_workers,
         runtime={
             f"{role}_api_key_env": getattr(args, f"{role}_api_key_env")
             for role in ("agent", "simulator")
@@ -120,6 +122,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if result.interrupted:
         print(f"colbench: interrupted: finished episodes are kept in {result.out}; --resume continues", file=sys.stderr)
     return result.exit_code
+
+
+def _add_ray_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help=f"run the {what} on a Ray cluster (no ADDRESS: RAY_ADDRESS or this machine's; docs/scale.md)",
+    )
+    parser.add_argument(
+        "--ray-workers", type=int, metavar="N", help="actors on the cluster (default: one per colbench_sandbox unit)"
+    )
 
 
 def _endpoint_options(args: argparse.Namespace, role: str) -> dict[str, Any]:
@@ -154,6 +169,7 @@ def _endpoint_options(args: argparse.Namespace, role: str) -> dict[str, Any]:
 
 # -- score ------------------------------------------------------------------------------------------------------
 SCORE_CHUNK = 64  # answers scored together: a long run writes (and keeps) its results as it goes
+RAY_SCORE_CHUNK = 16  # smaller with --ray: the chunks are spread over the cluster's actors
 
 
 def cmd_score(args: argparse.Namespace) -> int:
@@ -169,17 +185,33 @@ def cmd_score(args: argparse.Namespace) -> int:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     scores: list[Score] = []
     with closing(domain.scorer_from_args(args)) as scorer, open(args.out, "w", encoding="utf-8") as out:
-        for start in range(0, len(answers), SCORE_CHUNK):
-            chunk = answers[start : start + SCORE_CHUNK]
-            try:
-                chunk_scores = list(scorer.score_many(chunk))
-            except InfraError as exc:
-                chunk_scores = [domain.unjudged(task.task_id, str(exc)) for task, _ in chunk]
-            for (task, _), score in zip(chunk, chunk_scores, strict=True):
+        size = RAY_SCORE_CHUNK if args.ray is not None else SCORE_CHUNK
+        chunks = [answers[start : start + size] for start in range(0, len(answers), size)]
+        for chunk, done in zip(chunks, _scored_chunks(domain, scorer, chunks, args), strict=True):
+            if isinstance(done, InfraError):
+                done = [domain.unjudged(task.task_id, str(done)) for task, _ in chunk]
+            for (task, _), score in zip(chunk, done, strict=True):
                 _write_jsonl(out, score.result_row(task.task_id))
-            scores += chunk_scores
+            scores += done
         print(f"{domain.score_summary(scores, scorer)} -> {args.out}")
     return 0
+
+
+def _scored_chunks(
+    domain: Domain, scorer: Scorer, chunks: list[list[tuple[Task, str]]], args: argparse.Namespace
+) -> Iterator[list[Score] | InfraError]:
+    """Each chunk's scores in order, from this process's scorer or, with ``--ray``, from actors on the cluster."""
+    if args.ray is None:
+        for chunk in chunks:
+            try:
+                yield list(scorer.score_many(chunk))
+            except InfraError as exc:
+                yield exc
+        return
+    from colbench.ray.score_actors import RayScoring  # Ray is imported only with --ray
+
+    with closing(RayScoring(domain.name, args)) as remote:
+        yield from remote.score_chunks(chunks)
 
 
 # -- leaks ------------------------------------------------------------------------------------------------------
@@ -446,6 +478,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--simulator-image-mode", choices=("image", "html"), help="frontend: show the pages as images or HTML"
     )
     _add_view_arguments(ev)
+    _add_ray_arguments(ev, "episodes")
     ev.set_defaults(func=cmd_eval)
 
     score = sub.add_parser("score", help="score answers offline").add_subparsers(dest="domain", required=True)
@@ -455,6 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
         scoring.add_argument("--answers", required=True, help='JSONL of {"task_id", "answer"}')
         scoring.add_argument("--out", required=True, help="JSONL results, one per answer, in answer order")
         domain.add_score_arguments(scoring)
+        _add_ray_arguments(scoring, "scoring jobs")
         scoring.set_defaults(func=cmd_score)
 
     leaks = sub.add_parser("leaks", help="leak scores of simulated-human replies (docs/leaks.md)")

@@ -41,7 +41,7 @@ Step = tuple[str, float, bool, bool, dict[str, Any]]
 Steps = tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
 
 
-def _autoreset_mode(mode: str | AutoresetMode) -> AutoresetMode:
+def autoreset_mode_of(mode: str | AutoresetMode) -> AutoresetMode:
     """Gymnasium's enum, or its name in any spelling: ``next_step``, ``NextStep``, ``same-step``, ``disabled``."""
     if isinstance(mode, AutoresetMode):
         return mode
@@ -64,8 +64,11 @@ class LoopThread:
         self._lock = threading.Lock()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._started())
-        return future.result()
+        return self.submit(coro).result()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        """Start ``coro`` on the loop; its future is done when it is."""
+        return asyncio.run_coroutine_threadsafe(coro, self._started())
 
     @property
     def started(self) -> bool:
@@ -110,7 +113,7 @@ class ColbenchVectorEnv(VectorEnv[tuple[str, ...], tuple[str, ...], np.ndarray])
     ) -> None:
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
-        self.autoreset_mode = _autoreset_mode(autoreset_mode)
+        self.autoreset_mode = autoreset_mode_of(autoreset_mode)
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
         shared = self.env_class.shared_parts(env_kwargs)
         self.envs: list[TextEnv] = [self.env_class(render_mode=render_mode, **shared) for _ in range(num_envs)]
@@ -140,30 +143,48 @@ class ColbenchVectorEnv(VectorEnv[tuple[str, ...], tuple[str, ...], np.ndarray])
         self, *, seed: int | Sequence[int | None] | None = None, options: Any = None
     ) -> tuple[tuple[str, ...], dict[str, Any]]:
         """``reset`` on the caller's event loop."""
-        seeds = self._seeds(seed)
-        per_env, mask = self._options(options)
-        chosen = [i for i in range(self.num_envs) if mask[i]]
-        results = await asyncio.gather(*(self.envs[i].areset(seed=seeds[i], options=per_env[i]) for i in chosen))
+        per_env, mask = options_for(options, self.num_envs)
         infos: dict[str, Any] = {}
-        for i, (observation, info) in zip(chosen, results, strict=True):
-            self._observations[i] = observation
-            self._needs_reset[i] = False
+        for i, (_, info) in (await self.areset_each(seeds_for(seed, self.num_envs), per_env, mask)).items():
             infos = self._add_info(infos, info, i)
         return tuple(self._observations), infos
 
+    async def areset_each(
+        self, seeds: Sequence[int | None], options: Sequence[dict[str, Any] | None], mask: np.ndarray
+    ) -> dict[int, tuple[str, dict[str, Any]]]:
+        """Reset the sub-envs ``mask`` selects, one seed and options each: their observation and info by index
+        (the per-sub-env form a sharded vector env such as ``colbench.ray.RayVectorEnv`` gathers)."""
+        chosen = [i for i in range(self.num_envs) if mask[i]]
+        results = await asyncio.gather(*(self.envs[i].areset(seed=seeds[i], options=options[i]) for i in chosen))
+        for i, (observation, _) in zip(chosen, results, strict=True):
+            self._observations[i] = observation
+            self._needs_reset[i] = False
+        return dict(zip(chosen, results, strict=True))
+
     async def astep(self, actions: Sequence[str]) -> Steps:
         """``step`` on the caller's event loop: every sub-env steps concurrently."""
-        actions = self._actions(actions)
-        results = await asyncio.gather(*(self._step_one(i, action) for i, action in enumerate(actions)))
+        results = await self.astep_each(actions)
         rewards = np.zeros(self.num_envs, dtype=np.float64)
         terminations = np.zeros(self.num_envs, dtype=np.bool_)
         truncations = np.zeros(self.num_envs, dtype=np.bool_)
         infos: dict[str, Any] = {}
-        for i, (observation, reward, terminated, truncated, info) in enumerate(results):
-            self._observations[i] = observation
+        for i, (_, reward, terminated, truncated, info) in enumerate(results):
             rewards[i], terminations[i], truncations[i] = reward, terminated, truncated
             infos = self._add_info(infos, info, i)
         return tuple(self._observations), rewards, terminations, truncations, infos
+
+    async def astep_each(self, actions: Sequence[str]) -> list[Step]:
+        """Step every sub-env concurrently: one ``(observation, reward, terminated, truncated, info)`` each."""
+        actions = self._actions(actions)
+        results = await asyncio.gather(*(self._step_one(i, action) for i, action in enumerate(actions)))
+        for i, result in enumerate(results):
+            self._observations[i] = result[0]
+        return list(results)
+
+    def mark_finished(self) -> None:
+        """Treat every sub-env's episode as over (a replacement shard whose predecessor's episodes were lost):
+        the next step resets them as autoreset says, or, with autoreset disabled, they wait for a masked reset."""
+        self._needs_reset[:] = True
 
     def finished(self, index: int) -> Transcript | None:
         """The transcript of sub-env ``index``'s last finished episode (None before one has finished)."""
@@ -225,35 +246,6 @@ class ColbenchVectorEnv(VectorEnv[tuple[str, ...], tuple[str, ...], np.ndarray])
         return observation, reward, terminated, truncated, {**extra, **info}
 
     # -- arguments ------------------------------------------------------------------------------------------------
-    def _seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
-        if seed is None:
-            return [None] * self.num_envs
-        if isinstance(seed, int | np.integer):
-            return [int(seed) + i for i in range(self.num_envs)]
-        seeds = list(seed)
-        if len(seeds) != self.num_envs:
-            raise ConfigError(f"reset(seed=[...]): expected {self.num_envs} seeds, got {len(seeds)}")
-        return seeds
-
-    def _options(self, options: Any) -> tuple[list[dict[str, Any] | None], np.ndarray]:
-        mask = np.ones(self.num_envs, dtype=np.bool_)
-        if options is None:
-            return [None] * self.num_envs, mask
-        if isinstance(options, Mapping):
-            options = dict(options)
-            if "reset_mask" in options:
-                mask = np.asarray(options.pop("reset_mask"))
-                if mask.dtype != np.bool_ or mask.shape != (self.num_envs,) or not mask.any():
-                    raise ConfigError(
-                        f"reset(options={{'reset_mask': ...}}): expected a bool array of shape ({self.num_envs},) "
-                        f"with at least one True, got {mask!r}"
-                    )
-            return [options or None] * self.num_envs, mask
-        per_env = list(options)
-        if len(per_env) != self.num_envs or not all(o is None or isinstance(o, Mapping) for o in per_env):
-            raise ConfigError(f"reset(options=[...]): expected {self.num_envs} dicts (or None), got {options!r}")
-        return [dict(o) if o else None for o in per_env], mask
-
     def _actions(self, actions: Sequence[str]) -> list[str]:
         if isinstance(actions, str):
             raise ConfigError(f"actions must be a sequence of {self.num_envs} strings, got one string")
@@ -269,3 +261,36 @@ class ColbenchVectorEnv(VectorEnv[tuple[str, ...], tuple[str, ...], np.ndarray])
                     "or reset it with reset(options={'reset_mask': mask})"
                 )
         return actions
+
+
+def seeds_for(seed: int | Sequence[int | None] | None, num_envs: int) -> list[int | None]:
+    """One seed per sub-env: ``s + i`` for an int, as Gymnasium's vector envs do."""
+    if seed is None:
+        return [None] * num_envs
+    if isinstance(seed, int | np.integer):
+        return [int(seed) + i for i in range(num_envs)]
+    seeds = list(seed)
+    if len(seeds) != num_envs:
+        raise ConfigError(f"reset(seed=[...]): expected {num_envs} seeds, got {len(seeds)}")
+    return seeds
+
+
+def options_for(options: Any, num_envs: int) -> tuple[list[dict[str, Any] | None], np.ndarray]:
+    """One options dict per sub-env and the reset mask (``options['reset_mask']``; all True without one)."""
+    mask = np.ones(num_envs, dtype=np.bool_)
+    if options is None:
+        return [None] * num_envs, mask
+    if isinstance(options, Mapping):
+        options = dict(options)
+        if "reset_mask" in options:
+            mask = np.asarray(options.pop("reset_mask"))
+            if mask.dtype != np.bool_ or mask.shape != (num_envs,) or not mask.any():
+                raise ConfigError(
+                    f"reset(options={{'reset_mask': ...}}): expected a bool array of shape ({num_envs},) "
+                    f"with at least one True, got {mask!r}"
+                )
+        return [options or None] * num_envs, mask
+    per_env = list(options)
+    if len(per_env) != num_envs or not all(o is None or isinstance(o, Mapping) for o in per_env):
+        raise ConfigError(f"reset(options=[...]): expected {num_envs} dicts (or None), got {options!r}")
+    return [dict(o) if o else None for o in per_env], mask

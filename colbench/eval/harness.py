@@ -11,8 +11,9 @@ Failures: bad configuration (unknown env, bad spec, missing tasks, a run directo
 ``ConfigError``/``DataError`` before anything runs. Inside an episode any exception (an ``InfraError`` above all:
 an endpoint after its retries, the sandbox, the renderer) ends that episode with an ``infra_error`` record, never a
 score; the run goes on, unless so many fail in a row that the infrastructure is evidently down (then it stops
-scheduling, and ``--resume`` picks up later). Ctrl-C keeps every finished episode. The run directory's format is
-docs/run-format.md (:mod:`colbench.runs`); docs/evaluation.md is the user's guide.
+scheduling, and ``--resume`` picks up later). Ctrl-C keeps every finished episode. With ``--ray`` the episodes are
+played by actors across a Ray cluster (:mod:`colbench.ray.eval_actors`) and this process still writes every record. The
+run directory's format is docs/run-format.md (:mod:`colbench.runs`); docs/evaluation.md is the user's guide.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import re
 import sys
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -31,20 +32,18 @@ from typing import Any, TextIO
 import gymnasium as gym
 
 from colbench import __version__
-from colbench.agents import Agent, AgentReply, ChatAgent, EpisodeContext, make_agent
-from colbench.dialogue import MAX_TURNS
+from colbench.agents import Agent, ChatAgent
 from colbench.domains import get_domain
 from colbench.domains.base import Domain, Scorer
 from colbench.episode import ColbenchEnv
-from colbench.errors import ColbenchError, ConfigError, InfraError
-from colbench.eval.progress import Progress, ProgressMode, Tally
+from colbench.errors import ConfigError, InfraError
+from colbench.eval.config import EvalConfig
+from colbench.eval.player import EpisodePlayer, Played, jsonable
+from colbench.eval.progress import Progress, Tally
 from colbench.leaks import LeakPolicy
-from colbench.llm.client import LLMClient, Message, Usage
-from colbench.llm.limits import EndpointLimits
 from colbench.llm.specs import parse_spec
 from colbench.registration import env_specs
 from colbench.runs import (
-    CACHE,
     EPISODES,
     FORMAT,
     LOG_FILE,
@@ -61,51 +60,16 @@ from colbench.runs import (
     lock_run_dir,
     read_episode_log,
     read_run_json,
-    screenshot_name,
     write_run_json,
 )
 from colbench.simulators import Simulator
-from colbench.storage import canonical_json, sha256_text, utc_timestamp
+from colbench.storage import sha256_text, utc_timestamp
 from colbench.tasks.record import Task
 from colbench.tasks.sources import describe_source, load
 
 log = logging.getLogger(__name__)
 
 _SECRET = re.compile(r"key|token|secret|password", re.IGNORECASE)
-
-
-@dataclass
-class EvalConfig:
-    """Everything ``colbench eval`` takes. ``agent_options`` / ``simulator_options`` are endpoint fields
-    (``base_url``, ``api_key``, ``temperature``, ``max_tokens``, ``extra_body``, ``timeout_s``, ``max_retries``, ...;
-    a plug-in agent gets its ``agent_options`` as arguments; the frontend human also takes ``image_mode``).
-    ``runtime`` notes go to run.json's ``runtime`` section (never compared on resume, never secrets)."""
-
-    env_id: str
-    agent: str
-    simulator: str
-    out: str | Path
-    tasks: str | None = None  # a JSONL file or split name; None: the domain's default split
-    limit: int | None = None  # the first N tasks, in file order
-    trials: int = 1
-    concurrency: int = 8
-    resume: bool = False
-    max_turns: int = MAX_TURNS
-    sandbox: str = "auto"  # scoring option of the backend domain
-    embedder: str = "clip"  # scoring option of the frontend domain
-    leak_policy: str = "flag"  # what the env does with a human reply that leaks (colbench.leaks)
-    agent_options: dict[str, Any] = field(default_factory=dict)
-    simulator_options: dict[str, Any] = field(default_factory=dict)
-    agent_limits: EndpointLimits = field(default_factory=EndpointLimits)
-    simulator_limits: EndpointLimits = field(default_factory=EndpointLimits)
-    max_consecutive_errors: int | None = None  # None: max(20, 2 * concurrency); 0: never stop
-    progress: ProgressMode = "auto"
-    runtime: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def scoring_options(self) -> dict[str, Any]:
-        """What the domains' scorers read (each its own: backend ``sandbox``, frontend ``embedder``)."""
-        return {"sandbox": self.sandbox, "embedder": self.embedder}
 
 
 @dataclass
@@ -182,6 +146,8 @@ def _check_numbers(config: EvalConfig) -> None:
     ):
         if not isinstance(value, int) or value < least:
             raise ConfigError(f"{name} must be an integer >= {least}, got {value!r}")
+    if config.ray_workers is not None and (not isinstance(config.ray_workers, int) or config.ray_workers < 1):
+        raise ConfigError(f"--ray-workers must be an integer >= 1, got {config.ray_workers!r}")
     if config.limit is not None and (not isinstance(config.limit, int) or config.limit < 1):
         raise ConfigError(f"--limit must be an integer >= 1, got {config.limit!r}")
     if config.max_consecutive_errors is not None and config.max_consecutive_errors < 0:
@@ -214,42 +180,11 @@ def env_class(env_id: str) -> type[ColbenchEnv]:
     return creator
 
 
-def _pool_size(config: EvalConfig, limits: EndpointLimits) -> int:
-    """HTTP connections an endpoint needs: one per request in flight, never fewer than the client's usual 100
-    kept alive (so nothing queues in the pool or reconnects below ``concurrency``)."""
-    in_flight = min(config.concurrency, limits.max_concurrency or config.concurrency)
-    return max(in_flight, 100)
-
-
-def _make_agent(config: EvalConfig, tasks: Sequence[Task]) -> Agent:
-    options = dict(config.agent_options)
-    if parse_spec(config.agent, "agent").is_model:
-        # An empty completion is the agent's (wrong) turn, not an endpoint fault to retry into an infra error.
-        options.setdefault("accept_empty", True)
-        options.setdefault("max_connections", _pool_size(config, config.agent_limits))
-    elif config.agent_limits.active:
-        log.warning("agent %s calls no colbench endpoint: its request limits are ignored", config.agent)
-    try:
-        return make_agent(config.agent, tasks=tasks, options=options, limits=config.agent_limits)
-    except TypeError as exc:  # a plug-in that does not take the given options
-        raise ConfigError(f"agent spec {config.agent!r}: {exc}") from exc
-
-
-def _make_simulator(config: EvalConfig, domain: Domain, out: Path) -> Simulator:
-    options = dict(config.simulator_options)
-    if parse_spec(config.simulator, "simulator").is_model:
-        options.setdefault("max_connections", _pool_size(config, config.simulator_limits))
-    elif config.simulator_limits.active:
-        log.warning("simulator %s calls no endpoint: its request limits are ignored", config.simulator)
-    return domain.make_simulator(config.simulator, cache_dir=out / CACHE, limits=config.simulator_limits, **options)
-
-
-def _jsonable(value: Any) -> Any:
-    try:
-        canonical_json(value)
-    except (TypeError, ValueError):
-        return repr(value)
-    return value
+def _ray_runtime(config: EvalConfig) -> dict[str, Any]:
+    """run.json's note of where episodes ran (never compared on resume: a run may go on with or without Ray)."""
+    if config.ray is None:
+        return {}
+    return {"ray": config.ray or "default", "ray_workers": config.ray_workers}
 
 
 def describe_agent(spec: str, agent: Agent, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -271,7 +206,7 @@ def describe_agent(spec: str, agent: Agent, options: Mapping[str, Any]) -> dict[
             system_prompt_sha256=sha256_text(agent.system_prompt) if agent.system_prompt else None,
         )
     elif _kind(spec) != "scripted":  # a plug-in (or an agent object given with a name of its own)
-        described["options"] = {k: _jsonable(v) for k, v in sorted(options.items()) if not _SECRET.search(k)}
+        described["options"] = {k: jsonable(v) for k, v in sorted(options.items()) if not _SECRET.search(k)}
     return described
 
 
@@ -287,11 +222,6 @@ def _describe_scoring(scorer: Scorer) -> dict[str, Any]:
     return dict(describe()) if callable(describe) else {"scorer": type(scorer).__name__}
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}"[:1000] if text else type(exc).__name__
-
-
 # ------------------------------------------------------------------------------------------------- the run
 
 
@@ -302,9 +232,7 @@ class _Runner:
     domain: Domain
     tasks: dict[str, Task]
     keys: list[EpisodeKey]
-    agent: Agent
-    simulator: Simulator
-    env_kwargs: dict[str, Any]
+    player: EpisodePlayer
     run_json: dict[str, Any]
     resuming: bool
     final: dict[EpisodeKey, EpisodeRecord] = field(default_factory=dict)
@@ -331,12 +259,7 @@ class _Runner:
                 f"{config.env_id} needs {domain.name} tasks"
             )
         selected = available[: config.limit] if config.limit else available
-        if agent is None:
-            agent = _make_agent(config, selected)
-        if simulator is None:
-            simulator = _make_simulator(config, domain, out)
-        if scorer is None:
-            scorer = domain.shared_scorer(config.scoring_options)
+        player = EpisodePlayer.from_config(config, domain, selected, agent=agent, simulator=simulator, scorer=scorer)
 
         ids = [t.task_id for t in selected]
         run_json: dict[str, Any] = {
@@ -355,9 +278,9 @@ class _Runner:
                 "ids_sha256": sha256_text("\n".join(ids)),
                 "source": describe_source(tasks_spec),
             },
-            "agent": describe_agent(config.agent, agent, config.agent_options),
-            "simulator": domain.describe_simulator(config.simulator, simulator),
-            "scoring": _describe_scoring(scorer),
+            "agent": describe_agent(config.agent, player.agent, config.agent_options),
+            "simulator": domain.describe_simulator(config.simulator, player.simulator),
+            "scoring": _describe_scoring(player.env_kwargs["scorer"]),
             "leaks": {
                 "policy": str(LeakPolicy.parse(config.leak_policy)),
                 "detector": domain.leak_detector,
@@ -369,7 +292,8 @@ class _Runner:
                 "agent_max_concurrency": config.agent_limits.max_concurrency,
                 "simulator_rpm": config.simulator_limits.rpm,
                 "simulator_max_concurrency": config.simulator_limits.max_concurrency,
-                **{k: _jsonable(v) for k, v in config.runtime.items() if not _SECRET.search(k) or k.endswith("_env")},
+                **{k: jsonable(v) for k, v in config.runtime.items() if not _SECRET.search(k) or k.endswith("_env")},
+                **_ray_runtime(config),
             },
         }
         run_json["config_sha256"] = config_sha256(run_json)
@@ -388,27 +312,12 @@ class _Runner:
             domain=domain,
             tasks={t.task_id: t for t in selected},
             keys=[(task_id, trial) for trial in range(config.trials) for task_id in ids],
-            agent=agent,
-            simulator=simulator,
-            env_kwargs={
-                "simulator": simulator,
-                "max_turns": config.max_turns,
-                "scorer": scorer,
-                "leak_policy": LeakPolicy.parse(config.leak_policy),
-            },
+            player=player,
             run_json=run_json,
             resuming=previous is not None,
         )
-        runner._make_env(selected[0]).close()  # a bad env argument fails here, before anything runs
+        player.make_env(selected[0]).close()  # a bad env argument fails here, before anything runs
         return runner
-
-    def _make_env(self, task: Task) -> ColbenchEnv:
-        try:
-            env = gym.make(self.config.env_id, disable_env_checker=True, tasks=[task], **self.env_kwargs).unwrapped
-        except TypeError as exc:
-            raise ConfigError(f"env {self.config.env_id!r}: {exc}") from exc
-        assert isinstance(env, ColbenchEnv)
-        return env
 
     # -- driving ------------------------------------------------------------------------------------------------
     def run(self, *, stderr: TextIO | None, started: float) -> EvalResult:
@@ -469,6 +378,13 @@ class _Runner:
 
     async def _drive(self, pending: list[EpisodeKey], progress: Progress) -> None:
         queue = deque(pending)
+        play: Callable[[Task, int], Awaitable[Played]] = self.player.play
+        remote = None
+        if self.config.ray is not None:  # Ray is imported only here: a run without --ray never loads it
+            from colbench.ray.eval_actors import RayEpisodes
+
+            remote = RayEpisodes(self.config, self.domain.name, list(self.tasks.values()))
+            play = remote.play
         writer = EpisodeWriter(self.out / EPISODES)
         ticker = asyncio.create_task(progress.run())
         limit = self.config.max_consecutive_errors
@@ -479,11 +395,14 @@ class _Runner:
             while queue and self.stop_reason is None:
                 task_id, trial = queue.popleft()
                 progress.episode_started()
-                row = await self._episode(self.tasks[task_id], trial, writer)
+                played = await play(self.tasks[task_id], trial)
+                row = played.row
                 try:
+                    if played.png is not None:
+                        await writer.save_file(row["screenshot"], played.png)
                     await writer.append(row)
                 except OSError as exc:
-                    raise InfraError(f"cannot write {writer.path}: {exc}") from exc
+                    raise InfraError(f"cannot write in {self.out}: {exc}") from exc
                 record = EpisodeRecord(
                     task_id, trial, row["status"], row["reward"], row["success"], str(writer.path), row
                 )
@@ -510,134 +429,6 @@ class _Runner:
             ticker.cancel()
             writer.close()
             progress.close()
-            await self._close_clients()
-
-    async def _close_clients(self) -> None:
-        """Close the HTTP pools on this loop: a pool left to the garbage collector closes on a dead loop."""
-        writer = getattr(self.simulator, "writer", None)  # the spec human's spec writer
-        clients = [getattr(self.agent, "client", None), getattr(self.simulator, "client", None)]
-        clients.append(getattr(writer, "client", None))
-        for client in clients:
-            if isinstance(client, LLMClient):
-                try:
-                    await client.aclose()
-                except Exception:  # closing is best effort
-                    log.debug("closing %s failed", client.endpoint.where, exc_info=True)
-
-    async def _episode(self, task: Task, trial: int, writer: EpisodeWriter) -> dict[str, Any]:
-        started, clock = utc_timestamp(), time.monotonic()
-        agent_usage = Usage()
-        timings = {"agent_s": 0.0, "simulator_s": 0.0, "scoring_s": 0.0}
-        record: dict[str, Any] = {"task_id": task.task_id, "trial": trial}
-        env: ColbenchEnv | None = None
-        info: dict[str, Any] = {}
-        try:
-            env = self._make_env(task)
-            observation, info = env.reset(options={"task_id": task.task_id})
-            messages: list[Message] = [{"role": "user", "content": observation}]
-            while True:
-                context = EpisodeContext(
-                    task_id=task.task_id,
-                    domain=self.domain.name,
-                    turn=int(info.get("turn", 0)) + 1,
-                    max_turns=env.max_turns,
-                    trial=trial,
-                )
-                mark = time.monotonic()
-                reply = await self.agent.aact(messages, context)
-                timings["agent_s"] += time.monotonic() - mark
-                text = _reply_text(reply)
-                if isinstance(reply, AgentReply):
-                    agent_usage.add(reply.usage)
-                mark = time.monotonic()
-                observation, reward, terminated, truncated, info = await env.astep(text)
-                timings["scoring_s" if terminated or truncated else "simulator_s"] += time.monotonic() - mark
-                if terminated or truncated:
-                    break
-                messages += [{"role": "assistant", "content": text}, {"role": "user", "content": observation}]
-            screenshot = None
-            png = getattr(env, "page_png", None)
-            if self.domain.renders_pages and isinstance(png, bytes):
-                screenshot = screenshot_name(task.task_id, trial)
-                await writer.save_file(screenshot, png)
-            success = info.get("success")
-            record.update(
-                status="ok",
-                reward=float(reward),
-                success=success if isinstance(success, bool) else None,
-                termination=info.get("termination"),
-                turns=int(info.get("turn", 0)),
-                score=_jsonable(info.get("score")),
-                **self._trail(env, info, agent_usage, started, clock, timings),
-                screenshot=screenshot,
-                error=None,
-            )
-            if "answer_html" in info:  # a page answer: the page that was scored (it may come from an earlier turn)
-                record["answer_html"] = info["answer_html"]
-        except Exception as exc:
-            error = _one_line(exc)
-            if isinstance(exc, InfraError):
-                log.warning("task %s trial %d: infrastructure error: %s", task.task_id, trial, error)
-            else:  # not an infrastructure error by type: a bug somewhere; never a score either
-                log.exception("task %s trial %d: unexpected error", task.task_id, trial)
-                if not isinstance(exc, ColbenchError):
-                    error = f"harness error: {error}"
-            record.update(
-                status="infra_error",
-                reward=None,
-                success=None,
-                termination=None,
-                turns=int(info.get("turn", 0)),
-                score=None,
-                **self._trail(env, info, agent_usage, started, clock, timings),
-                screenshot=None,
-                error=error,
-            )
-        finally:
-            if env is not None:
-                env.close()
-        return record
-
-    def _trail(
-        self,
-        env: ColbenchEnv | None,
-        info: Mapping[str, Any],
-        agent_usage: Usage,
-        started: str,
-        clock: float,
-        timings: Mapping[str, float],
-    ) -> dict[str, Any]:
-        """Dialogue, usage and timings: the part of a record every outcome has."""
-        dialogue: list[dict[str, Any]] = []
-        if env is not None:
-            try:
-                dialogue = [
-                    {"role": turn.role, "text": turn.text, **(turn.leak.as_dict() if turn.leak else {})}
-                    for turn in env.dialogue
-                ]
-            except ColbenchError:  # reset never happened
-                dialogue = []
-        simulator_usage = (info.get("usage") or {}).get("simulator") or Usage().as_dict()
-        answer = info.get("answer")
-        leaks = info.get("leaks")
-        return {
-            "dialogue": dialogue,
-            "leaks": leaks if isinstance(leaks, int) else None,
-            "answer": answer if isinstance(answer, str) else None,
-            "usage": {"agent": agent_usage.as_dict(), "simulator": dict(simulator_usage)},
-            "timings": {
-                "started": started,
-                "duration_s": round(time.monotonic() - clock, 3),
-                **{name: round(seconds, 3) for name, seconds in timings.items()},
-            },
-        }
-
-
-def _reply_text(reply: Any) -> str:
-    """The agent's text (a plug-in returning a plain string is accepted)."""
-    if isinstance(reply, str):
-        return reply
-    text = getattr(reply, "text", None)
-    if not isinstance(text, str):
-        raise TypeError(f"the agent returned {type(reply).__name__} without a text: expected an AgentReply")
-    return text
+            if remote is not None:
+                remote.close()
+            await self.player.aclose()

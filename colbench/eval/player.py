@@ -1,0 +1,264 @@
+"""One episode, played end to end into its record: the part of ``colbench eval`` that can run anywhere.
+
+The driver (:mod:`colbench.eval.harness`) owns the run directory and decides what runs; an :class:`EpisodePlayer`
+only plays: it makes the env, talks to the agent, and returns the record and the page screenshot (if any) as
+plain data. The same player runs in the driver's process or in a Ray actor on another node
+(:mod:`colbench.ray.eval_actors`), built there from the same :class:`EvalConfig`, so a record does not depend on where
+it was played.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from colbench.agents import Agent, AgentReply, EpisodeContext, make_agent
+from colbench.domains.base import Domain, Scorer
+from colbench.episode import ColbenchEnv
+from colbench.errors import ColbenchError, ConfigError, InfraError
+from colbench.eval.config import EvalConfig
+from colbench.leaks import LeakPolicy
+from colbench.llm.client import LLMClient, Message, Usage
+from colbench.llm.limits import EndpointLimits
+from colbench.llm.specs import parse_spec
+from colbench.runs import CACHE, screenshot_name
+from colbench.simulators import Simulator
+from colbench.storage import canonical_json, utc_timestamp
+from colbench.tasks.record import Task
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Played:
+    """An episode's record (one line of episodes.jsonl) and the PNG its ``screenshot`` names, for the driver to
+    write."""
+
+    row: dict[str, Any]
+    png: bytes | None = None
+
+
+@dataclass
+class EpisodePlayer:
+    """Plays episodes of ``env_id`` with one agent, one simulator and the scorer in ``env_kwargs``, many at once
+    on one event loop (they share the agent's and the simulator's clients)."""
+
+    env_id: str
+    domain: Domain
+    agent: Agent
+    simulator: Simulator
+    env_kwargs: dict[str, Any]
+
+    @classmethod
+    def from_config(
+        cls,
+        config: EvalConfig,
+        domain: Domain,
+        tasks: Sequence[Task],
+        *,
+        agent: Agent | None = None,
+        simulator: Simulator | None = None,
+        scorer: Scorer | None = None,
+    ) -> EpisodePlayer:
+        """The parts ``config`` names (those given replace theirs): what the driver and every Ray actor build."""
+        return cls(
+            env_id=config.env_id,
+            domain=domain,
+            agent=agent if agent is not None else make_agent_for(config, tasks),
+            simulator=simulator if simulator is not None else make_simulator_for(config, domain, Path(config.out)),
+            env_kwargs={
+                "max_turns": config.max_turns,
+                "scorer": scorer if scorer is not None else domain.shared_scorer(config.scoring_options),
+                "leak_policy": LeakPolicy.parse(config.leak_policy),
+            },
+        )
+
+    def make_env(self, task: Task) -> ColbenchEnv:
+        try:
+            env = gym.make(
+                self.env_id, disable_env_checker=True, tasks=[task], simulator=self.simulator, **self.env_kwargs
+            ).unwrapped
+        except TypeError as exc:
+            raise ConfigError(f"env {self.env_id!r}: {exc}") from exc
+        assert isinstance(env, ColbenchEnv)
+        return env
+
+    async def play(self, task: Task, trial: int) -> Played:
+        """Trial ``trial`` of ``task``: an ``ok`` record, or an ``infra_error`` one (never raised, never a score)."""
+        started, clock = utc_timestamp(), time.monotonic()
+        agent_usage = Usage()
+        timings = {"agent_s": 0.0, "simulator_s": 0.0, "scoring_s": 0.0}
+        record: dict[str, Any] = {"task_id": task.task_id, "trial": trial}
+        env: ColbenchEnv | None = None
+        info: dict[str, Any] = {}
+        png: bytes | None = None
+        try:
+            env = self.make_env(task)
+            observation, info = env.reset(options={"task_id": task.task_id})
+            messages: list[Message] = [{"role": "user", "content": observation}]
+            while True:
+                context = EpisodeContext(
+                    task_id=task.task_id,
+                    domain=self.domain.name,
+                    turn=int(info.get("turn", 0)) + 1,
+                    max_turns=env.max_turns,
+                    trial=trial,
+                )
+                mark = time.monotonic()
+                reply = await self.agent.aact(messages, context)
+                timings["agent_s"] += time.monotonic() - mark
+                text = _reply_text(reply)
+                if isinstance(reply, AgentReply):
+                    agent_usage.add(reply.usage)
+                mark = time.monotonic()
+                observation, reward, terminated, truncated, info = await env.astep(text)
+                timings["scoring_s" if terminated or truncated else "simulator_s"] += time.monotonic() - mark
+                if terminated or truncated:
+                    break
+                messages += [{"role": "assistant", "content": text}, {"role": "user", "content": observation}]
+            page = getattr(env, "page_png", None)
+            if self.domain.renders_pages and isinstance(page, bytes):
+                png = page
+            success = info.get("success")
+            record.update(
+                status="ok",
+                reward=float(reward),
+                success=success if isinstance(success, bool) else None,
+                termination=info.get("termination"),
+                turns=int(info.get("turn", 0)),
+                score=jsonable(info.get("score")),
+                **self._trail(env, info, agent_usage, started, clock, timings),
+                screenshot=screenshot_name(task.task_id, trial) if png is not None else None,
+                error=None,
+            )
+            if "answer_html" in info:  # a page answer: the page that was scored (it may come from an earlier turn)
+                record["answer_html"] = info["answer_html"]
+        except Exception as exc:
+            png = None
+            error = one_line(exc)
+            if isinstance(exc, InfraError):
+                log.warning("task %s trial %d: infrastructure error: %s", task.task_id, trial, error)
+            else:  # not an infrastructure error by type: a bug somewhere; never a score either
+                log.exception("task %s trial %d: unexpected error", task.task_id, trial)
+                if not isinstance(exc, ColbenchError):
+                    error = f"harness error: {error}"
+            record.update(
+                status="infra_error",
+                reward=None,
+                success=None,
+                termination=None,
+                turns=int(info.get("turn", 0)),
+                score=None,
+                **self._trail(env, info, agent_usage, started, clock, timings),
+                screenshot=None,
+                error=error,
+            )
+        finally:
+            if env is not None:
+                env.close()
+        return Played(record, png)
+
+    async def aclose(self) -> None:
+        """Close the HTTP pools on this loop: a pool left to the garbage collector closes on a dead loop."""
+        writer = getattr(self.simulator, "writer", None)  # the spec human's spec writer
+        clients = [getattr(self.agent, "client", None), getattr(self.simulator, "client", None)]
+        clients.append(getattr(writer, "client", None))
+        for client in clients:
+            if isinstance(client, LLMClient):
+                try:
+                    await client.aclose()
+                except Exception:  # closing is best effort
+                    log.debug("closing %s failed", client.endpoint.where, exc_info=True)
+
+    def _trail(
+        self,
+        env: ColbenchEnv | None,
+        info: Mapping[str, Any],
+        agent_usage: Usage,
+        started: str,
+        clock: float,
+        timings: Mapping[str, float],
+    ) -> dict[str, Any]:
+        """Dialogue, usage and timings: the part of a record every outcome has."""
+        dialogue: list[dict[str, Any]] = []
+        if env is not None:
+            try:
+                dialogue = [
+                    {"role": turn.role, "text": turn.text, **(turn.leak.as_dict() if turn.leak else {})}
+                    for turn in env.dialogue
+                ]
+            except ColbenchError:  # reset never happened
+                dialogue = []
+        simulator_usage = (info.get("usage") or {}).get("simulator") or Usage().as_dict()
+        answer = info.get("answer")
+        leaks = info.get("leaks")
+        return {
+            "dialogue": dialogue,
+            "leaks": leaks if isinstance(leaks, int) else None,
+            "answer": answer if isinstance(answer, str) else None,
+            "usage": {"agent": agent_usage.as_dict(), "simulator": dict(simulator_usage)},
+            "timings": {
+                "started": started,
+                "duration_s": round(time.monotonic() - clock, 3),
+                **{name: round(seconds, 3) for name, seconds in timings.items()},
+            },
+        }
+
+
+def pool_size(config: EvalConfig, limits: EndpointLimits) -> int:
+    """HTTP connections an endpoint needs: one per request in flight, never fewer than the client's usual 100
+    kept alive (so nothing queues in the pool or reconnects below ``concurrency``)."""
+    in_flight = min(config.concurrency, limits.max_concurrency or config.concurrency)
+    return max(in_flight, 100)
+
+
+def make_agent_for(config: EvalConfig, tasks: Sequence[Task]) -> Agent:
+    options = dict(config.agent_options)
+    if parse_spec(config.agent, "agent").is_model:
+        # An empty completion is the agent's (wrong) turn, not an endpoint fault to retry into an infra error.
+        options.setdefault("accept_empty", True)
+        options.setdefault("max_connections", pool_size(config, config.agent_limits))
+    elif config.agent_limits.active:
+        log.warning("agent %s calls no colbench endpoint: its request limits are ignored", config.agent)
+    try:
+        return make_agent(config.agent, tasks=tasks, options=options, limits=config.agent_limits)
+    except TypeError as exc:  # a plug-in that does not take the given options
+        raise ConfigError(f"agent spec {config.agent!r}: {exc}") from exc
+
+
+def make_simulator_for(config: EvalConfig, domain: Domain, out: Path) -> Simulator:
+    options = dict(config.simulator_options)
+    if parse_spec(config.simulator, "simulator").is_model:
+        options.setdefault("max_connections", pool_size(config, config.simulator_limits))
+    elif config.simulator_limits.active:
+        log.warning("simulator %s calls no endpoint: its request limits are ignored", config.simulator)
+    return domain.make_simulator(config.simulator, cache_dir=out / CACHE, limits=config.simulator_limits, **options)
+
+
+def jsonable(value: Any) -> Any:
+    try:
+        canonical_json(value)
+    except (TypeError, ValueError):
+        return repr(value)
+    return value
+
+
+def one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}"[:1000] if text else type(exc).__name__
+
+
+def _reply_text(reply: Any) -> str:
+    """The agent's text (a plug-in returning a plain string is accepted)."""
+    if isinstance(reply, str):
+        return reply
+    text = getattr(reply, "text", None)
+    if not isinstance(text, str):
+        raise TypeError(f"the agent returned {type(reply).__name__} without a text: expected an AgentReply")
+    return text

@@ -1,0 +1,71 @@
+"""``colbench score --ray``: chunks of answers scored by actors across the cluster, results in answer order.
+
+Each actor makes its domain's scorer from the command's own arguments on its node (its sandbox pool or browser
+and embedder; ``--jobs`` is per node). The driver keeps two chunks in flight per actor and yields each chunk's
+scores in input order as soon as it and every chunk before it are done, so the results file grows as a local run's
+does; a chunk whose actor is lost is scored again on another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
+from contextlib import closing
+from typing import Any
+
+from colbench.domains import get_domain
+from colbench.domains.base import Score
+from colbench.errors import InfraError
+from colbench.ray.cluster import connect, default_workers, node_of
+from colbench.ray.workers import ActorSet
+from colbench.tasks.record import Task
+from colbench.vector import LoopThread
+
+IN_FLIGHT_PER_ACTOR = 2
+
+
+class ScoreActor:
+    """Scores answers on one node (a Ray actor: ``ray.remote`` is applied by :class:`ActorSet`)."""
+
+    def __init__(self, domain_name: str, args: argparse.Namespace) -> None:
+        self.scorer = get_domain(domain_name).scorer_from_args(args)
+
+    def ready(self) -> str:
+        import ray
+
+        return node_of(ray)
+
+    def score(self, pairs: Sequence[tuple[Task, str]]) -> list[Score]:
+        return list(self.scorer.score_many(pairs))
+
+
+class RayScoring:
+    """The driver's side of ``colbench score --ray``."""
+
+    def __init__(self, domain_name: str, args: argparse.Namespace) -> None:
+        ray = connect(args.ray)
+        workers = args.ray_workers or default_workers(ray)
+        self.in_flight = workers * IN_FLIGHT_PER_ACTOR
+        self.actors = ActorSet(ray, ScoreActor, (domain_name, args), count=workers, max_concurrency=IN_FLIGHT_PER_ACTOR)
+
+    def score_chunks(self, chunks: Sequence[Sequence[tuple[Task, str]]]) -> Iterator[list[Score] | InfraError]:
+        """Each chunk's scores, in order; an ``InfraError`` in place of a chunk no actor could score."""
+        with closing(LoopThread("colbench-ray-score")) as loop:
+            gate = asyncio.Semaphore(self.in_flight)  # bound to the loop that first waits on it
+
+            async def one(chunk: Sequence[tuple[Task, str]]) -> list[Score] | InfraError:
+                async with gate:
+                    try:
+                        scores: list[Score] = await self.actors.call("score", list(chunk))
+                    except InfraError as exc:
+                        return exc
+                    return scores
+
+            futures: list[Future[Any]] = [loop.submit(one(chunk)) for chunk in chunks]
+            for future in futures:
+                yield future.result()
+
+    def close(self) -> None:
+        self.actors.close()
