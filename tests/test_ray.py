@@ -178,6 +178,27 @@ def test_scoring_on_ray_gives_the_local_results_in_answer_order(
     assert [json.loads(line)["task_id"] for line in remote] == [r["task_id"] for r in rows]
 
 
+@pytest.mark.browser
+def test_frontend_scoring_on_ray_renders_on_the_nodes_and_agrees(cluster: Cluster, tmp_path: Path) -> None:
+    pages = load_split("frontend-sample")[:8]
+    rows = [
+        {"task_id": t.task_id, "answer": t.ground_truth if i % 2 == 0 else pages[(i + 3) % 8].ground_truth}
+        for i, t in enumerate(pages)
+    ]
+    rows.append({"task_id": pages[0].task_id, "answer": "<html><body><script>while(true){}</script></body></html>"})
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    common = ["score", "frontend", "--tasks", "frontend-sample", "--answers", str(answers), "--embedder", "test"]
+    assert cli_main([*common, "--out", str(tmp_path / "local.jsonl")]) == 0
+    assert cli_main([*common, "--out", str(tmp_path / "ray.jsonl"), "--jobs", "1", "--ray", cluster.address]) == 0
+    local = [json.loads(line) for line in (tmp_path / "local.jsonl").read_text().splitlines()]
+    remote = [json.loads(line) for line in (tmp_path / "ray.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in remote] == [r["status"] for r in local] == ["ok"] * 8 + ["render_failed"]
+    for got, want in zip(remote, local, strict=True):
+        assert got["task_id"] == want["task_id"] and got["similarity"] == pytest.approx(want["similarity"], abs=1e-6)
+    assert remote[0]["similarity"] == pytest.approx(1.0, abs=1e-6) and remote[1]["similarity"] < 0.99
+
+
 def _wait_for_rows(run: Path, count: int, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
