@@ -148,6 +148,22 @@ def test_per_task_scores_are_the_same_with_and_without_ray(
     assert "ray" not in json.loads((local_run / "run.json").read_text())["runtime"]
 
 
+def test_endpoints_the_driver_resolved_reach_every_node(
+    cluster: Cluster, stub: StubOpenAIServer, local_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The URL and key come from the driver's environment, set after the nodes started (they cannot see it)."""
+    monkeypatch.setenv("COLBENCH_AGENT_BASE_URL", stub.base_url)
+    monkeypatch.setenv("COLBENCH_AGENT_API_KEY", "sk-driver-only")
+    out = tmp_path / "env"
+    seen = len(stub.headers)
+    result = run_eval(_config(out, stub, agent_options={"max_retries": 0}, limit=3, ray=cluster.address))
+    assert result.overall.ok == 3
+    assert {h.get("authorization") for h in stub.headers[seen:]} == {"Bearer sk-driver-only"}
+    assert "sk-driver-only" not in (out / "run.json").read_text()
+    local = _scores(local_run)
+    assert all(local[key] == value for key, value in _scores(out).items())
+
+
 def test_a_run_without_ray_never_imports_it(tmp_path: Path) -> None:
     code = (
         "import sys\n"

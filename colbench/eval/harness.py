@@ -383,7 +383,7 @@ class _Runner:
         if self.config.ray is not None:  # Ray is imported only here: a run without --ray never loads it
             from colbench.ray.eval_actors import RayEpisodes
 
-            remote = RayEpisodes(self.config, self.domain.name, list(self.tasks.values()))
+            remote = RayEpisodes(self.config, self.domain.name, list(self.tasks.values()), self.player)
             play = remote.play
         writer = EpisodeWriter(self.out / EPISODES)
         ticker = asyncio.create_task(progress.run())

@@ -8,12 +8,15 @@ format of a local run; an episode whose actor is lost runs again on another (:cl
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from colbench.domains import get_domain
 from colbench.eval.config import EvalConfig
 from colbench.eval.player import EpisodePlayer, Played
+from colbench.llm.client import LLMClient
+from colbench.llm.specs import parse_spec
 from colbench.ray.cluster import connect, default_workers, node_of
 from colbench.ray.workers import ActorSet
 from colbench.tasks.record import Task
@@ -37,8 +40,9 @@ class EpisodeActor:
 class RayEpisodes:
     """The driver's side: ``await play(task, trial)`` anywhere on the cluster."""
 
-    def __init__(self, config: EvalConfig, domain_name: str, tasks: Sequence[Task]) -> None:
+    def __init__(self, config: EvalConfig, domain_name: str, tasks: Sequence[Task], driver: EpisodePlayer) -> None:
         ray = connect(config.ray)
+        config = pinned_endpoints(config, driver)
         workers = config.ray_workers or default_workers(ray)
         # The driver keeps ``concurrency`` episodes in flight over all actors; each actor may hold all of them, so
         # when nodes die the survivors take their share without queueing.
@@ -55,3 +59,19 @@ class RayEpisodes:
 
     def close(self) -> None:
         self.actors.close()
+
+
+def pinned_endpoints(config: EvalConfig, driver: EpisodePlayer) -> EvalConfig:
+    """``config`` with the URL and key of every ``openai:`` endpoint the driver resolved (from its options or its
+    environment: ``COLBENCH_AGENT_API_KEY``, ``OPENAI_API_KEY``...), so every node calls the same endpoints whatever
+    its own environment holds. They travel in the actors' arguments, inside the cluster."""
+    options = {"agent": dict(config.agent_options), "simulator": dict(config.simulator_options)}
+    for role, spec, part in (("agent", config.agent, driver.agent), ("simulator", config.simulator, driver.simulator)):
+        client = getattr(part, "client", None)
+        if parse_spec(spec, role).kind != "openai" or not isinstance(client, LLMClient):
+            continue
+        for name in ("base_url", "api_key"):
+            value = getattr(client.endpoint, name)
+            if options[role].get(name) is None and value is not None:
+                options[role][name] = value
+    return dataclasses.replace(config, agent_options=options["agent"], simulator_options=options["simulator"])
