@@ -342,6 +342,22 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    """The first run against each other run, paired per task; every simulator swap the runs contain."""
+    from colbench.report import load_run
+    from colbench.report.compare import compare
+
+    comparison = compare([load_run(path) for path in args.dirs])
+    sys.stdout.write(comparison.text())
+    if args.html:
+        try:
+            Path(args.html).write_text(comparison.html(), encoding="utf-8")
+        except OSError as exc:
+            raise DataError(f"{args.html}: cannot write: {exc.strerror or exc}") from exc
+        print(f"wrote {args.html}", file=sys.stderr)
+    return 0
+
+
 # -- sandbox ----------------------------------------------------------------------------------------------------
 def cmd_model_export_hf(args: argparse.Namespace) -> int:
     from colbench.llm.export import export_hf
@@ -549,6 +565,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--prices", metavar="FILE", help="JSON/TOML: model -> {input, output} USD per 1M tokens (none built in)"
     )
     report.set_defaults(func=cmd_report)
+
+    comp = sub.add_parser("compare", help="paired comparison of runs and simulator-swap robustness (docs/report.md)")
+    comp.add_argument("dirs", nargs="+", metavar="DIR", help="run directories: the first against each other one")
+    comp.add_argument("--html", metavar="FILE", help="also write the comparison as an HTML page")
+    comp.set_defaults(func=cmd_compare)
 
     serve = sub.add_parser("serve", help="run an env as an OpenEnv environment server (docs/integrations.md)")
     serve.add_argument("--env", default="ColBench-Backend-v1", metavar="ID")

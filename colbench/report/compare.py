@@ -1,0 +1,313 @@
+"""``colbench compare``: is one run really better than another, and do rankings survive a change of human?
+
+Two runs on the same tasks are compared **paired**: per task, the difference of the task's mean score over trials
+(the second run minus the first), its mean over the common tasks with a paired bootstrap interval (tasks resampled
+together, so the task's difficulty cancels), win / loss / tie counts, and for success the exact McNemar test on the
+(task, trial) episodes both runs scored (only discordant pairs carry information; two-sided binomial test at 1/2).
+
+Simulator swap: when the runs hold the same agents under two simulated humans (told apart by run.json's simulator
+model, or spec), each agent's score change from the first simulator to the second gets its paired interval, and the
+agents' ranks under the two are compared with Spearman's rho and Kendall's tau (tau-b). A benchmark whose ranking of
+agents changes with the human says more about the human than about the agents.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+
+from colbench.errors import DataError
+from colbench.report import stats
+from colbench.report.leaderboard import _simulator_name, _task_values, run_labels
+from colbench.runs import Run
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Run ``b`` against run ``a`` on their common tasks."""
+
+    a: str
+    b: str
+    metric: str
+    tasks: int
+    mean_a: float
+    mean_b: float
+    diff: stats.Estimate
+    wins: int  # tasks where b scores higher
+    losses: int
+    ties: int
+    b_only: int  # (task, trial) episodes b solved and a did not
+    a_only: int
+    mcnemar_p: float | None
+    only_a: int = 0  # tasks scored in one run only (not compared)
+    only_b: int = 0
+
+
+@dataclass(frozen=True)
+class SimulatorSwap:
+    """The same agents under two simulated humans."""
+
+    first: str
+    second: str
+    agents: tuple[str, ...]
+    scores_first: tuple[float, ...]
+    scores_second: tuple[float, ...]
+    changes: tuple[stats.Estimate, ...]
+    spearman: float | None
+    kendall: float | None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    labels: tuple[str, ...]
+    pairs: tuple[Paired, ...]
+    swaps: tuple[SimulatorSwap, ...]
+
+    def text(self) -> str:
+        return _text(self)
+
+    def html(self) -> str:
+        return _html(self)
+
+
+def mcnemar_exact(b_only: int, a_only: int) -> float | None:
+    """Two-sided exact McNemar p-value: the binomial test of ``b_only`` successes in ``b_only + a_only`` at 1/2."""
+    n = b_only + a_only
+    if n == 0:
+        return None
+    k = min(b_only, a_only)
+    tail = math.fsum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return float(min(1.0, 2 * tail))
+
+
+def paired(a: Run, b: Run, label_a: str, label_b: str) -> Paired:
+    """``b`` against ``a``; a DataError when the runs are of different domains or share no scored task."""
+    if a.domain != b.domain:
+        raise DataError(f"{label_a} is a {a.domain} run and {label_b} a {b.domain} run: compare runs of one domain")
+    means_a, means_b = stats.task_means(_task_values(a)), stats.task_means(_task_values(b))
+    common = sorted(set(means_a) & set(means_b))
+    if not common:
+        raise DataError(f"{label_a} and {label_b} have no scored task in common")
+    diffs = [means_b[t] - means_a[t] for t in common]
+    low, high = stats.bootstrap_ci(diffs) or (None, None)
+    diff = stats.Estimate(stats.mean(diffs), low, high, len(diffs), "paired bootstrap")
+    wins = sum(d > 0 for d in diffs)
+    losses = sum(d < 0 for d in diffs)
+    episodes_a = _episode_success(a)
+    episodes_b = _episode_success(b)
+    both = set(episodes_a) & set(episodes_b)
+    b_only = sum(episodes_b[k] and not episodes_a[k] for k in both)
+    a_only = sum(episodes_a[k] and not episodes_b[k] for k in both)
+    return Paired(
+        a=label_a,
+        b=label_b,
+        metric=a.spec.metrics.reward_name,
+        tasks=len(common),
+        mean_a=stats.mean([means_a[t] for t in common]),
+        mean_b=stats.mean([means_b[t] for t in common]),
+        diff=diff,
+        wins=wins,
+        losses=losses,
+        ties=len(diffs) - wins - losses,
+        b_only=b_only,
+        a_only=a_only,
+        mcnemar_p=mcnemar_exact(b_only, a_only),
+        only_a=len(means_a) - len(common),
+        only_b=len(means_b) - len(common),
+    )
+
+
+def _episode_success(run: Run) -> dict[tuple[str, int], bool]:
+    domain = run.spec
+    return {
+        key: domain.success_of(e.reward or 0.0, e.success)
+        for key, e in run.episodes.items()
+        if e.ok and e.reward is not None
+    }
+
+
+def _agent_name(run: Run) -> str:
+    agent = run.config.get("agent")
+    if isinstance(agent, dict):
+        return str(agent.get("name") or agent.get("spec"))
+    return str(agent)
+
+
+def simulator_swaps(runs: Sequence[Run], labels: Sequence[str]) -> list[SimulatorSwap]:
+    """For every two simulators that saw the same two or more agents: score changes and rank correlations."""
+    by_sim: dict[str, dict[str, Run]] = {}
+    for run in runs:
+        by_sim.setdefault(str(_simulator_name(run)), {})[_agent_name(run)] = run
+    swaps = []
+    for first, second in combinations(by_sim, 2):
+        agents = sorted(set(by_sim[first]) & set(by_sim[second]))
+        if len(agents) < 2:
+            continue
+        changes, s1, s2 = [], [], []
+        for agent in agents:
+            p = paired(by_sim[first][agent], by_sim[second][agent], f"{agent} @ {first}", f"{agent} @ {second}")
+            changes.append(p.diff)
+            s1.append(p.mean_a)
+            s2.append(p.mean_b)
+        swaps.append(
+            SimulatorSwap(
+                first, second, tuple(agents), tuple(s1), tuple(s2), tuple(changes), *_rank_correlations(s1, s2)
+            )
+        )
+    return swaps
+
+
+def _ranks(values: Sequence[float]) -> np.ndarray:
+    """Average ranks (ties share the mean of their positions)."""
+    data = np.asarray(values, dtype=float)
+    order = data.argsort(kind="stable")
+    ranks = np.empty(len(data))
+    ranks[order] = np.arange(1, len(data) + 1)
+    for value in np.unique(data):
+        tied = data == value
+        ranks[tied] = ranks[tied].mean()
+    return ranks
+
+
+def _rank_correlations(x: Sequence[float], y: Sequence[float]) -> tuple[float | None, float | None]:
+    """Spearman's rho (Pearson on average ranks) and Kendall's tau-b; None where a side has no variation."""
+    rx, ry = _ranks(x), _ranks(y)
+    spearman = None
+    if rx.std() > 0 and ry.std() > 0:
+        spearman = float(np.corrcoef(rx, ry)[0, 1])
+    concordant = discordant = ties_x = ties_y = 0
+    for i, j in combinations(range(len(x)), 2):
+        dx, dy = np.sign(x[i] - x[j]), np.sign(y[i] - y[j])
+        if dx == 0 and dy == 0:
+            continue
+        if dx == 0:
+            ties_x += 1
+        elif dy == 0:
+            ties_y += 1
+        elif dx == dy:
+            concordant += 1
+        else:
+            discordant += 1
+    denominator = math.sqrt((concordant + discordant + ties_x) * (concordant + discordant + ties_y))
+    kendall = (concordant - discordant) / denominator if denominator else None
+    return spearman, kendall
+
+
+def compare(runs: Sequence[Run]) -> Comparison:
+    """The first run against each other run, and every simulator swap the runs contain."""
+    if len(runs) < 2:
+        raise DataError("compare needs at least two run directories")
+    labels = run_labels(runs)
+    pairs = tuple(paired(runs[0], run, labels[0], label) for run, label in zip(runs[1:], labels[1:], strict=True))
+    return Comparison(tuple(labels), pairs, tuple(simulator_swaps(runs, labels)))
+
+
+# -- output ------------------------------------------------------------------------------------------------------
+
+
+def _signed(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:+.{digits}f}"
+
+
+def _interval(est: stats.Estimate) -> str:
+    if not est.has_ci:
+        return _signed(est.value)
+    return f"{_signed(est.value)} [{est.low:+.3f}, {est.high:+.3f}]"
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else (f"{value:.2g}" if value < 0.001 else f"{value:.3f}")
+
+
+def _pair_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+    header = [
+        "run",
+        "vs",
+        "tasks",
+        "mean",
+        "vs mean",
+        "diff [95% CI]",
+        "W/L/T",
+        "solved only here / only there",
+        "McNemar p",
+    ]
+    body = [
+        [
+            p.b,
+            p.a,
+            str(p.tasks),
+            f"{p.mean_b:.3f}",
+            f"{p.mean_a:.3f}",
+            _interval(p.diff),
+            f"{p.wins}/{p.losses}/{p.ties}",
+            f"{p.b_only} / {p.a_only}",
+            _p(p.mcnemar_p),
+        ]
+        for p in comparison.pairs
+    ]
+    return header, body
+
+
+def _swap_rows(swap: SimulatorSwap) -> tuple[list[str], list[list[str]]]:
+    header = ["agent", f"under {swap.first}", f"under {swap.second}", "change [95% CI]"]
+    body = [
+        [agent, f"{s1:.3f}", f"{s2:.3f}", _interval(change)]
+        for agent, s1, s2, change in zip(swap.agents, swap.scores_first, swap.scores_second, swap.changes, strict=True)
+    ]
+    return header, body
+
+
+def _swap_line(swap: SimulatorSwap) -> str:
+    return (
+        f"rank correlation across {len(swap.agents)} agents: Spearman {_signed(swap.spearman, 2)}, "
+        f"Kendall tau-b {_signed(swap.kendall, 2)}"
+    )
+
+
+def _fixed(header: list[str], body: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in [header, *body]]
+    return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]]) + "\n"
+
+
+def _text(comparison: Comparison) -> str:
+    metric = comparison.pairs[0].metric
+    parts = [f"{metric}, paired against {comparison.labels[0]} (per task: mean over trials; diff = run - vs)\n"]
+    parts.append(_fixed(*_pair_rows(comparison)))
+    for swap in comparison.swaps:
+        parts.append(f"\nsimulator swap: {swap.first} -> {swap.second}\n")
+        parts.append(_fixed(*_swap_rows(swap)))
+        parts.append(_swap_line(swap) + "\n")
+    return "".join(parts)
+
+
+def _html_table(header: list[str], body: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    rows = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in body)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def _html(comparison: Comparison) -> str:
+    sections = [
+        f"<h1>colbench compare</h1><p>Paired against <b>{html.escape(comparison.labels[0])}</b>: per task the mean "
+        "over trials; diff = run − vs with a paired bootstrap 95% interval over tasks; W/L/T per task; McNemar's "
+        "exact test on the episodes both runs scored.</p>",
+        _html_table(*_pair_rows(comparison)),
+    ]
+    for swap in comparison.swaps:
+        sections.append(f"<h2>Simulator swap: {html.escape(swap.first)} → {html.escape(swap.second)}</h2>")
+        sections.append(_html_table(*_swap_rows(swap)))
+        sections.append(f"<p>{html.escape(_swap_line(swap))}</p>")
+    style = (
+        "body{font-family:system-ui,sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}td:first-child,th:first-child{text-align:left}"
+    )
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>colbench compare</title>'
+        f"<style>{style}</style></head><body>{''.join(sections)}</body></html>\n"
+    )
