@@ -117,6 +117,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         },
         **{name: value for name, value in given.items() if value is not None},
     )
+    if args.dry_run:
+        from colbench.eval.harness import dry_run
+        from colbench.report import load_prices
+
+        prices = load_prices(args.prices) if args.prices else None
+        sys.stdout.write(dry_run(config, prices=prices, turns=args.forecast_turns))
+        return 0
     result = run_eval(config, stderr=sys.stderr)
     print(result.summary_line())
     if result.interrupted:
@@ -495,6 +502,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_view_arguments(ev)
     _add_ray_arguments(ev, "episodes")
+    ev.add_argument(
+        "--dry-run", action="store_true", help="forecast tokens, cost and wall time without calling any model"
+    )
+    ev.add_argument("--prices", metavar="FILE", help="--dry-run: a price table instead of the built-in list prices")
+    ev.add_argument(
+        "--forecast-turns", type=float, metavar="T", help="--dry-run: agent turns per episode (default half the cap)"
+    )
     ev.set_defaults(func=cmd_eval)
 
     score = sub.add_parser("score", help="score answers offline").add_subparsers(dest="domain", required=True)

@@ -24,7 +24,7 @@ import re
 import sys
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -38,11 +38,13 @@ from colbench.domains.base import Domain, Scorer
 from colbench.episode import ColbenchEnv
 from colbench.errors import ConfigError, InfraError
 from colbench.eval.config import EvalConfig
+from colbench.eval.forecast import forecast, forecast_text
 from colbench.eval.player import EpisodePlayer, Played, jsonable
 from colbench.eval.progress import Progress, Tally
 from colbench.leaks import LeakPolicy
 from colbench.llm.specs import parse_spec
 from colbench.registration import env_specs
+from colbench.report.costs import LIST_PRICES, Prices
 from colbench.runs import (
     EPISODES,
     FORMAT,
@@ -180,6 +182,50 @@ def env_class(env_id: str) -> type[ColbenchEnv]:
     return creator
 
 
+def _selected_tasks(config: EvalConfig, domain: Domain) -> tuple[str, list[Task]]:
+    """The task spec and the tasks the run covers (a ConfigError for tasks of another domain)."""
+    tasks_spec = config.tasks or domain.default_tasks
+    available = load(tasks_spec)
+    wrong = next((t for t in available if t.domain != domain.name), None)
+    if wrong is not None:
+        raise ConfigError(
+            f"{tasks_spec}: task {wrong.task_id} is a {wrong.domain} task; {config.env_id} needs {domain.name} tasks"
+        )
+    return tasks_spec, available[: config.limit] if config.limit else available
+
+
+def _episode_tasks(config: EvalConfig, selected: Sequence[Task], done: Collection[EpisodeKey] = ()) -> list[Task]:
+    """One task per episode still to run."""
+    return [t for trial in range(config.trials) for t in selected if (t.task_id, trial) not in done]
+
+
+def first_prompts(env_id: str, tasks: Sequence[Task]) -> dict[str, str]:
+    """Each task's first observation, as the agent will see it (a scripted human: no model is called)."""
+    prompts = {}
+    for task in tasks:
+        env = gym.make(env_id, disable_env_checker=True, tasks=[task], simulator="scripted").unwrapped
+        try:
+            prompts[task.task_id] = env.reset(options={"task_id": task.task_id})[0]
+        finally:
+            env.close()
+    return prompts
+
+
+def dry_run(config: EvalConfig, *, prices: Prices | None = None, turns: float | None = None) -> str:
+    """The forecast of ``config``'s run (what a ``--resume`` has left to run), without calling any model."""
+    _check_numbers(config)
+    domain = get_domain(env_class(config.env_id).domain_name)
+    _, selected = _selected_tasks(config, domain)
+    done: set[EpisodeKey] = set()
+    out = Path(config.out)
+    if config.resume and (out / EPISODES).exists():
+        records = final_records(read_episode_log(out / EPISODES, domain.metrics).records)
+        done = {key for key, record in records.items() if record.ok}
+    episodes = _episode_tasks(config, selected, done)
+    forecasts = forecast(config, domain, first_prompts(config.env_id, selected), episodes, prices=prices, turns=turns)
+    return forecast_text(forecasts, prices or LIST_PRICES)
+
+
 def _ray_runtime(config: EvalConfig) -> dict[str, Any]:
     """run.json's note of where episodes ran (never compared on resume: a run may go on with or without Ray)."""
     if config.ray is None:
@@ -250,15 +296,7 @@ class _Runner:
         resuming = check_out_dir(out, resume=config.resume)
         previous = read_run_json(out) if resuming else None
 
-        tasks_spec = config.tasks or domain.default_tasks
-        available = load(tasks_spec)
-        wrong = next((t for t in available if t.domain != domain.name), None)
-        if wrong is not None:
-            raise ConfigError(
-                f"{tasks_spec}: task {wrong.task_id} is a {wrong.domain} task; "
-                f"{config.env_id} needs {domain.name} tasks"
-            )
-        selected = available[: config.limit] if config.limit else available
+        tasks_spec, selected = _selected_tasks(config, domain)
         player = EpisodePlayer.from_config(config, domain, selected, agent=agent, simulator=simulator, scorer=scorer)
 
         ids = [t.task_id for t in selected]
@@ -296,6 +334,9 @@ class _Runner:
                 **_ray_runtime(config),
             },
         }
+        if previous is None:  # what --dry-run would have said: the report shows it beside what the run spent
+            typical = forecast(config, domain, first_prompts(config.env_id, selected), _episode_tasks(config, selected))
+            run_json["forecast"] = typical[0].as_dict()
         run_json["config_sha256"] = config_sha256(run_json)
         if previous is not None:
             diff = first_difference(compared_view(previous), compared_view(run_json))

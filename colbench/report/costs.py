@@ -1,4 +1,4 @@
-"""Tokens and cost per role, with an optional user-supplied price table (colbench ships no prices: they go stale).
+"""Tokens and cost per role, priced by a user-supplied table, and the dated list prices ``--dry-run`` forecasts with.
 
 A price file (JSON, or TOML when its name ends in ``.toml``) maps a model name to USD per million tokens::
 
@@ -120,3 +120,78 @@ def role_costs(run: Run, prices: Prices | None) -> list[RoleCost]:
         cost = found[1].cost(usage) if found else None
         out.append(RoleCost(role, run.role_model(role), usage, len(run.episodes), cost))
     return out
+
+
+# List prices of a few API models in USD per 1M tokens (input, output), for ``colbench eval --dry-run`` forecasts
+# when no --prices table is given. Prices change: the date says how old these are; a price file overrides them.
+LIST_PRICES = Prices(
+    models={
+        "gpt-4o": Price(2.50, 10.00),
+        "gpt-4o-2024-08-06": Price(2.50, 10.00),
+        "gpt-4o-mini": Price(0.15, 0.60),
+        "gpt-4.1": Price(2.00, 8.00),
+        "gpt-4.1-mini": Price(0.40, 1.60),
+        "gpt-4.1-nano": Price(0.10, 0.40),
+        "o3-mini": Price(1.10, 4.40),
+        "o4-mini": Price(1.10, 4.40),
+    },
+    as_of="2025-06-01",
+    source="colbench's list prices",
+)
+
+
+def forecast_against_actual(run: Run, prices: Prices | None) -> tuple[list[str], list[list[str]]] | None:
+    """run.json's forecast (the typical scenario ``--dry-run`` prints) beside what the run spent; None without one."""
+    forecast = run.config.get("forecast")
+    if not isinstance(forecast, dict) or not isinstance(forecast.get("roles"), list):
+        return None
+    header = ["", "episodes", "agent tokens in / out", "simulator tokens in / out", "cost", "wall time"]
+    planned: dict[str, dict[str, Any]] = {str(r.get("role")): r for r in forecast["roles"] if isinstance(r, dict)}
+
+    def tokens(role: str, source: str) -> str:
+        if source == "forecast":
+            r = planned.get(role, {})
+            return f"{int(r.get('prompt_tokens') or 0):,} / {int(r.get('completion_tokens') or 0):,}"
+        usage = run.usage.get(role, Usage())
+        return f"{usage.prompt_tokens:,} / {usage.completion_tokens:,}"
+
+    cost = forecast.get("cost_usd")
+    costs = [c.cost for c in role_costs(run, prices or LIST_PRICES) if c.usage.calls]
+    spent = None if any(c is None for c in costs) else math.fsum(c for c in costs if c is not None)
+    wall = forecast.get("wall_s")
+    body = [
+        [
+            f"forecast ({forecast.get('turns')} turns per episode)",
+            str(forecast.get("episodes")),
+            tokens("agent", "forecast"),
+            tokens("simulator", "forecast"),
+            "unknown" if cost is None else f"${cost:,.2f}",
+            "-" if not isinstance(wall, int | float) else f"{wall / 60:.1f} min",
+        ],
+        [
+            "actual",
+            str(len(run.episodes)),
+            tokens("agent", "actual"),
+            tokens("simulator", "actual"),
+            "unknown" if spent is None else f"${spent:,.2f}",
+            _span_minutes(run),
+        ],
+    ]
+    return header, body
+
+
+def _span_minutes(run: Run) -> str:
+    """From the first episode's start to the last one's end (sessions of a resumed run and the gaps between them)."""
+    from datetime import datetime
+
+    spans = []
+    for record in run.episodes.values():
+        timings = record.row.get("timings") or {}
+        try:
+            start = datetime.fromisoformat(str(timings["started"])).timestamp()
+            spans.append((start, start + float(timings["duration_s"])))
+        except (KeyError, TypeError, ValueError):
+            continue
+    if not spans:
+        return "-"
+    return f"{(max(end for _, end in spans) - min(start for start, _ in spans)) / 60:.1f} min"

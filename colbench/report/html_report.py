@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from colbench import __version__
 from colbench.errors import ConfigError
+from colbench.report.costs import forecast_against_actual
 from colbench.report.leaderboard import Report, Table, cost_columns, leaderboard_columns, legend
 from colbench.runs import EpisodeRecord, Run
 
@@ -258,6 +259,10 @@ def render_run(run: Run, report: Report) -> str:
     parts += ["<h2>Tokens and cost</h2>", _plain_table(header, mine)]
     if report.prices is None:
         parts.append("<p class='meta'>no price table (--prices): cost unknown</p>")
+    planned = forecast_against_actual(run, report.prices)
+    if planned is not None:
+        parts += ["<h2>Forecast and actual</h2>", _plain_table(*planned)]
+        parts.append("<p class='meta'>the forecast colbench eval --dry-run prints, recorded when the run started</p>")
     parts += ["<h2>Configuration (run.json)</h2>", _json(redact(config))]
     episodes = run.ordered_episodes()
     parts.append(f'<h2 id="episodes">Episodes ({len(episodes)})</h2>')

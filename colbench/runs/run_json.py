@@ -33,6 +33,7 @@ NOT_COMPARED = frozenset(
         "colbench_version",
         "config_sha256",
         "runtime",
+        "forecast",
         "tasks.spec",
         "tasks.source.path",
         "scoring.sandbox",
