@@ -16,8 +16,13 @@ task reference) and is treated as hostile. The runner therefore:
   directories and SysV IPC objects, so nothing a test started or wrote survives into the next test or job.
 
 Protocol (JSON lines). stdin: one job per line ``{"id", "code", "tests": [expr...], "timeout", "memory_mb",
-"seed"}``. stdout: ``{"ready": true}`` once, after preloading and before any untrusted code; then per job one
-``{"id", "i", ...outcome}`` per test and ``{"id", "done": true}``.
+"seed"}``, optionally ``"repeat": N`` (run the whole list N times, each run in a fresh child after a full clean-up,
+as N jobs would; outcome ``i`` is test ``i % len(tests)`` of run ``i // len(tests)``) and ``"batch": true``.
+stdout: ``{"ready": true}`` once, after preloading and before any untrusted code; then per job one
+``{"id", "i", ...outcome}`` per test and ``{"id", "done": true}``. With ``batch`` the outcomes travel together,
+``{"id", "results": [{"i", ...outcome}, ...]}``, the last ones in the ``done`` message: the runner holds an outcome
+back only while the child is answering (at most ``BATCH_IDLE_S`` of silence, ``BATCH_MAX_AGE_S`` in all), so the host
+still hears from a working runner well within every test's limit.
 """
 
 from __future__ import annotations
@@ -88,6 +93,19 @@ _DICT_VALUES = type({}.values())
 _DICT_ITEMS = type({}.items())
 MAX_ERROR = 300
 SCRATCH_ROOTS = ("/tmp", "/dev/shm")
+BATCH_IDLE_S = 0.05  # batched outcomes are sent once the child has been silent this long...
+BATCH_MAX_AGE_S = 1.0  # ...or the oldest of them is this old (the host declares a worker silent for timeout + 5 s dead)
+# SysV IPC: the *_INFO commands (shmctl SHM_INFO, semctl SEM_INFO, msgctl MSG_INFO) and where the count of objects
+# in use sits in the struct each fills (shm_info.used_ids, seminfo.semusz, msginfo.msgpool): a cheap check that
+# spares the /proc/sysvipc scan when a test left nothing behind.
+_SHM_INFO, _SEM_INFO, _MSG_INFO = 14, 19, 12
+_LIBC = None  # libc through ctypes, loaded once by main()
+# Descriptors main() opens once, so a job looks up no path through "/" (in Docker the root is FUSE-mounted, and a
+# lookup by an unprivileged uid costs an ACL round trip to its daemon): /dev/null for the children's stdio, the
+# scratch root in which each test makes its directory, and the runner's own statm.
+_DEVNULL = _SCRATCH = _STATM = -1
+_SCRATCH_ID = (-1, -1)  # (st_dev, st_ino) of the scratch root, to notice a test that replaced the descriptor
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 class Unserializable(Exception):
@@ -181,6 +199,41 @@ def _libc():
         return None
 
 
+def _pick_fork():
+    """``os.fork``, or fork(2) straight from libc where that is equivalent.
+
+    ``os.fork`` runs Python's at-fork hooks in every child: threading's bookkeeping of other threads, random's
+    re-seeding, logging's locks. They exist for processes with several threads; in the runner, which never has
+    more than one, they only make each child copy about a hundred more pages (a fifth of what a job's child
+    touches). With a single thread, libc's fork is the same fork: the thread keeps the GIL across the call (PyDLL),
+    no lock can be held by another thread, and the child re-seeds random before every test anyway. Falls back to
+    ``os.fork`` whenever that is not certain.
+    """
+    try:
+        if (
+            sys.implementation.name != "cpython"
+            or not getattr(sys, "_is_gil_enabled", lambda: True)()
+            or len(os.listdir("/proc/self/task")) != 1
+        ):
+            return os.fork
+        fork = ctypes.PyDLL(None, use_errno=True).fork
+    except (OSError, AttributeError):
+        return os.fork
+    fork.argtypes, fork.restype = [], ctypes.c_int
+
+    def libc_fork():
+        pid = fork()
+        if pid < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+        return pid
+
+    return libc_fork
+
+
+_fork = os.fork  # main() picks the fork to use once the runner is set up
+
+
 def _emit(obj):
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
@@ -189,25 +242,58 @@ def _emit(obj):
 def _wipe_scratch():
     for root in SCRATCH_ROOTS:
         try:
-            names = os.listdir(root)
+            with os.scandir(root) as listing:
+                entries = list(listing)
         except OSError:
             continue
-        for name in names:
-            path = os.path.join(root, name)
+        for entry in entries:
             try:
-                if os.path.isdir(path) and not os.path.islink(path):
-                    shutil.rmtree(path, ignore_errors=True)
+                if entry.is_dir(follow_symlinks=False):
+                    try:
+                        os.rmdir(entry.path)  # a test's working directory is mostly left empty: one system call
+                    except OSError:
+                        shutil.rmtree(entry.path, ignore_errors=True)
                 else:
-                    os.unlink(path)
+                    os.unlink(entry.path)
             except OSError:
                 pass
 
 
+def _sysv_ipc_in_use(libc):
+    """Whether the IPC namespace may hold SysV objects: False only when all three kinds report none."""
+    buf = ctypes.create_string_buffer(64)
+    for call, args, at in (
+        (libc.shmctl, (0, _SHM_INFO, buf), 0),
+        (libc.semctl, (0, 0, _SEM_INFO, buf), 28),
+        (libc.msgctl, (0, _MSG_INFO, buf), 0),
+    ):
+        if call(*args) < 0 or ctypes.c_int.from_buffer(buf, at).value != 0:
+            return True  # objects, or no answer: scan /proc/sysvipc
+    return False
+
+
 def _remove_sysv_ipc():
-    """SysV IPC objects outlive their creator: remove any a test left so the next one starts clean."""
-    libc = _libc()
-    if libc is None:
+    """SysV IPC objects outlive their creator: remove any a test left so the next one starts clean.
+
+    Removing an object takes its owner's or creator's uid, or CAP_SYS_ADMIN (which a Docker worker lacks): so the
+    runner removes them as the tests' uid first (every object was created by a test), then as itself.
+    """
+    libc = _LIBC
+    if libc is None or not _sysv_ipc_in_use(libc):
         return
+    as_tests = CHILD_UID is not None and os.geteuid() == 0
+    if as_tests:
+        os.seteuid(CHILD_UID)
+    try:
+        _remove_sysv_ipc_as(libc)
+    finally:
+        if as_tests:
+            os.seteuid(0)
+    if as_tests and _sysv_ipc_in_use(libc):
+        _remove_sysv_ipc_as(libc)
+
+
+def _remove_sysv_ipc_as(libc):
     for kind, ctl in (("shm", libc.shmctl), ("sem", None), ("msg", libc.msgctl)):
         try:
             with open("/proc/sysvipc/" + kind) as handle:
@@ -238,20 +324,24 @@ def _reap_all(kill_all):
             return
 
 
-def _child(job, start, wfd):
+def _child(job, start, wfd, mapped):
     """Runs in the forked child, untrusted from the first line of ``code`` on: tests ``start..`` in order.
 
     Each test gets a fresh module (the code re-executed in a new namespace), a fresh working directory and
     re-seeded generators; its result goes to the runner as one JSON line. The runner times each test from the
     previous line, so a test that hangs, crashes or exits is stopped and charged alone, and the remaining tests
-    continue in a new child.
+    continue in a new child. ``mapped`` is the runner's address-space size at the fork (the child's too), measured
+    by the runner: the memory limit is what a test may add to it.
     """
     try:
-        devnull = os.open(os.devnull, os.O_RDWR)
+        devnull = _DEVNULL if _DEVNULL >= 0 else os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
-        os.closerange(3, wfd)
-        os.closerange(wfd + 1, 65536)
+        low = 3
+        for keep in sorted(fd for fd in (wfd, _SCRATCH) if fd >= low):
+            os.closerange(low, keep)
+            low = keep + 1
+        os.closerange(low, 65536)
         if CHILD_UID is not None:
             # Regain root through the saved uid only to give it up for good: the tests run as a uid that can
             # neither signal nor inspect the runner (whose real uid differs and whose saved uid is root).
@@ -262,8 +352,6 @@ def _child(job, start, wfd):
         os.setsid()
         tests = job["tests"]
         timeout = float(job["timeout"])
-        with open("/proc/self/statm") as handle:
-            mapped = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         cpu = math.ceil((len(tests) - start) * (timeout + 1))  # a backstop: the runner's wall clock rules
         for lim, val in (
             (resource.RLIMIT_CPU, cpu),
@@ -275,11 +363,23 @@ def _child(job, start, wfd):
         ):
             resource.setrlimit(lim, (val, val))
         seed = int(job.get("seed", 0))
+        pid = os.getpid()
         code = None
         for i in range(start, len(tests)):
-            workdir = f"/tmp/test-{os.getpid()}-{i}"
-            os.mkdir(workdir, 0o700)
-            os.chdir(workdir)
+            name = f"test-{pid}-{i}"
+            workdir = f"{SCRATCH_ROOTS[0]}/{name}"
+            try:
+                held = os.fstat(_SCRATCH)
+                scratch = (held.st_dev, held.st_ino) == _SCRATCH_ID
+            except OSError:
+                scratch = False  # an earlier test of this child closed or replaced it: go by the path
+            if scratch:
+                os.mkdir(name, 0o700, dir_fd=_SCRATCH)
+                os.fchdir(_SCRATCH)
+                os.chdir(name)
+            else:
+                os.mkdir(workdir, 0o700)
+                os.chdir(workdir)
             random.seed(seed)
             np = sys.modules.get("numpy")
             if np is not None:
@@ -317,8 +417,9 @@ class _Lines:
     def __init__(self, fd, max_bytes):
         self.fd, self.max_bytes, self.buf, self.eof = fd, max_bytes, b"", False
 
-    def next(self, deadline):
-        """A line (bytes), or one of "timeout", "too_large", "eof"."""
+    def next(self, deadline, idle=None):
+        """A line (bytes), or one of "timeout", "too_large", "eof". ``idle`` is called once if the child stays
+        silent for ``BATCH_IDLE_S`` (the moment to send held-back outcomes)."""
         while b"\n" not in self.buf:
             if self.eof:
                 return "eof"
@@ -327,11 +428,14 @@ class _Lines:
             left = deadline - time.monotonic()
             if left <= 0:
                 return "timeout"
-            ready, _, _ = select.select([self.fd], [], [], left)
+            ready, _, _ = select.select([self.fd], [], [], left if idle is None else min(left, BATCH_IDLE_S))
             if ready:
                 chunk = os.read(self.fd, 1 << 16)
                 self.eof = not chunk
                 self.buf += chunk
+            elif idle is not None:
+                idle()
+                idle = None
         line, self.buf = self.buf.split(b"\n", 1)
         return "too_large" if len(line) > self.max_bytes else line
 
@@ -366,28 +470,91 @@ def _failure(why, status, job, elapsed):
     return {"outcome": "crashed", "error": f"test process {cause} before returning", "seconds": elapsed}
 
 
-def run_job(job, sandboxed, emit):
-    """Run every test of ``job``, calling ``emit(i, result)`` as each finishes; one child per uninterrupted run."""
+class _Report:
+    """A job's outcomes on their way to the host: one line each, or (``batch``) held back while the child is busy
+    answering and sent together (see the module docstring). A child's line is decoded only when it is sent: the
+    runner does as little as it can while a child shares its memory (every page it writes then is copied)."""
+
+    def __init__(self, job):
+        self.id, self.batch = job["id"], bool(job.get("batch"))
+        self.pending, self.since, self.finished = [], 0.0, False
+
+    def line(self, i, line, elapsed):
+        """Test ``i``'s line from its child, which took ``elapsed`` seconds."""
+        self.add(i, (line, elapsed))
+
+    def add(self, i, result):
+        """Test ``i``'s outcome: a dict, or a child's ``(line, elapsed)`` still to decode."""
+        if not self.batch:
+            _emit({**_outcome(result), "id": self.id, "i": i})
+            return
+        if not self.pending:
+            self.since = time.monotonic()
+        self.pending.append((i, result))
+        if time.monotonic() - self.since >= BATCH_MAX_AGE_S:
+            self.flush()
+
+    def _results(self):
+        results = [{**_outcome(result), "i": i} for i, result in self.pending]
+        self.pending = []
+        return results
+
+    def flush(self):
+        if self.pending:
+            _emit({"id": self.id, "results": self._results()})
+
+    def done(self):
+        if not self.finished:
+            self.finished = True
+            if self.batch:
+                _emit({"id": self.id, "done": True, "results": self._results()})
+            else:
+                _emit({"id": self.id, "done": True})
+
+
+def _outcome(result):
+    return _parse(*result) if isinstance(result, tuple) else result
+
+
+def _mapped_bytes():
+    """This process's address-space size (what a child forked now starts with)."""
+    if _STATM < 0:
+        with open("/proc/self/statm", "rb") as handle:
+            return int(handle.read().split()[0]) * _PAGE
+    return int(os.pread(_STATM, 256, 0).split()[0]) * _PAGE
+
+
+def run_job(job, sandboxed, report):
+    """Run every test of ``job`` (``repeat`` times), passing each outcome to ``report`` as it finishes.
+
+    One child per uninterrupted run of tests; every run of a repeated job starts in a child of its own. After each
+    child the runner kills whatever is left and cleans up, exactly as between jobs. Once the last outcome is in,
+    the host hears ``done`` before that final clean-up: the next job is read only after it.
+    """
     tests, timeout = job["tests"], float(job["timeout"])
     max_bytes = int(job.get("max_bytes", 1_000_000))
+    n = len(tests)
+    total = n * max(1, int(job.get("repeat", 1)))
     i = 0
-    while i < len(tests):
+    while i < total:
+        run_end = i - i % n + n
+        mapped = _mapped_bytes()
         rfd, wfd = os.pipe()
-        pid = os.fork()
+        pid = _fork()
         if pid == 0:
             os.close(rfd)
-            _child(job, i, wfd)
+            _child(job, i % n, wfd, mapped)
         os.close(wfd)
         lines = _Lines(rfd, max_bytes)
         why = None
         try:
-            while i < len(tests):
+            while i < run_end:
                 started = time.monotonic()
-                line = lines.next(started + timeout)
+                line = lines.next(started + timeout, report.flush if report.pending else None)
                 if isinstance(line, str):
                     why = line
                     break
-                emit(i, _parse(line, time.monotonic() - started))
+                report.line(i, line, time.monotonic() - started)
                 i += 1
         finally:
             os.close(rfd)
@@ -395,13 +562,18 @@ def run_job(job, sandboxed, emit):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
             _, status = os.waitpid(pid, 0)
+            if i == total:
+                report.done()  # every outcome is in: the host can go on while the runner cleans up
             _reap_all(sandboxed)
             if sandboxed:
                 _wipe_scratch()
                 _remove_sysv_ipc()
         if why is not None:
-            emit(i, _failure(why, status, job, time.monotonic() - started))
+            report.add(i, _failure(why, status, job, time.monotonic() - started))
             i += 1
+            if i == total:
+                report.done()
+    report.done()
 
 
 def _drop_privileges(uid, keep_saved_root=False):
@@ -477,17 +649,22 @@ def main():
     if uid is not None:
         CHILD_UID = int(args[args.index("--child-uid") + 1]) if "--child-uid" in args else None
         _drop_privileges(uid, keep_saved_root=CHILD_UID is not None)
-    libc = _libc()
+    global _LIBC, _fork, _DEVNULL, _SCRATCH, _SCRATCH_ID, _STATM
+    _DEVNULL = os.open(os.devnull, os.O_RDWR)
+    _SCRATCH = os.open(SCRATCH_ROOTS[0], os.O_RDONLY | os.O_DIRECTORY)
+    _SCRATCH_ID = (os.fstat(_SCRATCH).st_dev, os.fstat(_SCRATCH).st_ino)
+    _STATM = os.open("/proc/self/statm", os.O_RDONLY)
+    _LIBC = libc = _libc()
     if libc is not None:
         libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0: no ptrace or /proc/<pid>/{mem,fd} from our children
         libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come back to us to be reaped
+    _fork = _pick_fork()
     _emit({"ready": True})
     for line in sys.stdin:
         if not line.strip():
             continue
         job = json.loads(line)
-        run_job(job, sandboxed, lambda i, result, job_id=job["id"]: _emit({**result, "id": job_id, "i": i}))
-        _emit({"id": job["id"], "done": True})
+        run_job(job, sandboxed, _Report(job))
 
 
 if __name__ == "__main__":

@@ -63,6 +63,17 @@ def f(x):
         except OSError: pass
     return None
 """,
+    "forged batch and done on every descriptor": """
+import os
+def f(x):
+    # What the runner sends the host for a batched job: outcomes for every test, then "done".
+    batch = ''.join('{"i": %d, "outcome": "value", "value": {"t": "int", "v": "%x"}}, ' % (i, 3 * i + 7) for i in range(10))
+    msg = ('{"id": 0, "results": [' + batch.rstrip(', ') + '], "done": true}\\n').encode()
+    for fd in range(0, 256):
+        try: os.write(fd, msg)
+        except OSError: pass
+    return None
+""",
     "forged child message via json.dumps": """
 import json
 _real = json.dumps

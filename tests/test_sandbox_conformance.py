@@ -10,6 +10,7 @@ import os
 import socket
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -336,6 +337,123 @@ def test_a_worker_killed_from_outside_is_replaced_and_the_job_retried(sandbox: S
     assert result == [[0, 1, 2, 3, 4, 5]]
 
 
+# -- repeated runs, batched outcomes, warm workers, clean-up ------------------------------------------------------
+def test_repeated_runs_are_separate_processes_cleaned_up_in_between(sandbox: Sandbox) -> None:
+    """``repeat=N`` is N runs as N calls would make them: a process of its own each, nothing left by the last."""
+    code = (
+        "import os\n"
+        "def pid():\n    return os.getpid()\n"
+        "def plant():\n    seen = os.path.exists('/tmp/planted')\n    open('/tmp/planted', 'w').write('x')\n"
+        "    return seen\n"
+    )
+    out = sandbox.run_tests(code, ["pid()", "plant()"], limits=FAST, repeat=3)
+    got = [decode(o.value) for o in out]
+    assert len(got) == 6
+    assert len(set(got[0::2])) == 3  # three runs, three processes
+    assert got[1::2] == [False, False, False]  # each run starts with an empty /tmp
+
+
+def test_a_crash_in_a_repeated_run_costs_only_its_own_test(sandbox: Sandbox) -> None:
+    code = "import os\ndef f(x):\n    if x:\n        os._exit(1)\n    return 7\n"
+    out = sandbox.run_tests(code, ["f(0)", "f(1)", "f(0)"], limits=FAST, repeat=2)
+    assert [decode(o.value) if o.outcome == "value" else o.outcome for o in out] == [7, "crashed", 7] * 2
+
+
+def test_outcomes_are_held_back_only_while_the_child_answers(sandbox: Sandbox) -> None:
+    """Batched outcomes: those of fast tests go out as soon as the child goes quiet, not only at the end."""
+    import time
+
+    from colbench.sandbox.pool import WorkerPool
+
+    assert isinstance(sandbox, WorkerPool)
+    code = "import time\ndef f(s):\n    time.sleep(s)\n    return s\n"
+    job = sandbox._job(code, ["f(0)", "f(0)", "f(0.6)", "f(0)"], FAST, 0)
+    messages: list[dict[str, object]] = []
+    with sandbox._running:
+        worker = sandbox._acquire("answer")
+        real = worker._read_line
+
+        def spy(deadline: float) -> object:
+            msg = real(deadline)
+            messages.append(msg)
+            return msg
+
+        worker._read_line = spy  # type: ignore[method-assign]
+        results: dict[int, object] = {}
+        try:
+            worker.run(job, results, time.monotonic() + 30)  # type: ignore[arg-type]
+        finally:
+            del worker._read_line
+        sandbox._idle["answer"].put(worker)
+    assert sorted(results) == [0, 1, 2, 3]
+    assert messages[-1].get("done") is True
+    early = [r["i"] for m in messages[:-1] for r in m.get("results", [])]  # type: ignore[attr-defined]
+    assert {0, 1} <= set(early)  # sent while the third test was still sleeping
+    reported = early + [r["i"] for r in messages[-1]["results"]]  # type: ignore[attr-defined]
+    assert sorted(reported) == [0, 1, 2, 3]
+
+
+def test_warm_workers_outlive_the_threads_that_started_them(sandbox: Sandbox) -> None:
+    """``warm`` starts every worker of both pools, and a worker lives as long as its pool, whichever (short-lived)
+    thread started or used it (bubblewrap's --die-with-parent fires when the *thread* that started it ends)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from colbench.sandbox.pool import WorkerPool
+
+    assert isinstance(sandbox, WorkerPool)
+    sandbox.warm()
+    with sandbox._lock:
+        started = set(sandbox._all)
+    assert sorted(w.pool for w in started) == ["answer"] * sandbox.workers + ["reference"] * sandbox.workers
+    for _ in range(2):
+        with ThreadPoolExecutor(2) as pool:  # its threads end when the block does
+            list(pool.map(lambda k: values(sandbox, "def f(x):\n    return x\n", [f"f({k})"]), range(4)))
+    with sandbox._lock:
+        assert set(sandbox._all) == started
+    assert all(w.alive() for w in started)
+
+
+def test_sysv_ipc_objects_do_not_survive_the_job(sandbox: Sandbox) -> None:
+    plant = (
+        "import ctypes\ndef f():\n    libc = ctypes.CDLL(None)\n"
+        "    return [libc.shmget(0, 4096, 0o1600), libc.semget(0, 1, 0o1600), libc.msgget(0, 0o1600)]\n"
+    )
+    look = (
+        "def f():\n"
+        "    return [len(open('/proc/sysvipc/' + k).read().splitlines()) - 1 for k in ('shm', 'sem', 'msg')]\n"
+    )
+    created = values(sandbox, plant, ["f()"])[0]
+    assert isinstance(created, list) and all(ident >= 0 for ident in created)
+    for _ in range(4):  # whichever worker runs the next job
+        assert values(sandbox, look, ["f()"]) == [[0, 0, 0]]
+
+
+def test_a_test_that_breaks_its_descriptors_or_leaves_its_directory_spoils_no_other_test(sandbox: Sandbox) -> None:
+    code = (
+        "import os\n"
+        "def f(x):\n"
+        "    if x == 1:\n"  # close every directory descriptor the process holds
+        "        for fd in map(int, os.listdir('/proc/self/fd')):\n"
+        "            try:\n"
+        "                if os.path.isdir('/proc/self/fd/%d' % fd):\n"
+        "                    os.close(fd)\n"
+        "            except OSError:\n"
+        "                pass\n"
+        "    if x == 2:\n"
+        "        os.chdir('/')\n"
+        "    if x == 3:\n"  # another directory in place of any descriptor that is one
+        "        spare = os.open('/dev/shm', os.O_RDONLY)\n"
+        "        for fd in range(3, 64):\n"
+        "            if fd != spare and os.path.isdir('/proc/self/fd/%d' % fd):\n"
+        "                os.dup2(spare, fd)\n"
+        "    if x:\n"
+        "        return None\n"
+        "    return (len(os.listdir('.')), os.getcwd().startswith('/tmp/test-'))\n"
+    )
+    for sabotage in ("f(1)", "f(2)", "f(3)"):  # a job each: the next test runs in the same child
+        assert values(sandbox, code, ["f(0)", sabotage, "f(0)"]) == [(0, True), None, (0, True)]
+
+
 def test_an_unreachable_docker_daemon_is_an_infrastructure_error(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("docker")
     from colbench.errors import InfraError
@@ -344,3 +462,37 @@ def test_an_unreachable_docker_daemon_is_an_infrastructure_error(monkeypatch: py
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     with pytest.raises(InfraError, match="Docker daemon is not reachable"):
         DockerSandbox(workers=1)
+
+
+def test_a_worker_that_dies_before_its_handshake_is_started_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed at birth (from outside, by the OOM killer): one more start, and the job runs; a runtime that cannot
+    start workers at all still fails with its one-line error."""
+    from colbench.errors import SandboxError
+    from colbench.sandbox.bwrap import BwrapSandbox
+
+    sandbox = BwrapSandbox(workers=1)
+    real = sandbox._start_worker
+    failures = [SandboxError("sandbox worker failed to start: no handshake (got None)")]
+
+    def flaky(slot: int) -> Any:
+        if failures:
+            raise failures.pop()
+        return real(slot)
+
+    monkeypatch.setattr(sandbox, "_start_worker", flaky)
+    try:
+        (outcome,) = sandbox.run_tests("def f():\n    return 41 + 1\n", ["f()"])
+        assert outcome.outcome == "value" and not failures
+
+        def broken(slot: int) -> Any:
+            raise SandboxError("sandbox worker failed to start: bwrap: no permission")
+
+        monkeypatch.setattr(sandbox, "_start_worker", broken)
+        sandbox.close()
+        fresh = BwrapSandbox(workers=1)
+        monkeypatch.setattr(fresh, "_start_worker", broken)
+        with pytest.raises(SandboxError, match="no permission"):
+            fresh.run_tests("def f():\n    return 1\n", ["f()"])
+        fresh.close()
+    finally:
+        sandbox.close()

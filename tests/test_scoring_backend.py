@@ -7,7 +7,7 @@ import re
 import pytest
 from conftest import make_task
 
-from colbench.domains.backend.unit_tests import BackendScorer, ReferenceCache, extract_code
+from colbench.domains.backend.unit_tests import BackendScorer, Reference, ReferenceCache, extract_code
 from colbench.tasks import Task
 
 
@@ -147,3 +147,33 @@ def test_tests_written_as_comparisons_are_judged_on_the_call(scorer: BackendScor
     assert (wrong.tests_passed, wrong.tests_total) == (0, 2)
     right = scorer.score(task, answer("def f(x):\n    return 125 * x\n"))
     assert right.success and right.tests[0].expression == "f(2) == 175"
+
+
+def test_reference_runs_are_separate_processes_so_process_dependent_values_are_nondeterministic(
+    bwrap_sandbox: object,
+) -> None:
+    """The reference runs (one sandbox call with ``repeat``) are separate processes: a value that depends on the
+    process (its pid) differs between them and is not judged, whatever the number of runs."""
+    from colbench.sandbox.contract import Limits
+
+    gt = "import os\ndef f(x):\n    return os.getpid() if x == 0 else x * 2\n"
+    task = make_task(gt, ["f(0)", "f(1)", "f(2)"])
+    for runs in (2, 3):
+        scorer = BackendScorer(bwrap_sandbox, limits=Limits(timeout_s=3.0), reference_runs=runs)  # type: ignore[arg-type]
+        reference = scorer.reference(task)
+        assert len(reference.runs) == runs
+        assert len({run[0].value["v"] for run in reference.runs}) == runs
+        score = scorer.score(task, answer("def f(x):\n    return x * 2\n"))
+        assert (score.tests_passed, score.tests_total) == (2, 2)
+        assert "nondeterministic" in score.tests[0].detail
+    single = BackendScorer(bwrap_sandbox, limits=Limits(timeout_s=3.0), reference_runs=1)  # type: ignore[arg-type]
+    assert single.score(task, answer("def f(x):\n    return x * 2\n")).tests_total == 3  # one run: nothing to compare
+
+
+def test_expected_values_are_decoded_once_per_reference(scorer: BackendScorer) -> None:
+    task = make_task("def f(x):\n    return [x, {'k': x}]\n", ["f(1)", "f(2)"])
+    reference = scorer.reference(task)
+    first = reference.expected()
+    assert reference.expected() == first and reference.expected() is not first  # a copy of the cached list
+    assert [e.value for e in first] == [[1, {"k": 1}], [2, {"k": 2}]]
+    assert Reference.from_json(reference.to_json()).expected() == first  # the cache is not part of the record

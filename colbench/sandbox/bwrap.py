@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import os
+import queue
 import select
 import shutil
 import signal
@@ -28,19 +29,22 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, TypeVar
 
 from colbench.errors import SandboxError
 from colbench.sandbox import contract
 from colbench.sandbox.contract import ExecResult, Limits
-from colbench.sandbox.pool import Worker, WorkerPool
+from colbench.sandbox.pool import Worker, WorkerPool, default_workers
 
 log = logging.getLogger(__name__)
 
 UID_BASE = contract.SANDBOX_UID_BASE
+_T = TypeVar("_T")
 
 
 def _python_roots() -> list[str]:
@@ -105,6 +109,42 @@ def _own_process_count() -> int:
     return count
 
 
+class _Spawner:
+    """Starts worker processes from one thread that lives as long as this process.
+
+    ``--die-with-parent`` is ``PR_SET_PDEATHSIG``, which fires when the *thread* that started bubblewrap ends, not
+    its process: a worker started from a scoring thread (a ``ThreadPoolExecutor``'s, as in ``score_many``) would be
+    killed when that thread ends, and the next job would wait for a new one. Started from this daemon thread, a
+    worker still dies with the harness, and only then.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def _serve(self) -> None:
+        while True:
+            call, done = self._requests.get()
+            if done.set_running_or_notify_cancel():
+                try:
+                    done.set_result(call())
+                except BaseException as exc:
+                    done.set_exception(exc)
+
+    def run(self, call: Callable[[], _T]) -> _T:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, name="colbench-bwrap-spawner", daemon=True)
+                self._thread.start()
+        done: Future[_T] = Future()
+        self._requests.put((call, done))
+        return done.result()
+
+
+_spawner = _Spawner()
+
+
 class _ProcessWorker(Worker):
     """A bubblewrap'd runner process, spoken to over pipes."""
 
@@ -112,8 +152,10 @@ class _ProcessWorker(Worker):
         super().__init__()
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the worker; closed in kill())
         try:
-            self.proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, close_fds=True
+            self.proc = _spawner.run(
+                lambda: subprocess.Popen(
+                    argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, close_fds=True
+                )
             )
         except OSError as exc:
             self._stderr.close()
@@ -164,12 +206,13 @@ class _ProcessWorker(Worker):
 
 
 class BwrapSandbox(WorkerPool):
-    """Bubblewrap runtime with a pool of warm workers (at most ``workers`` jobs run at once)."""
+    """Bubblewrap runtime with a pool of warm workers (at most ``workers`` jobs run at once; default: one more than
+    the CPUs)."""
 
     name = "bwrap"
 
     def __init__(self, *, workers: int | None = None, limits: Limits | None = None) -> None:
-        super().__init__(workers=workers or os.cpu_count() or 1, limits=limits or Limits())
+        super().__init__(workers=workers or default_workers(), limits=limits or Limits())
         self.as_root = os.geteuid() == 0
         if not self.as_root:
             log.warning(

@@ -6,7 +6,9 @@ Two operations, because scoring and conformance need different shapes:
   capped output, timeout/OOM flags): the generic primitive the conformance suite attacks.
 * ``run_tests`` runs an untrusted module and then each call expression in a fresh process with its own time limit,
   returning one ``TestOutcome`` per expression. Outcomes carry *claims* (type-tagged JSON) that the host decodes
-  and compares; nothing a test does inside the sandbox can decide that it passed.
+  and compares; nothing a test does inside the sandbox can decide that it passed. ``repeat=N`` runs the whole list
+  N times, each run in processes of its own after a full clean-up (as N calls would, in one round trip), and
+  returns the N runs' outcomes one after the other.
 
 A runtime raises ``SandboxError`` (an ``InfraError``) when it cannot run the job at all; everything the untrusted
 code does to itself (crash, hang, kill its worker) becomes an outcome, never an exception.
@@ -99,7 +101,14 @@ class Sandbox(Protocol):
     def run_program(self, source: str, *, stdin: bytes = b"", limits: Limits | None = None) -> ExecResult: ...
 
     def run_tests(
-        self, code: str, tests: Sequence[str], *, limits: Limits | None = None, seed: int = 0, pool: str = "answer"
+        self,
+        code: str,
+        tests: Sequence[str],
+        *,
+        limits: Limits | None = None,
+        seed: int = 0,
+        pool: str = "answer",
+        repeat: int = 1,
     ) -> list[TestOutcome]: ...
 
     def close(self) -> None: ...

@@ -24,7 +24,7 @@ from colbench.errors import SandboxError
 from colbench.sandbox import contract
 from colbench.sandbox.contract import ExecResult, Limits
 from colbench.sandbox.image import IMAGE, docker_client, image_present
-from colbench.sandbox.pool import Worker, WorkerPool
+from colbench.sandbox.pool import Worker, WorkerPool, default_workers
 
 log = logging.getLogger(__name__)
 
@@ -143,12 +143,13 @@ class _ContainerWorker(Worker):
 
 
 class DockerSandbox(WorkerPool):
-    """Docker runtime with a pool of warm containers (at most ``workers`` jobs run at once)."""
+    """Docker runtime with a pool of warm containers (at most ``workers`` jobs run at once; default: one more than
+    the CPUs)."""
 
     name = "docker"
 
     def __init__(self, *, workers: int | None = None, limits: Limits | None = None, image: str = IMAGE) -> None:
-        super().__init__(workers=workers or os.cpu_count() or 1, limits=limits or Limits())
+        super().__init__(workers=workers or default_workers(), limits=limits or Limits())
         self.image = image
         self.client = docker_client(timeout=120.0)
         if not image_present(self.client, image):

@@ -173,13 +173,17 @@ class Reference:
     runs: tuple[tuple[TestOutcome, ...], ...]
 
     def expected(self) -> list[Expected]:
-        out = []
-        for i, test in enumerate(self.plans):
-            if test.dropped:
-                out.append(Expected(False, reason=test.dropped))
-            else:
-                out.append(_expected_from([run[i] for run in self.runs]))
-        return out
+        """Each test's expected outcome (decoded once per reference, then reused for every answer scored)."""
+        found: list[Expected] | None = self.__dict__.get("_expected")
+        if found is None:
+            found = []
+            for i, test in enumerate(self.plans):
+                if test.dropped:
+                    found.append(Expected(False, reason=test.dropped))
+                else:
+                    found.append(_expected_from([run[i] for run in self.runs]))
+            object.__setattr__(self, "_expected", found)  # a cache beside the fields: not compared, not saved
+        return list(found)
 
     def to_json(self) -> str:
         runs = [[asdict(o) for o in run] for run in self.runs]
@@ -329,12 +333,21 @@ class BackendScorer:
             return []
         return self.sandbox.run_tests(code, tests, limits=self.limits, seed=self.seed, pool=pool)
 
+    def _reference_runs(self, code: str, tests: list[str]) -> list[list[TestOutcome]]:
+        """The reference's outcomes on ``tests``, ``reference_runs`` times over: each run in processes of its own
+        (one sandbox call with ``repeat``), so the runs can disagree exactly as separate calls could."""
+        n, runs = len(tests), max(1, self.reference_runs)
+        if not n:
+            return [[] for _ in range(runs)]
+        flat = self.sandbox.run_tests(code, tests, limits=self.limits, seed=self.seed, pool="reference", repeat=runs)
+        return [flat[r * n : (r + 1) * n] for r in range(runs)]
+
     def _judge_reference(self, task: Task) -> Reference:
         plans = [plan(name, expr, task.ground_truth, self.rules) for name, expr in task.test_cases]
         wrapped = [i for i, p in enumerate(plans) if p.wrapped] if self.rules >= 3 else []
         probes = [probe for i in wrapped for probe in plans[i].probes]
         tests = [p.judged for p in plans] + probes
-        runs = [self.run(task.ground_truth, tests, "reference") for _ in range(self.reference_runs)]
+        runs = self._reference_runs(task.ground_truth, tests)
         n = len(plans)
         if wrapped:
             switched = self._degenerate_check(task, plans, wrapped, runs)
