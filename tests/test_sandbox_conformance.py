@@ -401,16 +401,20 @@ def test_warm_workers_outlive_the_threads_that_started_them(sandbox: Sandbox) ->
     from colbench.sandbox.pool import WorkerPool
 
     assert isinstance(sandbox, WorkerPool)
-    sandbox.warm()
-    with sandbox._lock:
-        started = set(sandbox._all)
-    assert sorted(w.pool for w in started) == ["answer"] * sandbox.workers + ["reference"] * sandbox.workers
-    for _ in range(2):
-        with ThreadPoolExecutor(2) as pool:  # its threads end when the block does
-            list(pool.map(lambda k: values(sandbox, "def f(x):\n    return x\n", [f"f({k})"]), range(4)))
-    with sandbox._lock:
-        assert set(sandbox._all) == started
-    assert all(w.alive() for w in started)
+    fresh = type(sandbox)(workers=2)  # the shared pool may hold workers earlier tests killed
+    try:
+        fresh.warm()
+        with fresh._lock:
+            started = set(fresh._all)
+        assert sorted(w.pool for w in started) == ["answer"] * 2 + ["reference"] * 2
+        for _ in range(2):
+            with ThreadPoolExecutor(2) as pool:  # its threads end when the block does
+                list(pool.map(lambda k: values(fresh, "def f(x):\n    return x\n", [f"f({k})"]), range(4)))
+        with fresh._lock:
+            assert set(fresh._all) == started
+        assert all(w.alive() for w in started)
+    finally:
+        fresh.close()
 
 
 def test_sysv_ipc_objects_do_not_survive_the_job(sandbox: Sandbox) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from colbench.domains.base import Domain
+from colbench.errors import ConfigError
 from colbench.eval.config import EvalConfig
 from colbench.llm.specs import parse_spec
 from colbench.report.costs import LIST_PRICES, Prices
@@ -87,7 +88,10 @@ def _out_tokens(config: EvalConfig, role: str, default: int) -> int:
 
 def _model(spec: str, role: str) -> tuple[str, bool]:
     """The model name a price is looked up by, and whether the role calls a model at all."""
-    parsed = parse_spec(spec, role)
+    try:
+        parsed = parse_spec(spec, role)
+    except ConfigError:  # an agent object given with a name of its own: what it calls is its business
+        return spec, False
     return (parsed.value or parsed.text), parsed.is_model
 
 

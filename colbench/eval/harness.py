@@ -36,7 +36,7 @@ from colbench.agents import Agent, ChatAgent
 from colbench.domains import get_domain
 from colbench.domains.base import Domain, Scorer
 from colbench.episode import ColbenchEnv
-from colbench.errors import ConfigError, InfraError
+from colbench.errors import ColbenchError, ConfigError, InfraError
 from colbench.eval.config import EvalConfig
 from colbench.eval.forecast import forecast, forecast_text
 from colbench.eval.player import EpisodePlayer, Played, jsonable
@@ -335,8 +335,11 @@ class _Runner:
             },
         }
         if previous is None:  # what --dry-run would have said: the report shows it beside what the run spent
-            typical = forecast(config, domain, first_prompts(config.env_id, selected), _episode_tasks(config, selected))
-            run_json["forecast"] = typical[0].as_dict()
+            try:
+                prompts = first_prompts(config.env_id, selected)
+                run_json["forecast"] = forecast(config, domain, prompts, _episode_tasks(config, selected))[0].as_dict()
+            except ColbenchError as exc:  # a plug-in env or domain the forecast cannot read: the run goes on
+                log.warning("no forecast for this run: %s", exc)
         run_json["config_sha256"] = config_sha256(run_json)
         if previous is not None:
             diff = first_difference(compared_view(previous), compared_view(run_json))
