@@ -6,13 +6,14 @@ Two workloads, each first on the single-node path (no Ray: the baseline every ra
 cluster (``ray.cluster_utils.Cluster``: a head with no ColBench unit, the driver's node, plus K worker nodes with
 one ``colbench_sandbox`` unit each, so K actors):
 
-* latency-bound: ``colbench eval`` of ``--episodes`` episodes, ``--concurrency`` at once, the agent asking every
+* latency-bound: ``colbench eval`` of ``--episodes`` episodes (one per task: trials of one task would be answered
+  from the reply cache), ``--concurrency`` at once, the agent asking every
   turn (``scripted:ask``) and the simulated human an OpenAI-compatible stub answering each request after exactly
   ``--latency`` seconds (bench/stub_server.py) through the real openai client; 3 turns, so 2 replies per episode.
   Ideal: concurrency / (2 x latency) episodes/s.
 * CPU-bound: ``colbench score backend`` of every task's reference answer (the 300-task sample of the real test
   split when ../shared is there, else the bundled sample repeated) with a cold reference cache, bubblewrap sandbox;
-  ``--jobs`` is 2 on the single-node path (the cores this machine has) and 2 / K per node on the cluster.
+  ``--jobs`` is 3 on the single-node path (the sandbox's default on 2 cores) and 3 / K per node on the cluster.
 
 On one machine, K nodes share its cores: the CPU-bound rows show what Ray costs, not what more machines give
 (that is K times one node's rate, less the driver's share: see docs/scale.md). Nothing is asserted.
@@ -28,53 +29,80 @@ import os
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 from stub_server import start_stub
 
 from colbench.cli import main as cli_main
 from colbench.eval import EvalConfig, run_eval
+from colbench.ray.score_actors import RayScoring
+from colbench.runs import load_run
 from colbench.tasks import load_jsonl, load_split
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "colbench" / "backend_test_sample.jsonl"
 
 
-def eval_rate(out: Path, args: argparse.Namespace, base_url: str, ray_address: str | None) -> float:
-    per_task = 16
+def eval_rate(
+    out: Path, args: argparse.Namespace, tasks: str, count: int, base_url: str, ray_address: str | None
+) -> tuple[float, float]:
+    """Episodes per second over the whole run and after the first episode started (the actors' start-up)."""
+    # one episode per task: trials of one task would ask the human the same questions, answered from the cache
+    trials = -(-args.episodes // count)
     config = EvalConfig(
         env_id="ColBench-Backend-v1",
         agent="scripted:ask",
         simulator="openai:bench-human",
         simulator_options={"base_url": base_url, "api_key": "bench", "timeout_s": 120.0},
         out=out,
-        tasks="backend-sample",
-        limit=max(1, args.episodes // per_task),
-        trials=per_task,
+        tasks=tasks,
+        limit=min(count, args.episodes),
+        trials=trials,
         concurrency=args.concurrency,
         max_turns=3,
         sandbox="bwrap",
         progress="off",
         ray=ray_address,
     )
-    start = time.perf_counter()
+    started, start = time.time(), time.perf_counter()
     result = run_eval(config, stderr=None)
     wall = time.perf_counter() - start
     if result.overall.infra or result.overall.ok != result.total:
         raise SystemExit(f"eval: {result.summary_line()}")
-    return result.total / wall
+    first = min(
+        datetime.fromisoformat(r.row["timings"]["started"]).timestamp() for r in load_run(out).episodes.values()
+    )
+    startup = max(0.0, first - started)
+    return result.total / wall, result.total / max(1e-9, wall - startup)
 
 
-def score_rate(out: Path, answers: Path, tasks: str, jobs: int, ray_address: str | None, count: int) -> float:
+def score_rate(
+    out: Path, answers: Path, tasks: str, jobs: int, ray_address: str | None, count: int
+) -> tuple[float, float]:
+    """Tasks per second over the whole command and without the actors' start-up (Ray only)."""
     argv = ["score", "backend", "--tasks", tasks, "--answers", str(answers), "--out", str(out), "--sandbox", "bwrap"]
     argv += ["--jobs", str(jobs)]
     if ray_address is not None:
         argv += ["--ray", ray_address]
+    startup = [0.0]
+    real_init = RayScoring.__init__
+
+    def timed_init(self: RayScoring, *a: object, **k: object) -> None:
+        mark = time.perf_counter()
+        real_init(self, *a, **k)  # type: ignore[arg-type]
+        startup[0] = time.perf_counter() - mark
+
+    RayScoring.__init__ = timed_init  # type: ignore[method-assign]
     start = time.perf_counter()
-    with contextlib.redirect_stdout(io.StringIO()):
-        code = cli_main(argv)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            code = cli_main(argv)
+    finally:
+        RayScoring.__init__ = real_init  # type: ignore[method-assign]
     if code != 0:
         raise SystemExit("score failed")
-    return count / (time.perf_counter() - start)
+    wall = time.perf_counter() - start
+    return count / wall, count / (wall - startup[0])
 
 
 def main() -> int:
@@ -102,7 +130,9 @@ def main() -> int:
         f"{args.concurrency} at once, human latency {args.latency}s (ideal {ideal:.1f} episodes/s); "
         f"score: {len(tasks)} reference answers from {tasks_spec}, cold cache"
     )
-    print(f"{'path':>14} {'episodes/s':>11} {'ratio':>6} {'of ideal':>9} {'tasks/s':>8} {'ratio':>6}")
+    print(
+        f"{'path':>14} {'episodes/s':>10} {'steady':>7} {'ratio':>6} {'of ideal':>9} {'tasks/s':>8} {'steady':>7} {'ratio':>6}"
+    )
     try:
         with tempfile.TemporaryDirectory(prefix="colbench-scale-") as tmp:
             root = Path(tmp)
@@ -112,10 +142,11 @@ def main() -> int:
             )
             # a short unreported run: imports and the first sandbox workers are one-time costs
             score_rate(root / "warm.jsonl", answers, tasks_spec, 2, None, len(tasks))
-            base_eval = eval_rate(root / "local", args, base_url, None)
-            base_score = score_rate(root / "local.jsonl", answers, tasks_spec, 2, None, len(tasks))
+            base_eval, _ = eval_rate(root / "local", args, tasks_spec, len(tasks), base_url, None)
+            base_score, _ = score_rate(root / "local.jsonl", answers, tasks_spec, 3, None, len(tasks))
             print(
-                f"{'single node':>14} {base_eval:>11.1f} {1:>6.2f} {base_eval / ideal:>9.1%} {base_score:>8.1f} {1:>6.2f}"
+                f"{'single node':>14} {base_eval:>10.1f} {'':>7} {1:>6.2f} {base_eval / ideal:>9.1%} "
+                f"{base_score:>8.1f} {'':>7} {1:>6.2f}"
             )
             sys.stdout.flush()
             for k in (int(x) for x in args.nodes.split(",")):
@@ -125,21 +156,27 @@ def main() -> int:
                 cluster.wait_for_nodes()
                 ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
                 try:
-                    rate = eval_rate(root / f"ray{k}", args, base_url, cluster.address)
-                    jobs = max(1, 2 // k)
-                    tps = score_rate(root / f"ray{k}.jsonl", answers, tasks_spec, jobs, cluster.address, len(tasks))
+                    rate, steady = eval_rate(root / f"ray{k}", args, tasks_spec, len(tasks), base_url, cluster.address)
+                    jobs = max(1, 3 // k)
+                    tps, tsteady = score_rate(
+                        root / f"ray{k}.jsonl", answers, tasks_spec, jobs, cluster.address, len(tasks)
+                    )
                 finally:
                     ray.shutdown()
                     cluster.shutdown()
                 print(
-                    f"{f'ray, {k} node(s)':>14} {rate:>11.1f} {rate / base_eval:>6.2f} {rate / ideal:>9.1%} "
-                    f"{tps:>8.1f} {tps / base_score:>6.2f}"
+                    f"{f'ray, {k} node(s)':>14} {rate:>10.1f} {steady:>7.1f} {rate / base_eval:>6.2f} "
+                    f"{rate / ideal:>9.1%} {tps:>8.1f} {tsteady:>7.1f} {tps / base_score:>6.2f}"
                 )
                 sys.stdout.flush()
     finally:
         stub.terminate()
         stub.join(timeout=5)
-    print(f"ratio = rate / the single-node path's in this run; load average {os.getloadavg()[0]:.1f} at the end")
+    print(
+        "steady = the same without the actors' start-up (from the run's start to its first episode; the scorer's "
+        f"construction); ratio = rate / the single-node path's in this run; load average {os.getloadavg()[0]:.1f} at "
+        "the end"
+    )
     return 0
 
 

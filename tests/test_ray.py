@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -379,3 +380,15 @@ def test_the_ray_vector_env_survives_the_loss_of_a_shards_node(cluster: Cluster)
             env.close()
             cluster.add_node(**NODE_ARGS)
             cluster.wait_for_nodes()
+
+
+def test_an_unreachable_cluster_is_a_one_line_error_not_a_hang(tmp_path: Path) -> None:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]  # nothing listens there once the socket is closed
+    argv = ["eval", "--env", "ColBench-Backend-v1", "--agent", "scripted:reference", "--simulator", "scripted"]
+    argv += ["--tasks", "backend-sample", "--limit", "1", "--out", str(tmp_path / "run"), "--ray", f"127.0.0.1:{port}"]
+    done = subprocess.run([shutil.which("colbench") or "colbench", *argv], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if "error" in line.lower()]
+    assert lines and f"cannot reach the Ray cluster at 127.0.0.1:{port}" in lines[-1]

@@ -9,6 +9,7 @@ node of an RL run declares no unit, so rollouts and scoring stay off it.
 from __future__ import annotations
 
 import logging
+import socket
 from typing import Any
 
 from colbench.errors import ConfigError, InfraError
@@ -33,11 +34,25 @@ def connect(address: str | None) -> Any:
     ray = import_ray()
     if ray.is_initialized():
         return ray
+    _reachable(address)
     try:
         ray.init(address=address or None, log_to_driver=False, logging_level=logging.WARNING)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise InfraError(f"cannot join the Ray cluster at {address or 'the default address'}: {exc}") from exc
     return ray
+
+
+def _reachable(address: str | None, timeout_s: float = 10.0) -> None:
+    """A one-line error for a cluster that is not there (``ray.init`` would wait for it without end)."""
+    if not address or address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"--ray {address!r}: expected HOST:PORT, ray://HOST:PORT or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise InfraError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None
 
 
 def actor_options(ray: Any, *, max_concurrency: int) -> dict[str, Any]:
