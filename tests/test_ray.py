@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ import pytest
 from openai_stub import StubOpenAIServer
 
 from colbench.cli import main as cli_main
-from colbench.eval import EvalConfig, run_eval
+from colbench.eval import EvalConfig, EvalResult, run_eval
 from colbench.tasks import load_split
 from colbench.tasks.record import Task
 
@@ -226,22 +226,35 @@ def _wait_for_rows(run: Path, count: int, timeout: float = 120.0) -> None:
     raise AssertionError(f"{run}: fewer than {count} episodes after {timeout}s")
 
 
-def test_a_node_killed_mid_run_loses_no_episode_and_doubles_none(
-    cluster: Cluster, stub: StubOpenAIServer, local_run: Path, tmp_path: Path
-) -> None:
-    out = tmp_path / "killed"
-    results: list[Any] = []
+def _run_interrupted(
+    out: Path, stub: StubOpenAIServer, cluster: Cluster, after_rows: int, interrupt: Callable[[], object]
+) -> EvalResult:
+    """A 40-episode run on the cluster, ``interrupt()`` called once ``after_rows`` episodes are written."""
+    results: list[EvalResult] = []
     runner = threading.Thread(
         target=lambda: results.append(run_eval(_config(out, stub, trials=2, ray=cluster.address)))
     )
     runner.start()
-    _wait_for_rows(out, 6)
-    victim = next(node for node in cluster.worker_nodes)
-    cluster.remove_node(victim, allow_graceful=False)
+    _wait_for_rows(out, after_rows)
+    interrupt()
     runner.join(timeout=300)
-    assert not runner.is_alive() and results and results[0].overall.ok == 40
+    assert not runner.is_alive() and results
+    return results[0]
+
+
+def _assert_each_episode_once(out: Path) -> None:
     keys = Counter((r["task_id"], r["trial"]) for r in _rows(out))
-    assert len(keys) == 40 and set(keys.values()) == {1}  # every episode once
+    assert len(keys) == 40 and set(keys.values()) == {1}
+
+
+def test_a_node_killed_mid_run_loses_no_episode_and_doubles_none(
+    cluster: Cluster, stub: StubOpenAIServer, local_run: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "killed"
+    victim = next(node for node in cluster.worker_nodes)
+    result = _run_interrupted(out, stub, cluster, 6, lambda: cluster.remove_node(victim, allow_graceful=False))
+    assert result.overall.ok == 40
+    _assert_each_episode_once(out)
     assert _scores(out) == _scores(local_run)
     assert "lost" in (out / "eval.log").read_text()  # an actor really was lost, and its episodes ran elsewhere
     cluster.add_node(**NODE_ARGS)  # back to three worker nodes for the next tests
@@ -268,8 +281,7 @@ def test_a_killed_driver_continues_with_resume(
     assert before < 40
     done = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    keys = Counter((r["task_id"], r["trial"]) for r in _rows(out))
-    assert len(keys) == 40 and set(keys.values()) == {1}
+    _assert_each_episode_once(out)
     assert _scores(out) == _scores(local_run)
 
 
@@ -277,16 +289,10 @@ def test_sandbox_workers_killed_under_a_run_are_replaced(
     cluster: Cluster, stub: StubOpenAIServer, local_run: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "sandbox"
-    results: list[Any] = []
-    runner = threading.Thread(
-        target=lambda: results.append(run_eval(_config(out, stub, trials=2, ray=cluster.address)))
-    )
-    runner.start()
-    _wait_for_rows(out, 4)
-    killed = _kill_runners()
-    runner.join(timeout=300)
-    assert killed >= 1
-    assert results and results[0].overall.ok == 40
+    killed: list[int] = []
+    result = _run_interrupted(out, stub, cluster, 4, lambda: killed.append(_kill_runners()))
+    assert killed[0] >= 1
+    assert result.overall.ok == 40
     assert _scores(out) == _scores(local_run)
 
 

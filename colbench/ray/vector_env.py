@@ -30,7 +30,7 @@ from gymnasium.vector.utils import batch_space
 from colbench.episode import Transcript
 from colbench.errors import ConfigError, InfraError
 from colbench.ray.cluster import actor_options, connect, default_workers, lost_errors, node_of
-from colbench.ray.workers import START_S
+from colbench.ray.workers import START_S, cause, wait_started
 from colbench.spaces import UnicodeText
 from colbench.vector import ColbenchVectorEnv, LoopThread, Step, Steps, autoreset_mode_of, options_for, seeds_for
 
@@ -102,7 +102,7 @@ class RayVectorEnv(VectorEnv[tuple[str, ...], tuple[str, ...], np.ndarray]):
         self._args = (env_id, self.autoreset_mode.value, env_kwargs)
         self._lost = lost_errors(self._ray)
         self._shards = [self._remote.remote(env_id, s.stop - s.start, *self._args[1:]) for s in self._slices]
-        self._ready(self._shards)
+        wait_started(self._ray, self._shards, "rollout worker")
         self._observations: list[str] = [""] * num_envs
         self.losses = 0
         self._runner = LoopThread("colbench-ray-vector")
@@ -195,7 +195,7 @@ class RayVectorEnv(VectorEnv[tuple[str, ...], tuple[str, ...], np.ndarray]):
         except TimeoutError:
             raise InfraError(f"rollout worker {k} was lost; no node had room for another in {START_S:.0f}s") from None
         except Exception as exc:
-            raise InfraError(f"rollout worker {k} was lost and its replacement failed: {_one_line(exc)}") from None
+            raise InfraError(f"rollout worker {k} was lost and its replacement failed: {cause(exc)}") from None
         self._shards[k] = shard
         lost: dict[str, Any] = {"error": error}
         if self.autoreset_mode is AutoresetMode.SAME_STEP:
@@ -204,21 +204,3 @@ class RayVectorEnv(VectorEnv[tuple[str, ...], tuple[str, ...], np.ndarray]):
             return [(reset[i][0], 0.0, False, True, {**reset[i][1], **final}) for i in range(n)]
         await shard.mark_finished.remote()
         return [("", 0.0, False, True, dict(lost)) for _ in range(n)]
-
-    def _ready(self, shards: list[Any]) -> None:
-        refs = [shard.ready.remote() for shard in shards]
-        ready, waiting = self._ray.wait(refs, num_returns=len(refs), timeout=START_S)
-        if waiting:
-            raise InfraError(
-                f"{len(waiting)} rollout worker(s) could not be placed on the Ray cluster in {START_S:.0f}s: "
-                "give nodes the colbench_sandbox resource, or ask for fewer workers"
-            )
-        for ref in ready:
-            try:
-                self._ray.get(ref)
-            except Exception as exc:
-                raise InfraError(f"a rollout worker failed to start: {_one_line(exc)}") from None
-
-
-def _one_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"

@@ -43,22 +43,8 @@ class ActorSet:
 
     def _start(self, count: int) -> None:
         actors = [self._remote.remote(*self._args) for _ in range(count)]
-        refs = [actor.ready.remote() for actor in actors]
-        ready, waiting = self.ray.wait(refs, num_returns=len(refs), timeout=START_S)
-        if waiting:
-            for actor in actors:
-                self.ray.kill(actor)
-            raise InfraError(
-                f"only {len(ready)} of {count} {self.what} actors could be placed on the Ray cluster in "
-                f"{START_S:.0f}s: give nodes the colbench_sandbox resource, or ask for fewer (--ray-workers)"
-            )
-        for actor, ref in zip(actors, refs, strict=True):
-            try:
-                self.nodes[actor] = self.ray.get(ref)
-            except Exception as exc:
-                for other in actors:
-                    self.ray.kill(other)
-                raise InfraError(f"a {self.what} actor failed to start: {_cause(exc)}") from None
+        for actor, node in zip(actors, wait_started(self.ray, actors, self.what), strict=True):
+            self.nodes[actor] = node
             self.live[actor] = 0
 
     async def call(self, method: str, *args: Any) -> Any:
@@ -70,7 +56,7 @@ class ActorSet:
             try:
                 return await getattr(actor, method).remote(*args)
             except self._lost as exc:
-                last = _cause(exc)
+                last = cause(exc)
                 self._replace(actor, last)
             finally:
                 if actor in self.live:
@@ -102,7 +88,7 @@ class ActorSet:
         try:
             self.nodes[actor] = await actor.ready.remote()
         except Exception as exc:
-            log.warning("a replacement %s actor did not start: %s", self.what, _cause(exc))
+            log.warning("a replacement %s actor did not start: %s", self.what, cause(exc))
             return
         finally:
             self._pending.discard(actor)
@@ -120,7 +106,28 @@ class ActorSet:
         self._pending.clear()
 
 
-def _cause(exc: BaseException) -> str:
+def wait_started(ray: Any, actors: list[Any], what: str) -> list[str]:
+    """Each actor's node once all are up (their ``ready()``); if one cannot be placed in ``START_S`` or fails to
+    start, all are killed and the error is one line."""
+    refs = [actor.ready.remote() for actor in actors]
+    ready, waiting = ray.wait(refs, num_returns=len(refs), timeout=START_S)
+    try:
+        if waiting:
+            raise InfraError(
+                f"only {len(ready)} of {len(actors)} {what} actors could be placed on the Ray cluster in "
+                f"{START_S:.0f}s: give nodes the colbench_sandbox resource, or ask for fewer workers"
+            )
+        try:
+            return [str(ray.get(ref)) for ref in refs]
+        except Exception as exc:
+            raise InfraError(f"a {what} actor failed to start: {cause(exc)}") from None
+    except InfraError:
+        for actor in actors:
+            ray.kill(actor)
+        raise
+
+
+def cause(exc: BaseException) -> str:
     """The first line of what Ray says, which names the real error."""
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text[:300]}"

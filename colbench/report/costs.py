@@ -17,6 +17,7 @@ import json
 import math
 import tomllib
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -182,8 +183,6 @@ def forecast_against_actual(run: Run, prices: Prices | None) -> tuple[list[str],
 
 def _span_minutes(run: Run) -> str:
     """From the first episode's start to the last one's end (sessions of a resumed run and the gaps between them)."""
-    from datetime import datetime
-
     spans = []
     for record in run.episodes.values():
         timings = record.row.get("timings") or {}
