@@ -140,7 +140,7 @@ def main() -> int:
         f"scoring {args.scoring}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start"
     )
     header = f"{'path':>6} {'N':>4} {'turns':>6} {'wall s':>7} {'turns/s':>8} {'ideal':>7} {'ratio':>6}"
-    print(header + f" {'cpu s':>6} {'stub cpu s':>10}")
+    print(header + f" {'cpu s':>6} {'ms/turn':>7} {'stub cpu s':>10}")
     try:
         with tempfile.TemporaryDirectory(prefix="colbench-bench-") as tmp:
             # One short unreported run first: imports, the first connection and the first env are one-time costs.
@@ -151,7 +151,8 @@ def main() -> int:
                     m = measure(n, path, args, base_url, Path(tmp), stub.pid)
                     print(
                         f"{path:>6} {n:>4} {m['turns']:>6.0f} {m['wall']:>7.2f} {m['rate']:>8.2f} {m['ideal']:>7.2f} "
-                        f"{m['rate'] / m['ideal']:>6.1%} {m['cpu']:>6.2f} {m['stub_cpu']:>10.2f}"
+                        f"{m['rate'] / m['ideal']:>6.1%} {m['cpu']:>6.2f} {1000 * m['cpu'] / m['turns']:>7.2f} "
+                        f"{m['stub_cpu']:>10.2f}"
                     )
                     sys.stdout.flush()
     finally:
@@ -159,8 +160,9 @@ def main() -> int:
         stub.join(timeout=5)
     print(
         "ratio = measured turn throughput / ideal (N/L; N T/((2T-1) L) with the stub human); wall = the whole run_eval, "
-        "set-up and fsync'ed writes included; cpu s = this process (runner + openai client), stub cpu s = the stub "
-        f"server's process; load average {os.getloadavg()[0]:.1f} at the end"
+        "set-up and fsync'ed writes included; cpu s = this process (runner + openai client), ms/turn = its CPU per "
+        "turn (what N episodes answered together cost the event loop before the last of them is sent on), stub cpu "
+        f"s = the stub server's process; load average {os.getloadavg()[0]:.1f} at the end"
     )
     return 0
 

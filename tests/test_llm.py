@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
+import json
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -259,8 +262,8 @@ def test_a_cached_reply_costs_no_request_and_no_tokens(stub: StubOpenAIServer, t
 def test_one_request_is_built_once_and_is_what_the_server_receives(stub: StubOpenAIServer) -> None:
     client = client_for(stub, max_tokens=7, extra_body={"seed": 3})
     request = client.request(HELLO)
-    assert request.key["model"] == request.kwargs["model"] == "stub-model"
-    assert request.key["messages"] is request.kwargs["messages"]  # one list, not rebuilt
+    assert request.key["model"] == request.body["model"] == "stub-model"
+    assert request.key["messages"] is request.body["messages"]  # one list, not rebuilt
     client.chat(HELLO)
     sent = stub.requests[0]
     assert (sent["messages"], sent["max_tokens"], sent["seed"]) == (HELLO, 7, 3)
@@ -372,3 +375,214 @@ def test_local_still_means_llamacpp_and_says_so_once(capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err
     assert err.count("colbench: deprecated: the model spec 'local:' is now 'llamacpp:'") == 1
     assert err.count("colbench: deprecated: the model spec 'local' is now 'llamacpp'") == 1
+
+
+# -- the async HTTP/1.1 transport under LLMClient -------------------------------------------------------------------
+
+COMPLETION = json.dumps(
+    {"choices": [{"message": {"content": "raw ok"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 3}}
+).encode()
+
+
+def _response(body: bytes = COMPLETION, *, status: str = "200 OK", headers: str = "", length: bool = True) -> bytes:
+    head = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{headers}"
+    if length:
+        head += f"Content-Length: {len(body)}\r\n"
+    return head.encode() + b"\r\n" + body
+
+
+def _chunked(body: bytes, size: int = 7) -> bytes:
+    chunks = b"".join(
+        b"%x;ext=1\r\n%s\r\n" % (len(body[i : i + size]), body[i : i + size]) for i in range(0, len(body), size)
+    )
+    return _response(chunks + b"0\r\nX-Trailer: t\r\n\r\n", headers="Transfer-Encoding: chunked\r\n", length=False)
+
+
+class RawServer:
+    """An asyncio HTTP server on the running loop that answers each request with the next scripted raw response
+    (bytes, written in pieces to exercise the client's framing), optionally closing the connection after it."""
+
+    def __init__(self, *replies: bytes | tuple[bytes, bool]) -> None:
+        self.replies = list(replies)
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> RawServer:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    @property
+    def base_url(self) -> str:
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1"
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length")
+                    ),
+                    0,
+                )
+                self.requests.append(head + await reader.readexactly(length))
+                reply = self.replies.pop(0) if self.replies else _response()
+                data, close = reply if isinstance(reply, tuple) else (reply, False)
+                for i in range(0, len(data), 50):  # in pieces, as a network would deliver them
+                    writer.write(data[i : i + 50])
+                    await writer.drain()
+                if close:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+def raw_client(server: RawServer, **options: object) -> LLMClient:
+    settings: dict[str, object] = {"timeout_s": 5.0, "max_retries": 0, "api_key": "sk-raw"}
+    settings.update(options)
+    return LLMClient(Endpoint(model="m", base_url=server.base_url, **settings))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        _response(),
+        _chunked(COMPLETION),
+        _response(headers="Connection: close\r\n", length=False) + b"",  # delimited by the close
+        b"HTTP/1.1 100 Continue\r\n\r\n" + _response(),
+        _response(gzip.compress(COMPLETION), headers="Content-Encoding: gzip\r\n"),
+    ],
+    ids=["content-length", "chunked", "until-close", "interim-100", "gzip"],
+)
+def test_the_transport_reads_every_framing(reply: bytes) -> None:
+    close = b"Connection: close" in reply
+
+    async def go() -> ChatReply:
+        async with RawServer((reply, close)) as server:
+            client = raw_client(server)
+            try:
+                return await client.achat(HELLO)
+            finally:
+                await client.aclose()
+
+    result = asyncio.run(go())
+    assert (result.text, result.finish_reason, result.usage.prompt_tokens) == ("raw ok", "stop", 3)
+
+
+def test_the_transport_keeps_connections_alive_and_replaces_closed_ones() -> None:
+    async def go() -> tuple[int, list[bytes]]:
+        async with RawServer(_response(), (_response(), True), _response(), _response()) as server:
+            client = raw_client(server)
+            try:
+                for _ in range(2):  # one connection for both; the server closes it after the second
+                    assert (await client.achat(HELLO)).text == "raw ok"
+                await asyncio.sleep(0.05)
+                for _ in range(2):  # a new one, kept alive again
+                    assert (await client.achat(HELLO)).text == "raw ok"
+            finally:
+                await client.aclose()
+            return server.connections, server.requests
+
+    connections, requests = asyncio.run(go())
+    assert connections == 2
+    head = requests[0].split(b"\r\n\r\n")[0].lower()
+    assert head.startswith(b"post /v1/chat/completions http/1.1") and b"authorization: bearer sk-raw" in head
+
+
+def test_the_transport_caps_connections_at_the_pool_size() -> None:
+    async def go() -> tuple[int, list[str]]:
+        async with RawServer() as server:
+            client = raw_client(server, max_connections=2)
+            try:
+                replies = await asyncio.gather(
+                    *(client.achat([{"role": "user", "content": f"q{i}"}]) for i in range(6))
+                )
+            finally:
+                await client.aclose()
+            return server.connections, [r.text for r in replies]
+
+    connections, texts = asyncio.run(go())
+    assert connections == 2 and texts == ["raw ok"] * 6
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+        b"NOT HTTP\r\n\r\n",
+        _response(b"x", headers="Content-Length: 2\r\n"),
+    ],
+    ids=["cut-short", "not-http", "conflicting-lengths"],
+)
+def test_a_broken_response_is_a_connection_error(reply: bytes) -> None:
+    async def go() -> None:
+        async with RawServer((reply, True)) as server:
+            client = raw_client(server)
+            try:
+                await client.achat(HELLO)
+            finally:
+                await client.aclose()
+
+    with pytest.raises(LLMError, match="APIConnectionError"):
+        asyncio.run(go())
+
+
+def test_a_refused_connection_is_a_connection_error() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens once the socket is closed
+    client = LLMClient(Endpoint(model="m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0, timeout_s=2.0))
+    with pytest.raises(LLMError, match="APIConnectionError"):
+        asyncio.run(client.achat(HELLO))
+
+
+def test_a_request_on_an_open_connection_is_written_before_the_loop_runs_anything_else() -> None:
+    """The point of the transport: no pass through the event loop between the request and the wire (the task's
+    first step writes it), so requests answered together do not all go out together."""
+
+    async def go() -> list[bytes]:
+        async with RawServer() as server:
+            client = raw_client(server)
+            try:
+                await client.achat(HELLO)  # opens the connection
+                transport = client._async_state()[0]._client._transport  # type: ignore[attr-defined]
+                conn = next(c for idle in transport._idle.values() for c in idle)
+                written: list[bytes] = []
+                write = conn.transport.write
+                conn.transport.write = lambda data: (written.append(data), write(data))
+                task = asyncio.ensure_future(client.achat([{"role": "user", "content": "second"}]))
+                await asyncio.sleep(0)  # the task's first step runs before this coroutine resumes
+                assert written and b'"second"' in written[0], "the request was not written in the task's first step"
+                assert (await task).text == "raw ok"
+            finally:
+                await client.aclose()
+            return written
+
+    assert asyncio.run(go())
+
+
+def test_the_transport_runs_on_uvloop(stub: StubOpenAIServer) -> None:
+    """Ray's async actors run on uvloop when it is installed: its transports are not asyncio.Transport subclasses."""
+    uvloop = pytest.importorskip("uvloop")
+    client = client_for(stub, max_retries=0)
+
+    async def go() -> list[str]:
+        try:
+            first = await client.achat(HELLO)
+            more = await asyncio.gather(*(client.achat([{"role": "user", "content": f"q{i}"}]) for i in range(3)))
+            return [first.text, *(r.text for r in more)]
+        finally:
+            await client.aclose()
+
+    assert uvloop.run(go()) == ["echo: hello there", "echo: q0", "echo: q1", "echo: q2"]

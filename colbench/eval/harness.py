@@ -19,6 +19,7 @@ run directory's format is docs/run-format.md (:mod:`colbench.runs`); docs/evalua
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import re
 import sys
@@ -40,7 +41,7 @@ from colbench.errors import ColbenchError, ConfigError, InfraError
 from colbench.eval.config import EvalConfig
 from colbench.eval.forecast import forecast, forecast_text
 from colbench.eval.player import EpisodePlayer, Played, jsonable
-from colbench.eval.progress import Progress, Tally
+from colbench.eval.progress import Pricing, Progress, Tally
 from colbench.leaks import LeakPolicy
 from colbench.llm.specs import parse_spec
 from colbench.registration import env_specs
@@ -387,6 +388,7 @@ class _Runner:
             domain=self.domain,
             stream=None if self.config.progress == "off" else stderr,
             mode=self.config.progress,
+            pricing=Pricing.for_run(self.run_json, self.config.prices),
         )
         handler = logging.FileHandler(self.out / LOG_FILE, encoding="utf-8", delay=True)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -396,10 +398,14 @@ class _Runner:
         interrupted = False
         try:
             if pending:
+                # what exists now (modules, tasks, the player) lives for the whole run: out of the collector's
+                # sight, a full collection costs the episodes' garbage, not every object of the process
+                gc.freeze()
                 asyncio.run(self._drive(pending, progress))
         except KeyboardInterrupt:
             interrupted = True
         finally:
+            gc.unfreeze()
             package_log.removeHandler(handler)
             handler.close()
         overall = Tally()
@@ -467,6 +473,9 @@ class _Runner:
             async with asyncio.TaskGroup() as group:
                 for _ in range(min(self.config.concurrency, len(queue))):
                     group.create_task(worker())
+                    # let it send its first request now: started all at once, N episodes send together, are
+                    # answered together and stay in lockstep, each turn paying for the CPU of all N
+                    await asyncio.sleep(0)
         except* InfraError as errors:
             raise errors.exceptions[0] from None
         finally:
