@@ -538,6 +538,10 @@ def test_frontend_eval_scores_similarity_and_keeps_the_final_pages(tmp_path: Pat
         assert row["reward"] == 1.0 and row["success"] is None and row["score"]["similarity"] == 1.0
         assert row["answer_html"].lstrip().startswith("<html") and row["screenshot"].startswith("screens/")
         assert (out / row["screenshot"]).read_bytes().startswith(b"\x89PNG")
+        # the reference page beside it, for the report: the reference agent's page is the reference itself
+        assert row["reference_screenshot"] == f"screens/reference/{row['task_id']}.png"
+        assert (out / row["reference_screenshot"]).read_bytes() == (out / row["screenshot"]).read_bytes()
+    assert len(list((out / "screens" / "reference").iterdir())) == 2
     for row in records(tmp_path / "ask"):  # no page ever: the documented floor, and no screenshot
         assert row["status"] == "ok" and row["termination"] == "turn_limit" and row["reward"] == 0.0
         assert row["screenshot"] is None

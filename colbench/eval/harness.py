@@ -441,6 +441,8 @@ class _Runner:
         if limit is None:
             limit = max(20, 2 * self.config.concurrency)
 
+        references_saved: set[str] = set()
+
         async def worker() -> None:
             while queue and self.stop_reason is None:
                 task_id, trial = queue.popleft()
@@ -450,6 +452,10 @@ class _Runner:
                 try:
                     if played.png is not None:
                         await writer.save_file(row["screenshot"], played.png)
+                    reference = row.get("reference_screenshot")
+                    if isinstance(reference, str) and played.reference_png and reference not in references_saved:
+                        references_saved.add(reference)  # one file per task, whatever the trials
+                        await writer.save_file(reference, played.reference_png)
                     await writer.append(row)
                 except OSError as exc:
                     raise InfraError(f"cannot write in {self.out}: {exc}") from exc

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from colbench.leaks import LeakPolicy
 from colbench.llm.client import LLMClient, Message, Usage
 from colbench.llm.limits import EndpointLimits
 from colbench.llm.specs import parse_spec
-from colbench.runs import CACHE, screenshot_name
+from colbench.runs import CACHE, reference_screenshot_name, screenshot_name
 from colbench.simulators import Simulator
 from colbench.storage import canonical_json, utc_timestamp
 from colbench.tasks.record import Task
@@ -37,11 +37,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Played:
-    """An episode's record (one line of episodes.jsonl) and the PNG its ``screenshot`` names, for the driver to
-    write."""
+    """An episode's record (one line of episodes.jsonl) and the PNGs its ``screenshot`` and
+    ``reference_screenshot`` name, for the driver to write."""
 
     row: dict[str, Any]
     png: bytes | None = None
+    reference_png: bytes | None = None
 
 
 @dataclass
@@ -54,6 +55,8 @@ class EpisodePlayer:
     agent: Agent
     simulator: Simulator
     env_kwargs: dict[str, Any]
+    # tasks whose reference screenshot this player has handed to its driver (one per task, whatever the trials)
+    _references_given: set[str] = field(default_factory=set, init=False, repr=False)
 
     @classmethod
     def from_config(
@@ -98,6 +101,7 @@ class EpisodePlayer:
         env: ColbenchEnv | None = None
         info: dict[str, Any] = {}
         png: bytes | None = None
+        reference_png: bytes | None = None
         try:
             env = self.make_env(task)
             observation, info = env.reset(options={"task_id": task.task_id})
@@ -125,6 +129,7 @@ class EpisodePlayer:
             page = getattr(env, "page_png", None)
             if self.domain.renders_pages and isinstance(page, bytes):
                 png = page
+            reference_png = await self._reference_png(env, task)
             success = info.get("success")
             record.update(
                 status="ok",
@@ -137,10 +142,12 @@ class EpisodePlayer:
                 screenshot=screenshot_name(task.task_id, trial) if png is not None else None,
                 error=None,
             )
+            if task.task_id in self._references_given:
+                record["reference_screenshot"] = reference_screenshot_name(task.task_id)
             if "answer_html" in info:  # a page answer: the page that was scored (it may come from an earlier turn)
                 record["answer_html"] = info["answer_html"]
         except Exception as exc:
-            png = None
+            png = reference_png = None
             error = one_line(exc)
             if isinstance(exc, InfraError):
                 log.warning("task %s trial %d: infrastructure error: %s", task.task_id, trial, error)
@@ -162,7 +169,23 @@ class EpisodePlayer:
         finally:
             if env is not None:
                 env.close()
-        return Played(record, png)
+        return Played(record, png, reference_png)
+
+    async def _reference_png(self, env: ColbenchEnv, task: Task) -> bytes | None:
+        """The task's reference page for the run directory, the first time this player plays the task; never an
+        episode's failure (a reference that does not render is the scorer's business, not the report's)."""
+        take = getattr(env, "areference_png", None)
+        if not self.domain.renders_pages or take is None or task.task_id in self._references_given:
+            return None
+        try:
+            png = await take()
+        except ColbenchError as exc:
+            log.warning("task %s: no reference screenshot: %s", task.task_id, one_line(exc))
+            return None
+        if not isinstance(png, bytes):
+            return None
+        self._references_given.add(task.task_id)
+        return png
 
     async def aclose(self) -> None:
         """Close the HTTP pools on this loop: a pool left to the garbage collector closes on a dead loop."""

@@ -20,7 +20,8 @@ from colbench import __version__
 from colbench.errors import ConfigError
 from colbench.report.costs import forecast_against_actual
 from colbench.report.leaderboard import Report, Table, cost_columns, leaderboard_columns, legend
-from colbench.runs import EpisodeRecord, Run
+from colbench.report.plots import plots_section
+from colbench.runs import EpisodeRecord, Run, reference_screenshot_name
 
 REPORT_NAME = "report.html"
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' file: data:; base-uri 'none'; form-action 'none'"
@@ -39,6 +40,11 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f7f8fa;border:1px sol
 .ok{color:#1d7a46}.bad{color:#b42318}.infra{color:#b54708;font-weight:600}.skip{color:#8a8f98}
 section.episode{border-top:2px solid #d8dde6;margin-top:2em}img.shot{max-width:100%;border:1px solid #d8dde6}
 a.top{font-size:.85em}
+svg.plot{max-width:100%;height:auto}.plotbox{overflow-x:auto}
+.gallery{display:flex;flex-wrap:wrap;gap:1em}figure.pair{margin:0;display:grid;grid-template-columns:1fr 1fr;gap:.4em;
+width:520px;border:1px solid #d8dde6;padding:.4em}figure.pair figcaption{grid-column:1/3;font-size:.9em}
+img.thumb{width:100%;border:1px solid #d8dde6}.noshot{color:#8a8f98;font-size:.85em;border:1px dashed #d8dde6;
+padding:.5em;min-height:4em}
 """
 
 
@@ -183,6 +189,47 @@ def _screenshot(run: Run, episode: EpisodeRecord) -> str:
     )
 
 
+def reference_path(run: Run, episode: EpisodeRecord) -> str | None:
+    """The reference page's screenshot in the run directory: the record's ``reference_screenshot`` (``colbench eval``
+    stores one per task), else ``screens/reference/<task id>.png`` if present (runs written before it did)."""
+    given = episode.row.get("reference_screenshot")
+    if isinstance(given, str):
+        return given
+    candidate = reference_screenshot_name(episode.task_id)
+    return candidate if (run.path / candidate).is_file() else None
+
+
+def _thumb(run: Run, path: str | None, what: str, task: str) -> str:
+    if path is None:
+        return f"<div class='noshot'>{e(what)}: not stored in the run directory</div>"
+    link = safe_relative(path)
+    if link is None:
+        return f"<div class='noshot bad'>{e(what)}: {e(path)} is not a path inside the run directory</div>"
+    if not (run.path / path).is_file():
+        return f"<div class='noshot bad'>{e(what)}: {e(path)} (file missing)</div>"
+    return f'<img class="thumb" src="{e(link)}" alt="{e(what)} of {e(task)}" loading="lazy">'
+
+
+def screenshot_gallery(run: Run) -> str:
+    """Page domains: per scored episode, the reference page and the agent's final page side by side with their
+    cosine similarity (the reward), lowest first: the pages worth a look are the ones that scored low. Plain
+    ``<img>`` links into the run directory, so it needs no plotting library."""
+    episodes = sorted((ep for eps in run.scored().values() for ep in eps), key=lambda ep: ep.reward or 0.0)
+    if not episodes:
+        return "<p class='meta'>no scored episode: no screenshots</p>"
+    figures = []
+    for episode in episodes:
+        answer = episode.row.get("screenshot")
+        figures.append(
+            '<figure class="pair">'
+            + _thumb(run, reference_path(run, episode), "reference", episode.task_id)
+            + _thumb(run, answer if isinstance(answer, str) else None, "final page", episode.task_id)
+            + f"<figcaption>task {e(episode.task_id)}, trial {e(episode.trial)}: cosine "
+            + f"{e(_fmt_reward(episode))}</figcaption></figure>"
+        )
+    return "<div class='gallery'>" + "".join(figures) + "</div>"
+
+
 def _episode_section(run: Run, index: int, episode: EpisodeRecord) -> str:
     row = episode.row
     facts = [
@@ -263,6 +310,9 @@ def render_run(run: Run, report: Report) -> str:
     if planned is not None:
         parts += ["<h2>Forecast and actual</h2>", _plain_table(*planned)]
         parts.append("<p class='meta'>the forecast colbench eval --dry-run prints, recorded when the run started</p>")
+    parts.append(plots_section(run, report))
+    if run.spec.renders_pages:
+        parts += ["<h3>Reference and final pages</h3>", screenshot_gallery(run)]
     parts += ["<h2>Configuration (run.json)</h2>", _json(redact(config))]
     episodes = run.ordered_episodes()
     parts.append(f'<h2 id="episodes">Episodes ({len(episodes)})</h2>')

@@ -28,6 +28,7 @@ from colbench.runs.layout import (
     SCREENS,
     check_out_dir,
     lock_run_dir,
+    reference_screenshot_name,
     screenshot_name,
 )
 from colbench.runs.run_json import (
@@ -66,6 +67,7 @@ __all__ = [
     "parse_record",
     "read_episode_log",
     "read_run_json",
+    "reference_screenshot_name",
     "screenshot_name",
     "write_run_json",
 ]

@@ -21,7 +21,16 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 def screenshot_name(task_id: str, trial: int) -> str:
     """Where an episode's final page goes: ``screens/<task_id>.<trial>.png``, other characters of the id as ``_``."""
-    return f"{SCREENS}/{_UNSAFE.sub('_', task_id)[:120] or 'task'}.{trial}.png"
+    return f"{SCREENS}/{_stem(task_id)}.{trial}.png"
+
+
+def reference_screenshot_name(task_id: str) -> str:
+    """Where a task's reference page goes (once per task, whatever the trials): ``screens/reference/<task_id>.png``."""
+    return f"{SCREENS}/reference/{_stem(task_id)}.png"
+
+
+def _stem(task_id: str) -> str:
+    return _UNSAFE.sub("_", task_id)[:120] or "task"
 
 
 def check_out_dir(out: Path, *, resume: bool) -> bool:

@@ -115,6 +115,17 @@ class FrontendEnv(ColbenchEnv):
         episode = self._episode
         return episode.page.png if isinstance(episode, _PageEpisode) and episode.page is not None else None
 
+    async def areference_png(self) -> bytes | None:
+        """The screenshot of the task's reference page (the report shows it beside the agent's page), rendered now
+        if the episode never needed it (an answer on the first turn is scored against a cached embedding)."""
+        episode = self._episode
+        if not isinstance(episode, _PageEpisode):
+            return None
+        reference = episode.reference
+        if reference is None:
+            reference = await asyncio.to_thread(self._reference, episode)
+        return reference.png
+
     # -- the domain's rules ------------------------------------------------------------------------------------
     def _new_episode(self, task: Task) -> Episode:
         self._pending = None
