@@ -84,8 +84,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     """Run an agent with a simulated human on tasks into a run directory (docs/evaluation.md, docs/run-format.md)."""
     from colbench.eval import EvalConfig, run_eval
     from colbench.llm.limits import EndpointLimits
+    from colbench.report import load_prices
 
     agent_options, simulator_options = _endpoint_options(args, "agent"), _endpoint_options(args, "simulator")
+    prices = load_prices(args.prices) if args.prices else None
     if args.simulator_image_mode:
         simulator_options["image_mode"] = args.simulator_image_mode
     for name in ("view", "specs", "spec_model"):
@@ -108,6 +110,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         agent_limits=EndpointLimits(args.agent_rpm, args.agent_max_concurrency),
         simulator_limits=EndpointLimits(args.simulator_rpm, args.simulator_max_concurrency),
         progress="off" if args.quiet else "auto",
+        prices=prices,
         ray=args.ray,
         ray_workers=args.ray_workers,
         runtime={
@@ -119,9 +122,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     )
     if args.dry_run:
         from colbench.eval.harness import dry_run
-        from colbench.report import load_prices
 
-        prices = load_prices(args.prices) if args.prices else None
         sys.stdout.write(dry_run(config, prices=prices, turns=args.forecast_turns))
         return 0
     result = run_eval(config, stderr=sys.stderr)
@@ -505,7 +506,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--dry-run", action="store_true", help="forecast tokens, cost and wall time without calling any model"
     )
-    ev.add_argument("--prices", metavar="FILE", help="--dry-run: a price table instead of the built-in list prices")
+    ev.add_argument(
+        "--prices",
+        metavar="FILE",
+        help="a price table instead of the built-in list prices (the --dry-run forecast, the progress line's cost)",
+    )
     ev.add_argument(
         "--forecast-turns", type=float, metavar="T", help="--dry-run: agent turns per episode (default half the cap)"
     )

@@ -460,11 +460,12 @@ def test_progress_on_a_terminal_and_in_a_log(monkeypatch: pytest.MonkeyPatch) ->
         progress.close()
         text = stream.getvalue()
         assert "success 1/2 (50.0%)" in text and "infra errors 1" in text and "tokens 1.5k" in text
+        assert "cost $0.00" not in text and "ETA" in text  # no price for the agent (unnamed): "cost n/a"
         if isinstance(stream, FakeTTY):  # a live bar: redrawn in place, the count and ETA its own columns
-            assert "3/4" in text and "\x1b[" in text and "━" in text
-        else:  # a log: whole lines, nothing redrawn
-            assert text.count("\n") == 2 and "\r" not in text and "\x1b" not in text
-            assert "3/4 done" in text and "ETA" in text
+            assert "3/4" in text and "\x1b[" in text and "━" in text and "cost n/a" in text
+        else:  # a log: whole lines, nothing redrawn: a line per tenth (2/4, 3/4), draw()'s, close()'s
+            assert text.count("\n") == 4 and "\r" not in text and "\x1b" not in text
+            assert "3/4 done" in text and "cost n/a" in text
     quiet = io.StringIO()
     Progress(total=1, kept=Tally(), domain=get_domain("frontend"), stream=quiet, mode="off").close()
     assert quiet.getvalue() == ""

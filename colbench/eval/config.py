@@ -9,6 +9,7 @@ from typing import Any
 from colbench.dialogue import MAX_TURNS
 from colbench.eval.progress import ProgressMode
 from colbench.llm.limits import EndpointLimits
+from colbench.report.costs import Prices
 
 
 @dataclass
@@ -37,6 +38,7 @@ class EvalConfig:
     simulator_limits: EndpointLimits = field(default_factory=EndpointLimits)
     max_consecutive_errors: int | None = None  # None: max(20, 2 * concurrency); 0: never stop
     progress: ProgressMode = "auto"
+    prices: Prices | None = None  # the progress display's cost (--prices); None: colbench's list prices
     runtime: dict[str, Any] = field(default_factory=dict)
     # Ray (colbench.ray): None runs every episode in this process; "" connects as ``ray.init()`` does (RAY_ADDRESS,
     # or a cluster already running here, else a new one on this machine); otherwise the cluster's address.

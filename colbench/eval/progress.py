@@ -1,27 +1,43 @@
 """Tallies of finished episodes and the live progress of ``colbench eval`` (on stderr).
 
-On a terminal, a ``rich`` progress bar redrawn twice a second; otherwise (a log file, CI) a plain line every few
-seconds. ``--quiet`` turns it off. What it says: episodes done/total, episodes running, how the scored ones did so
-far (the domain's headline: success rate, or mean similarity), infrastructure errors, tokens spent this session,
-episodes per minute, ETA.
+What it says: episodes done/total, episodes running, how the scored ones did so far (the domain's headline: success
+rate, or mean similarity), infrastructure errors, tokens and their cost this session, episodes per minute, ETA.
+
+- On a terminal (``tty``): a ``rich`` progress bar, redrawn in place twice a second.
+- Otherwise (``lines``: a log file, CI): one plain line each time another tenth of the episodes has finished, or
+  after a minute without a line (whichever comes first), and a last line at the end: at most ten lines for a run
+  that goes faster than a tenth a minute, whatever its size.
+- ``off`` (``--quiet``): nothing.
+
+Cost: the session's tokens priced by role (the run's agent and simulator models, as run.json names them) with the
+``--prices`` table, else colbench's list prices (those ``--dry-run`` forecasts with); "cost n/a" while a role that
+spent tokens has no price. A role that spent no tokens (scripted) costs nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, TextIO
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TextIO, cast
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 from rich.progress import Progress as RichProgress
 from rich.table import Column
 
 from colbench.domains.base import Domain
+from colbench.errors import ConfigError
+from colbench.llm.specs import parse_spec
+from colbench.report.costs import LIST_PRICES, Price, Prices
 
 ProgressMode = Literal["auto", "tty", "lines", "off"]
+ROLES = ("agent", "simulator")
+LINE_EVERY_S = 60.0  # lines mode: the longest a log goes without a line
+STEPS = 10  # lines mode: a line each time another 1/STEPS of the episodes has finished
 
 
 @dataclass
@@ -32,13 +48,17 @@ class Tally:
     infra: int = 0
     success: int = 0
     reward_sum: float = 0.0
-    agent_tokens: int = 0
-    simulator_tokens: int = 0
+    agent_prompt_tokens: int = 0
+    agent_completion_tokens: int = 0
+    simulator_prompt_tokens: int = 0
+    simulator_completion_tokens: int = 0
 
     def add(self, record: Mapping[str, Any]) -> None:
         usage = record.get("usage") or {}
-        self.agent_tokens += _tokens(usage.get("agent"))
-        self.simulator_tokens += _tokens(usage.get("simulator"))
+        for role in ROLES:
+            prompt, completion = _tokens(usage.get(role))
+            setattr(self, f"{role}_prompt_tokens", getattr(self, f"{role}_prompt_tokens") + prompt)
+            setattr(self, f"{role}_completion_tokens", getattr(self, f"{role}_completion_tokens") + completion)
         if record.get("status") == "ok":
             self.ok += 1
             self.success += bool(record.get("success"))
@@ -50,14 +70,73 @@ class Tally:
     def finished(self) -> int:
         return self.ok + self.infra
 
+    @property
+    def agent_tokens(self) -> int:
+        return self.agent_prompt_tokens + self.agent_completion_tokens
+
+    @property
+    def simulator_tokens(self) -> int:
+        return self.simulator_prompt_tokens + self.simulator_completion_tokens
+
+    @property
+    def tokens(self) -> int:
+        return self.agent_tokens + self.simulator_tokens
+
+    def role_tokens(self, role: str) -> tuple[int, int]:
+        """(prompt, completion) tokens of ``role``."""
+        return getattr(self, f"{role}_prompt_tokens"), getattr(self, f"{role}_completion_tokens")
+
     def headline(self, domain: Domain) -> str:
         return domain.headline(self.ok, self.success, self.reward_sum)
 
 
-def _tokens(usage: Any) -> int:
+def _tokens(usage: Any) -> tuple[int, int]:
     if not isinstance(usage, Mapping):
-        return 0
-    return int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
+        return 0, 0
+    return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """The price of each role's model; a role missing here (or priced None) has no known price."""
+
+    roles: Mapping[str, Price | None] = field(default_factory=dict)
+
+    @classmethod
+    def for_run(cls, run_json: Mapping[str, Any], prices: Prices | None = None) -> Pricing:
+        """Look each role's model up as run.json names it (``name`` / ``model``, the spec's model, the spec)."""
+        table = prices or LIST_PRICES
+        roles: dict[str, Price | None] = {}
+        for role in ROLES:
+            found = table.find(role_names(run_json.get(role), role))
+            roles[role] = found[1] if found else None
+        return cls(roles)
+
+    def cost(self, tally: Tally) -> float | None:
+        """USD for ``tally``'s tokens; None while a role that spent tokens has no price."""
+        total = 0.0
+        for role in ROLES:
+            prompt, completion = tally.role_tokens(role)
+            if not prompt and not completion:
+                continue
+            price = self.roles.get(role)
+            if price is None:
+                return None
+            total += (prompt * price.input + completion * price.output) / 1e6
+        return total
+
+
+def role_names(section: Any, role: str) -> list[str]:
+    """Every name a price table may list a role's model under, most specific first."""
+    if not isinstance(section, Mapping):
+        return []
+    names = [section.get(key) for key in ("name", "model")]
+    spec = section.get("spec")
+    if isinstance(spec, str):
+        with contextlib.suppress(ConfigError):  # a plug-in agent given with a name of its own
+            names.append(parse_spec(spec, role).value)
+        names.append(spec)
+    return list(dict.fromkeys(n for n in names if isinstance(n, str) and n))
 
 
 def _human(n: float) -> str:
@@ -67,6 +146,14 @@ def _human(n: float) -> str:
     return str(int(n))
 
 
+def _money(usd: float | None) -> str:
+    if usd is None:
+        return "cost n/a"
+    if 0 < usd < 0.0001:
+        return "cost <$0.0001"
+    return f"cost ${usd:.4f}" if 0 < usd < 0.01 else f"cost ${usd:,.2f}"
+
+
 def _duration(seconds: float) -> str:
     seconds = int(seconds + 0.5)
     hours, rest = divmod(seconds, 3600)
@@ -74,7 +161,11 @@ def _duration(seconds: float) -> str:
 
 
 class Progress:
-    """The live display. ``kept`` are the episodes already final before this session (a resume)."""
+    """The live display on ``stream`` (or on ``console``, a rich Console: a terminal's width, a test's fake).
+
+    ``kept`` are the episodes already final before this session (a resume); ``pricing`` prices the session's tokens;
+    ``clock`` (monotonic seconds) is injectable so that a test need not sleep.
+    """
 
     def __init__(
         self,
@@ -85,37 +176,49 @@ class Progress:
         stream: TextIO | None,
         mode: ProgressMode = "auto",
         interval_s: float | None = None,
+        pricing: Pricing | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        console: Console | None = None,
     ) -> None:
+        if console is not None and stream is None:
+            stream = cast(TextIO, console.file)
         if mode == "auto":
-            mode = "tty" if stream is not None and stream.isatty() else "lines"
+            terminal = console.is_terminal if console is not None else stream is not None and stream.isatty()
+            mode = "tty" if terminal else "lines"
         self.mode: ProgressMode = "off" if stream is None else mode
         self.stream = stream
         self.total = total
         self.kept = kept
         self.domain = domain
+        self.pricing = pricing if pricing is not None else Pricing()
+        self.clock = clock
         self.session = Tally()
         self.overall = Tally(**vars(kept))
         self.running = 0
-        self.interval_s = interval_s if interval_s is not None else (0.5 if self.mode == "tty" else 5.0)
-        self._started = time.monotonic()
+        self.interval_s = interval_s if interval_s is not None else (0.5 if self.mode == "tty" else 1.0)
+        self._started = clock()
+        self._last_line = self._started  # lines mode: when the last line was written
+        self._last_step = self._step(self.done)  # lines mode: the tenth of the episodes the last line reported
         self._bar: RichProgress | None = None
         if self.mode == "tty":
-            console = Console(file=stream, force_terminal=True, highlight=False)
+            console = console or Console(file=stream, force_terminal=True, highlight=False)
             status = Column(ratio=1, no_wrap=True, overflow="ellipsis")  # what gives way on a narrow terminal
             self._bar = RichProgress(
                 TextColumn("[bold]eval[/]"),
                 BarColumn(bar_width=24),
                 MofNCompleteColumn(),
-                TimeRemainingColumn(),
                 TextColumn("{task.fields[status]}", table_column=status),
+                TextColumn("{task.fields[eta]}", table_column=Column(no_wrap=True)),
                 console=console,
                 auto_refresh=False,
                 transient=False,
                 expand=True,
+                get_time=clock,
             )
-            self._task = self._bar.add_task("eval", total=total, completed=kept.ok, status="")
+            self._task = self._bar.add_task("eval", total=total, completed=self.done, status="", eta="")
             self._bar.start()
 
+    # -- what happens --------------------------------------------------------------------------------------------
     def episode_started(self) -> None:
         self.running += 1
 
@@ -124,11 +227,19 @@ class Progress:
         self.session.add(record)
         if record.get("status") == "ok":
             self.overall.add(record)
+        if self.mode == "lines" and self.done < self.total and self._step(self.done) > self._last_step:
+            self._write_line()
 
     @property
     def done(self) -> int:
         return self.kept.ok + self.session.finished
 
+    @property
+    def cost(self) -> float | None:
+        """What this session's tokens cost (USD), None when a role's model has no price."""
+        return self.pricing.cost(self.session)
+
+    # -- what it says --------------------------------------------------------------------------------------------
     def status(self) -> str:
         """Everything but the count and the ETA (the bar shows those itself)."""
         parts = []
@@ -136,38 +247,70 @@ class Progress:
             parts.append(f"{self.running} running")
         parts.append(self.overall.headline(self.domain))
         parts.append(f"infra errors {self.session.infra}")
-        parts.append(f"tokens {_human(self.session.agent_tokens + self.session.simulator_tokens)}")
+        parts.append(f"tokens {_human(self.session.tokens)}")
+        parts.append(_money(self.cost))
         return " | ".join(parts)
+
+    def rate(self) -> float | None:
+        """Episodes a second this session; None before the first one finished."""
+        elapsed = self.clock() - self._started
+        return self.session.finished / elapsed if self.session.finished and elapsed > 0 else None
+
+    def eta(self) -> str:
+        rate = self.rate()
+        left = max(0, self.total - self.done)
+        if not left:
+            return "ETA 0:00"
+        return "ETA -:--" if rate is None else f"ETA {_duration(left / rate)}"
 
     def line(self) -> str:
         parts = [f"{self.done}/{self.total} done", self.status()]
-        elapsed = time.monotonic() - self._started
-        if self.session.finished and elapsed > 0:
-            rate = self.session.finished / elapsed
+        rate = self.rate()
+        if rate is not None:
             parts.append(f"{60 * rate:.1f} ep/min")
-            parts.append(f"ETA {_duration(max(0, self.total - self.done) / rate)}")
+        parts.append(self.eta())
         return " | ".join(parts)
 
-    def draw(self) -> None:
-        if self.stream is None or self.mode == "off":
-            return
-        if self._bar is not None:
-            self._bar.update(self._task, completed=self.done, status=self.status())
-            self._bar.refresh()
+    # -- drawing -------------------------------------------------------------------------------------------------
+    def _step(self, done: int) -> int:
+        return math.floor(STEPS * done / self.total) if self.total else STEPS
+
+    def _write_line(self) -> None:
+        if self.stream is None:
             return
         self.stream.write(self.line() + "\n")
         self.stream.flush()
+        self._last_line = self.clock()
+        self._last_step = self._step(self.done)
+
+    def draw(self) -> None:
+        """Redraw the bar; in lines mode, write a line now."""
+        if self.mode == "off":
+            return
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.done, status=self.status(), eta=self.eta())
+            self._bar.refresh()
+            return
+        self._write_line()
+
+    def tick(self) -> None:
+        """What the ticker does every ``interval_s``: redraw the bar, or write a line when a minute went by."""
+        if self.mode == "tty":
+            self.draw()
+        elif self.mode == "lines" and self.clock() - self._last_line >= LINE_EVERY_S:
+            self._write_line()
 
     async def run(self) -> None:
-        """Redraw every ``interval_s`` until cancelled."""
+        """Tick every ``interval_s`` until cancelled."""
         if self.mode == "off":
             return
         while True:
             await asyncio.sleep(self.interval_s)
-            self.draw()
+            self.tick()
 
     def close(self) -> None:
-        if self.stream is None or self.mode == "off":
+        """The last word: the bar's final state, or a final line."""
+        if self.mode == "off":
             return
         self.draw()
         if self._bar is not None:
