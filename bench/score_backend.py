@@ -7,9 +7,10 @@ Scores every task's reference solution as the answer. Measured, in tasks per sec
 * ``exec``: the original release's approach, in this process: exec the reference and the answer, eval each test,
   compare with ``==``. No isolation, no time limits; the baseline every ratio is against (the fastest of
   ``EXEC_ROUNDS`` rounds: a stray load spike on the machine should not flatter the ratios).
-* ``<runtime> cold``: an empty reference cache (each reference runs twice to check determinism, then the answer
-  runs), ``--jobs`` workers per pool (default: the sandbox's own default), all started before the clock starts (a
-  pool starts once per process; its start-up is not a per-task cost), as many answers scored at once.
+* ``<runtime> cold``: an empty reference cache (each reference runs twice to check determinism, both runs in one
+  sandbox process, then the answer runs in another: two sandbox jobs, two processes per task), ``--jobs`` workers
+  per pool (default: the sandbox's own default), all started before the clock starts (a pool starts once per
+  process; its start-up is not a per-task cost), as many answers scored at once.
 * ``<runtime> warm``: the same answers again with the reference outputs cached (the RL-training case).
 
 Then the latency of one scoring call on a warm pool (reference cached, one call at a time): p50 and p99.

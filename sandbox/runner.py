@@ -15,9 +15,15 @@ task reference) and is treated as hostile. The runner therefore:
   PID namespace with a private /tmp) kills every other process in the namespace (``kill(-1)``), wipes the scratch
   directories and SysV IPC objects, so nothing a test started or wrote survives into the next test or job.
 
+Two parents. Where the tests have a uid of their own, the runner imports the standard library only and forks the
+tests of most jobs itself (a small process forks, and its children fault, faster); a second, "fat" parent that
+has also imported numpy and bs4 (``_Zygote``) runs the jobs whose code names them. Each parent kills leftover
+test processes by the tests' uid (``_kill_tests``), so neither parent's clean-up reaches the other.
+
 Protocol (JSON lines). stdin: one job per line ``{"id", "code", "tests": [expr...], "timeout", "memory_mb",
 "seed"}``, optionally ``"repeat": N`` (run the whole list N times, each run in a fresh child after a full clean-up,
-as N jobs would; outcome ``i`` is test ``i % len(tests)`` of run ``i // len(tests)``) and ``"batch": true``.
+as N jobs would; outcome ``i`` is test ``i % len(tests)`` of run ``i // len(tests)``), ``"shared_process": true``
+(the N runs in one child instead, each test still in a fresh module, directory and seeding) and ``"batch": true``.
 stdout: ``{"ready": true}`` once, after preloading and before any untrusted code; then per job one
 ``{"id", "i", ...outcome}`` per test and ``{"id", "done": true}``. With ``batch`` the outcomes travel together,
 ``{"id", "results": [{"i", ...outcome}, ...]}``, the last ones in the ``done`` message: the runner holds an outcome
@@ -37,6 +43,7 @@ import datetime
 import decimal
 import enum
 import fractions
+import gc
 import json
 import math
 import os
@@ -49,10 +56,17 @@ import sys
 import time
 import types
 
+# Imported by the "fat" parent only (see main()): they make the runner twice the size (44 MB resident instead of
+# 22 MB), and every fork and every copy-on-write fault of a child costs more with them, for the few tasks that
+# use them.
+PRELOAD_FAT = ("numpy", "numpy.random", "bs4")
+# A job whose code or tests name one of these runs in the fat parent (anything else that imports numpy, say
+# through another library, still works in the lean one: numpy is then imported, and seeded, on demand).
+FAT_WORDS = ("numpy", "bs4", "pandas", "scipy")
+# The fat parent's uid is the runner's plus this (far above any worker's: slots take two uids each), so that each
+# parent's clean-up, sent with the tests' uid, reaches neither the other parent nor, through its real uid, itself.
+PARENT_UID_OFFSET = 100_000
 PRELOAD = (
-    "numpy",
-    "numpy.random",
-    "bs4",
     "re",
     "math",
     "cmath",
@@ -308,11 +322,31 @@ def _remove_sysv_ipc_as(libc):
                 ctl(ident, 0, None)
 
 
+def _kill_tests():
+    """SIGKILL every process a test left (PID namespace only; called with effective root when tests have a uid).
+
+    ``kill(-1)`` reaches, at once however fast they fork, every process the caller may signal, but itself and
+    PID 1. When the tests have a uid of their own (``CHILD_UID``), it is sent with that effective uid and without
+    capabilities: it then reaches the processes whose real or saved uid is the tests' or the caller's real uid,
+    that is every process of the tests (which cannot change uid) and no other parent of tests (the fat parent has
+    a real uid of its own, ``PARENT_UID_OFFSET``; both keep root as their saved uid). No uid of the runner's ever
+    becomes the tests', so a test can signal neither parent.
+    """
+    as_tests = CHILD_UID is not None and os.geteuid() == 0
+    if as_tests:
+        os.seteuid(CHILD_UID)
+    try:
+        with contextlib.suppress(OSError):
+            os.kill(-1, signal.SIGKILL)
+    finally:
+        if as_tests:
+            os.seteuid(0)
+
+
 def _reap_all(kill_all):
     """Reap every child; with ``kill_all`` (PID namespace only) first kill whatever a test left running."""
     if kill_all:
-        with contextlib.suppress(OSError):
-            os.kill(-1, signal.SIGKILL)
+        _kill_tests()
     while True:
         try:
             pid, _ = os.waitpid(-1, 0 if kill_all else os.WNOHANG)
@@ -324,8 +358,53 @@ def _reap_all(kill_all):
             return
 
 
+def _repeat(job):
+    return max(1, int(job.get("repeat", 1)))
+
+
+class _SeedingLoader:
+    """Runs ``numpy.random``'s own loader, then seeds its global generator, as a parent that had preloaded it
+    would have done before the test."""
+
+    def __init__(self, loader, seed):
+        self.loader, self.seed = loader, seed
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        seed = module.__dict__.get("seed")
+        if callable(seed):
+            seed(self.seed)
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+
+class _SeedOnImport:
+    """A finder that seeds ``numpy.random`` when a test imports it (a child of the lean parent has not).
+
+    Only this child's own determinism depends on it: code that removes it harms nobody but itself.
+    """
+
+    def __init__(self, seed):
+        self.seed = seed
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "numpy.random":
+            return None
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _SeedingLoader(spec.loader, self.seed)
+        return spec
+
+
 def _child(job, start, wfd, mapped):
-    """Runs in the forked child, untrusted from the first line of ``code`` on: tests ``start..`` in order.
+    """Runs in the forked child, untrusted from the first line of ``code`` on: outcomes ``start..`` in order, to the
+    end of their run (or, ``shared_process``, of the job); outcome ``i`` is test ``i % len(tests)``.
 
     Each test gets a fresh module (the code re-executed in a new namespace), a fresh working directory and
     re-seeded generators; its result goes to the runner as one JSON line. The runner times each test from the
@@ -351,8 +430,11 @@ def _child(job, start, wfd, mapped):
             os.setresuid(CHILD_UID, CHILD_UID, CHILD_UID)
         os.setsid()
         tests = job["tests"]
+        count = len(tests)
+        # Every run of a ``shared_process`` job goes on in this child; otherwise the child ends with its run.
+        end = count * _repeat(job) if job.get("shared_process") else start - start % count + count
         timeout = float(job["timeout"])
-        cpu = math.ceil((len(tests) - start) * (timeout + 1))  # a backstop: the runner's wall clock rules
+        cpu = math.ceil((end - start) * (timeout + 1))  # a backstop: the runner's wall clock rules
         for lim, val in (
             (resource.RLIMIT_CPU, cpu),
             (resource.RLIMIT_AS, mapped + int(job["memory_mb"]) * 1024 * 1024),
@@ -363,9 +445,12 @@ def _child(job, start, wfd, mapped):
         ):
             resource.setrlimit(lim, (val, val))
         seed = int(job.get("seed", 0))
+        if "numpy.random" not in sys.modules:
+            sys.meta_path.insert(0, _SeedOnImport(seed))
         pid = os.getpid()
         code = None
-        for i in range(start, len(tests)):
+        compiled = {}  # each expression compiled once per child (a shared_process job evaluates each N times)
+        for i in range(start, end):
             name = f"test-{pid}-{i}"
             workdir = f"{SCRATCH_ROOTS[0]}/{name}"
             try:
@@ -392,7 +477,10 @@ def _child(job, start, wfd, mapped):
                 if code is None:
                     code = compile(job["code"], "solution.py", "exec")
                 exec(code, module.__dict__)
-                value = eval(compile(tests[i], "<test>", "eval"), module.__dict__)
+                expr = compiled.get(i % count)
+                if expr is None:
+                    expr = compiled[i % count] = compile(tests[i % count], "<test>", "eval")
+                value = eval(expr, module.__dict__)
                 out = {"outcome": "value", "value": encode(value)}
             except Unserializable as exc:
                 out = {"outcome": "unserializable", "error": str(exc)[:MAX_ERROR]}
@@ -527,23 +615,25 @@ def _mapped_bytes():
 def run_job(job, sandboxed, report):
     """Run every test of ``job`` (``repeat`` times), passing each outcome to ``report`` as it finishes.
 
-    One child per uninterrupted run of tests; every run of a repeated job starts in a child of its own. After each
-    child the runner kills whatever is left and cleans up, exactly as between jobs. Once the last outcome is in,
-    the host hears ``done`` before that final clean-up: the next job is read only after it.
+    One child per uninterrupted run of tests; every run of a repeated job starts in a child of its own, unless the
+    job asks for ``shared_process`` (all its runs in one child, each test still in a fresh module, directory and
+    seeding). After each child the runner kills whatever is left and cleans up, exactly as between jobs. Once the
+    last outcome is in, the host hears ``done`` before that final clean-up: the next job is read only after it.
     """
     tests, timeout = job["tests"], float(job["timeout"])
     max_bytes = int(job.get("max_bytes", 1_000_000))
     n = len(tests)
-    total = n * max(1, int(job.get("repeat", 1)))
+    total = n * _repeat(job)
+    shared = bool(job.get("shared_process"))
     i = 0
     while i < total:
-        run_end = i - i % n + n
+        run_end = total if shared else i - i % n + n
         mapped = _mapped_bytes()
         rfd, wfd = os.pipe()
         pid = _fork()
         if pid == 0:
             os.close(rfd)
-            _child(job, i % n, wfd, mapped)
+            _child(job, i, wfd, mapped)
         os.close(wfd)
         lines = _Lines(rfd, max_bytes)
         why = None
@@ -558,12 +648,12 @@ def run_job(job, sandboxed, report):
                 i += 1
         finally:
             os.close(rfd)
+        if i == total:
+            report.done()  # every outcome is in: the host can go on while the child exits and the runner cleans up
         with _privileged():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
             _, status = os.waitpid(pid, 0)
-            if i == total:
-                report.done()  # every outcome is in: the host can go on while the runner cleans up
             _reap_all(sandboxed)
             if sandboxed:
                 _wipe_scratch()
@@ -631,6 +721,93 @@ def program_mode(uid):
     os.execv(sys.executable, [sys.executable, "-s", "-P", "/tmp/main.py"])
 
 
+def _fat(job):
+    """Whether a job's code or tests name a module of ``PRELOAD_FAT`` (or a library that imports one)."""
+    return any(word in text for text in (job["code"], *job["tests"]) for word in FAT_WORDS)
+
+
+def _set_up_parent():
+    """What a parent of test processes needs before it forks any: its own statm, orphans reaped by it, the fork
+    to use, and its objects out of the collector's reach (a child's collections would otherwise walk them all and
+    copy every page they lie on)."""
+    global _STATM, _fork
+    if _STATM >= 0:
+        os.close(_STATM)
+    _STATM = os.open("/proc/self/statm", os.O_RDONLY)
+    if _LIBC is not None:
+        _LIBC.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0 (again: a change of uid resets it)
+        _LIBC.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come back to us to be reaped
+    _fork = _pick_fork()
+    gc.collect()
+    gc.freeze()
+
+
+class _Zygote:
+    """The fat parent: a second runner process, started before any job, that has imported ``PRELOAD_FAT`` and runs
+    the jobs that name those modules (``_fat``), while the lean runner runs every other job.
+
+    It is started by a double fork, so it is not the lean runner's child (the runner waits for all of its children
+    after each job) and the lean runner is not its parent. It runs as a uid of its own (the saved uid root, as
+    the runner's), and tests' processes are killed by uid (``_kill_tests``), so each parent's clean-up spares the
+    other. It writes its jobs' outcomes to the host itself (the runner's stdout, which it shares) and tells the
+    runner on a private pipe when a job, clean-up included, is over; the runner reads the next job only then. If
+    it dies, the runner exits: the host treats that as a dead worker, as if the job had killed it. If it cannot
+    start, the runner imports everything itself instead.
+    """
+
+    def __init__(self, sandboxed):
+        job_r, job_w = os.pipe()
+        done_r, done_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                if os.fork() == 0:
+                    os.close(job_w)
+                    os.close(done_r)
+                    self._serve(job_r, done_w, sandboxed)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        os.close(job_r)
+        os.close(done_w)
+        self.jobs, self.done = job_w, done_r
+        if not self.wait():
+            os.close(job_w)
+            os.close(done_r)
+            raise OSError("the fat parent did not start")
+
+    @staticmethod
+    def _serve(job_r, done_w, sandboxed):
+        try:
+            os.dup2(_DEVNULL, 0)  # the host's jobs are the lean runner's to read
+            os.seteuid(0)
+            _drop_privileges(os.getuid() + PARENT_UID_OFFSET, keep_saved_root=True)
+            for name in PRELOAD_FAT:
+                with contextlib.suppress(Exception):
+                    __import__(name)
+            _set_up_parent()
+            os.write(done_w, b"r")
+            with os.fdopen(job_r, "rb") as jobs:
+                for line in jobs:
+                    job = json.loads(line)
+                    run_job(job, sandboxed, _Report(job))
+                    os.write(done_w, b"d")
+        finally:
+            os._exit(0)
+
+    def run(self, line):
+        """Have the fat parent run one job (a line of the host's); return once it is over."""
+        view = memoryview(line.encode("utf-8") if line.endswith("\n") else (line + "\n").encode("utf-8"))
+        while view:
+            view = view[os.write(self.jobs, view) :]
+        if not self.wait():
+            sys.exit("sandbox runner: the fat parent exited")
+
+    def wait(self):
+        """Whether the fat parent said it is ready, or done with a job (False: it exited)."""
+        return bool(os.read(self.done, 1))
+
+
 def main():
     args = sys.argv[1:]
     uid = int(args[args.index("--drop-to") + 1]) if "--drop-to" in args else None
@@ -649,22 +826,33 @@ def main():
     if uid is not None:
         CHILD_UID = int(args[args.index("--child-uid") + 1]) if "--child-uid" in args else None
         _drop_privileges(uid, keep_saved_root=CHILD_UID is not None)
-    global _LIBC, _fork, _DEVNULL, _SCRATCH, _SCRATCH_ID, _STATM
+    global _LIBC, _DEVNULL, _SCRATCH, _SCRATCH_ID
     _DEVNULL = os.open(os.devnull, os.O_RDWR)
     _SCRATCH = os.open(SCRATCH_ROOTS[0], os.O_RDONLY | os.O_DIRECTORY)
     _SCRATCH_ID = (os.fstat(_SCRATCH).st_dev, os.fstat(_SCRATCH).st_ino)
-    _STATM = os.open("/proc/self/statm", os.O_RDONLY)
     _LIBC = libc = _libc()
     if libc is not None:
         libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0: no ptrace or /proc/<pid>/{mem,fd} from our children
-        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come back to us to be reaped
-    _fork = _pick_fork()
+    # A lean runner and a fat parent where the tests have a uid of their own (each parent's clean-up must spare
+    # the other); elsewhere one runner that has imported everything, as the fat parent has.
+    zygote = None
+    if sandboxed and CHILD_UID is not None and libc is not None:
+        with contextlib.suppress(OSError):
+            zygote = _Zygote(sandboxed)
+    if zygote is None:
+        for name in PRELOAD_FAT:
+            with contextlib.suppress(Exception):
+                __import__(name)
+    _set_up_parent()
     _emit({"ready": True})
     for line in sys.stdin:
         if not line.strip():
             continue
         job = json.loads(line)
-        run_job(job, sandboxed, _Report(job))
+        if zygote is not None and _fat(job):
+            zygote.run(line)
+        else:
+            run_job(job, sandboxed, _Report(job))
 
 
 if __name__ == "__main__":

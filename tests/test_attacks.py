@@ -183,3 +183,29 @@ def f(x):
         single.run_tests(reference, sizes)
         out = single.run_tests(scan, ["f(0)"], limits=Limits(timeout_s=20.0))
         assert decode(out[0].value) >= 1000
+
+
+def test_an_answer_that_tampers_with_its_interpreter_cannot_reach_the_reference_runs(scorer: BackendScorer) -> None:
+    """The reference runs (both in one process) and the answers never share a process: an answer that rewrites
+    builtins, modules and files before the reference has run leaves its expected values as they are."""
+    reference = (
+        "import json, random\ndef f(x):\n    return [sorted([x, 2, 1]), round(random.random(), 6), json.dumps(x)]\n"
+    )
+    tamper = """
+import builtins, json, random, os
+builtins.sorted = lambda *a, **k: ['tampered']
+json.dumps = lambda *a, **k: 'tampered'
+random.random = lambda: 0.0
+random.seed = lambda *a, **k: None
+open('/tmp/solution.py', 'w').write('def f(x):\\n    return None\\n')
+def f(x):
+    return [sorted([x, 2, 1]), round(random.random(), 6), json.dumps(x)]
+"""
+    task = make_task(reference, [f"f({x})" for x in range(5)], task_id="tamper")
+    for _ in range(2 * scorer.sandbox.workers):  # type: ignore[attr-defined]
+        assert scorer.score(task, "I WANT TO ANSWER:\n" + tamper).tests_passed == 0
+    expected = scorer.expected(task)
+    assert all(e.judgeable for e in expected)
+    assert [e.value[0] for e in expected] == [sorted([x, 2, 1]) for x in range(5)]
+    assert [e.value[2] for e in expected] == [str(x) for x in range(5)]
+    assert scorer.score(task, "I WANT TO ANSWER:\n" + reference).tests_passed == 5

@@ -56,6 +56,8 @@ def test_the_printed_tests_hole_is_closed(sandbox: BwrapSandbox) -> None:
         ("Acc(5).add(2).total", "Acc(5).add(2).total", ("Acc(5).add(2)",)),
         ("[f(x) for x in range(3)]", "[f(x) for x in range(3)]", ("f(x)",)),
         ("f(RATE)", "f(RATE)", ("f(RATE)",)),
+        ("print(f('é', \"ü\")) == 'ß'", "f('é', \"ü\")", ("f('é', \"ü\")",)),  # offsets count UTF-8 bytes
+        ("sorted(f(1,\n  2))", "sorted(f(1,\n  2))", ("f(1,\n  2)",)),  # over several lines
     ],
 )
 def test_static_rules(expression: str, judged: str, probes: tuple[str, ...]) -> None:

@@ -31,6 +31,11 @@ def values(sandbox: Sandbox, code: str, tests: list[str], limits: Limits = FAST)
     return [decode(o.value) if o.outcome == "value" else o.outcome for o in out]
 
 
+def as_root(sandbox: Sandbox) -> bool:
+    """Whether the tests run under a uid of their own (Docker always; bwrap when the harness runs as root)."""
+    return bool(getattr(sandbox, "as_root", True))
+
+
 def still_works(sandbox: Sandbox) -> None:
     assert values(sandbox, "def f(x):\n    return x * 2\n", ["f(21)"]) == [42]
 
@@ -357,6 +362,84 @@ def test_a_crash_in_a_repeated_run_costs_only_its_own_test(sandbox: Sandbox) -> 
     code = "import os\ndef f(x):\n    if x:\n        os._exit(1)\n    return 7\n"
     out = sandbox.run_tests(code, ["f(0)", "f(1)", "f(0)"], limits=FAST, repeat=2)
     assert [decode(o.value) if o.outcome == "value" else o.outcome for o in out] == [7, "crashed", 7] * 2
+
+
+def test_shared_process_runs_repeat_in_one_process_each_test_fresh(sandbox: Sandbox) -> None:
+    """``shared_process``: the N runs go on in one process (the scorer's reference runs), each test still in a fresh
+    module, working directory and seeding; what a run leaves in imported modules or files shows in the next; the
+    clean-up after the job removes it all."""
+    code = (
+        "import os, json, random, time\n"
+        "def pid():\n    return os.getpid()\n"
+        "def fresh():\n    return (random.random(), len(os.listdir('.')), os.getcwd().startswith('/tmp/test-'))\n"
+        "def leftover():\n    json.runs = getattr(json, 'runs', 0) + 1\n"
+        "    seen = os.path.exists('/tmp/planted')\n    open('/tmp/planted', 'w').write('x')\n"
+        "    return (json.runs, seen)\n"
+        "def clock():\n    return time.perf_counter_ns()\n"
+    )
+    tests = ["pid()", "fresh()", "leftover()", "clock()"]
+    out = sandbox.run_tests(code, tests, limits=FAST, repeat=3, shared_process=True)
+    got = [decode(o.value) for o in out]
+    assert len(got) == 12
+    assert len(set(got[0::4])) == 1  # one process
+    assert got[1::4] == [got[1]] * 3 and got[1][1:] == (0, True)  # same seeding, an empty directory of its own
+    assert got[2::4] == [(1, False), (2, True), (3, True)]  # each run sees what the last one left
+    assert len(set(got[3::4])) == 3
+    assert values(sandbox, code, ["leftover()"]) == [(1, False)]  # gone for the next job
+
+
+def test_a_crash_in_a_shared_process_run_costs_only_its_own_test(sandbox: Sandbox) -> None:
+    code = "import os\ndef f(x):\n    if x:\n        os._exit(1)\n    return os.getpid()\n"
+    out = sandbox.run_tests(code, ["f(0)", "f(1)", "f(0)"], limits=FAST, repeat=2, shared_process=True)
+    got = [decode(o.value) if o.outcome == "value" else o.outcome for o in out]
+    assert got[1::3] == ["crashed", "crashed"]
+    assert got[0] != got[2] == got[3]  # the rest goes on in a new process, the second run included
+
+
+def test_numpy_is_seeded_whichever_parent_forks_the_test(sandbox: Sandbox) -> None:
+    """Code that names numpy runs in a parent that has imported it; other code imports it on demand (here under a
+    name no scan sees): both get the same seeded numbers."""
+    named = "import numpy\ndef f():\n    return float(numpy.random.rand())\n"
+    hidden = "def f():\n    np = __import__('nu' + 'mpy')\n    return float(np.random.rand())\n"
+    assert values(sandbox, named, ["f()", "f()"]) == values(sandbox, hidden, ["f()", "f()"])
+    assert values(sandbox, hidden, ["f()"]) == [0.5488135039273248]  # numpy.random.seed(0)
+
+
+@pytest.mark.parametrize("kill", ["os.kill(-1, 9)", "[os.kill(p, 9) for p in pids()]"], ids=["all", "each"])
+def test_a_test_cannot_kill_either_parent(sandbox: Sandbox, kill: str) -> None:
+    """Neither the lean runner nor the parent that has imported numpy can be killed by a test of either."""
+    for prefix in ("", "import numpy\n"):
+        code = (
+            f"{prefix}import os\n"
+            "def pids():\n    return [int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]\n"
+            f"def f(x):\n    if x:\n        try:\n            {kill}\n        except OSError:\n            pass\n"
+            "    return x\n"
+        )
+        out = values(sandbox, code, ["f(0)", "f(1)", "f(2)"], limits=Limits(timeout_s=1.0))
+        # As root the kill fails: the runner and the fat parent are out of the tests' reach (as an ordinary user,
+        # tests share the runner's uid, and a kill costs the test that sends it).
+        assert out[0::2] == [0, 2] and out[1] in ((1,) if as_root(sandbox) else (1, "crashed", "timeout"))
+        still_works(sandbox)
+        assert values(sandbox, "import numpy\ndef f():\n    return int(numpy.int64(5))\n", ["f()"]) == [5]
+
+
+def test_no_test_can_read_either_parent(sandbox: Sandbox) -> None:
+    """The memory, environment and descriptors of every other process in the sandbox (the runner, the fat parent,
+    init) are closed to a test of either parent."""
+    look = (
+        "import os\n"
+        "def f():\n    opened = []\n"
+        "    for p in [int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]:\n"
+        "        for path in ('/proc/%d/mem' % p, '/proc/%d/environ' % p, '/proc/%d/fd' % p):\n"
+        "            try:\n"
+        "                os.listdir(path) if path.endswith('fd') else open(path, 'rb').read(1)\n"
+        "                opened.append(path)\n"
+        "            except OSError:\n"
+        "                pass\n"
+        "    return opened\n"
+    )
+    for prefix in ("", "import numpy\n"):
+        assert values(sandbox, prefix + look, ["f()"]) == [[]]
 
 
 def test_outcomes_are_held_back_only_while_the_child_answers(sandbox: Sandbox) -> None:

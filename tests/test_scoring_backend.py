@@ -152,14 +152,20 @@ def test_tests_written_as_comparisons_are_judged_on_the_call(scorer: BackendScor
 def test_reference_runs_are_separate_processes_so_process_dependent_values_are_nondeterministic(
     bwrap_sandbox: object,
 ) -> None:
-    """The reference runs (one sandbox call with ``repeat``) are separate processes: a value that depends on the
-    process (its pid) differs between them and is not judged, whatever the number of runs."""
+    """With ``shared_reference_process=False`` the reference runs (one sandbox call with ``repeat``) are separate
+    processes: a value that depends on the process (its pid) differs between them and is not judged, whatever the
+    number of runs."""
     from colbench.sandbox.contract import Limits
 
     gt = "import os\ndef f(x):\n    return os.getpid() if x == 0 else x * 2\n"
     task = make_task(gt, ["f(0)", "f(1)", "f(2)"])
     for runs in (2, 3):
-        scorer = BackendScorer(bwrap_sandbox, limits=Limits(timeout_s=3.0), reference_runs=runs)  # type: ignore[arg-type]
+        scorer = BackendScorer(
+            bwrap_sandbox,  # type: ignore[arg-type]
+            limits=Limits(timeout_s=3.0),
+            reference_runs=runs,
+            shared_reference_process=False,
+        )
         reference = scorer.reference(task)
         assert len(reference.runs) == runs
         assert len({run[0].value["v"] for run in reference.runs}) == runs
@@ -168,6 +174,30 @@ def test_reference_runs_are_separate_processes_so_process_dependent_values_are_n
         assert "nondeterministic" in score.tests[0].detail
     single = BackendScorer(bwrap_sandbox, limits=Limits(timeout_s=3.0), reference_runs=1)  # type: ignore[arg-type]
     assert single.score(task, answer("def f(x):\n    return x * 2\n")).tests_total == 3  # one run: nothing to compare
+
+
+def test_reference_runs_sharing_a_process_still_catch_nondeterminism(scorer: BackendScorer) -> None:
+    """By default both reference runs go on in one process, each test in a fresh module with the same seeding:
+    seeded generators agree, while time, unseeded generators and state an earlier run left in an imported module
+    or a file still differ between the runs, and those tests are not judged (the process id does not: see
+    ``shared_reference_process=False`` above)."""
+    gt = (
+        "import random, time, os, json, uuid\n"
+        "import numpy as np\n"
+        "def seeded(x):\n    return [x, random.random(), float(np.random.rand())]\n"
+        "def clock(x):\n    return time.time_ns()\n"
+        "def unseeded(x):\n    return float(np.random.default_rng().random())\n"
+        "def entropy(x):\n    return [os.urandom(8), str(uuid.uuid4())]\n"
+        "def counter(x):\n    json.calls = getattr(json, 'calls', 0) + 1\n    return json.calls\n"
+        "def planted(x):\n    seen = os.path.exists('/tmp/seen')\n    open('/tmp/seen', 'w').close()\n    return seen\n"
+    )
+    names = ["seeded", "clock", "unseeded", "entropy", "counter", "planted"]
+    task = make_task(gt, [f"{name}(1)" for name in names])
+    score = scorer.score(task, answer(gt))
+    judged = {name: t.judgeable for name, t in zip(names, score.tests, strict=True)}
+    assert judged == {name: name == "seeded" for name in names}
+    assert all("nondeterministic" in t.detail for t in score.tests[1:])
+    assert (score.tests_passed, score.tests_total) == (1, 1)
 
 
 def test_expected_values_are_decoded_once_per_reference(scorer: BackendScorer) -> None:

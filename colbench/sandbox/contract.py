@@ -109,6 +109,7 @@ class Sandbox(Protocol):
         seed: int = 0,
         pool: str = "answer",
         repeat: int = 1,
+        shared_process: bool = False,
     ) -> list[TestOutcome]: ...
 
     def close(self) -> None: ...

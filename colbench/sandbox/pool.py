@@ -217,7 +217,9 @@ class WorkerPool(ABC):
                 return worker
             self._discard(worker)
 
-    def _job(self, code: str, tests: Sequence[str], limits: Limits, seed: int, repeat: int = 1) -> dict[str, Any]:
+    def _job(
+        self, code: str, tests: Sequence[str], limits: Limits, seed: int, repeat: int = 1, shared_process: bool = False
+    ) -> dict[str, Any]:
         job = {
             "id": next(self._ids),
             "code": code,
@@ -231,6 +233,8 @@ class WorkerPool(ABC):
         }
         if repeat > 1:
             job["repeat"] = repeat
+            if shared_process:
+                job["shared_process"] = True
         return job
 
     def _run_on_worker(self, job: dict[str, Any], results: dict[int, TestOutcome], pool: str) -> bool:
@@ -289,6 +293,7 @@ class WorkerPool(ABC):
         seed: int = 0,
         pool: str = "answer",
         repeat: int = 1,
+        shared_process: bool = False,
     ) -> list[TestOutcome]:
         if pool not in POOLS:
             raise ValueError(f"unknown pool {pool!r}; expected one of {POOLS}")
@@ -297,7 +302,8 @@ class WorkerPool(ABC):
         limits = limits or self.limits
         results: dict[int, TestOutcome] = {}
         total = len(tests) * repeat
-        if total and not self._run_on_worker(self._job(code, tests, limits, seed, repeat), results, pool):
+        job = self._job(code, tests, limits, seed, repeat, shared_process)
+        if total and not self._run_on_worker(job, results, pool):
             # The worker died: re-run each unreported test alone, so only the test that kills its worker fails.
             for i in range(total):
                 if i in results:

@@ -85,8 +85,8 @@ def plan(name: str, expression: str, reference: str, rules: Rules = CURRENT_RULE
         return Plan(name, expression, _legacy_judged(source, node))
     names = task_names(reference)
     node = _unwrap(node, names)
-    judged = ast.get_source_segment(source, node) or expression
-    probes = tuple(ast.get_source_segment(source, p) or "" for p in _probes(node, names))
+    judged = _segment(source, node) or expression
+    probes = tuple(_segment(source, p) or "" for p in _probes(node, names))
     if not probes and not _uses(node, names):
         return Plan(name, expression, judged, dropped=DROPPED_NO_CODE)
     return Plan(name, expression, judged, probes)
@@ -98,6 +98,19 @@ def _legacy_judged(source: str, node: ast.expr) -> str:
     if legacy and isinstance(node, ast.Compare) and isinstance(node.left, ast.Call):
         return ast.get_source_segment(source, node.left) or source
     return source
+
+
+def _segment(source: str, node: ast.expr) -> str | None:
+    """``ast.get_source_segment``, without its line splitting (a loop over every character, most of ``plan``'s
+    time) when the source is one line: the node's offsets are then into that line's UTF-8 bytes."""
+    if "\n" in source or "\r" in source:
+        return ast.get_source_segment(source, node)
+    start, end = node.col_offset, node.end_col_offset
+    if end is None:
+        return None
+    if source.isascii():
+        return source[start:end]
+    return source.encode()[start:end].decode()
 
 
 def _unwrap(node: ast.expr, names: frozenset[str]) -> ast.expr:

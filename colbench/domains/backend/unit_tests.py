@@ -231,7 +231,9 @@ class BackendScorer:
     """Scores answers to backend tasks in ``sandbox``. Thread-safe: score many answers from a thread pool.
 
     ``jobs``: answers :meth:`score_many` scores at once (default: the sandbox's workers). ``owns_sandbox``: close
-    the sandbox with the scorer.
+    the sandbox with the scorer. ``reference_runs``: how often the reference runs (to catch nondeterminism);
+    ``shared_reference_process``: all those runs in one process (the default; a fork less per run) or a process
+    each (values that depend on the process id then count as nondeterministic too).
     """
 
     def __init__(
@@ -242,6 +244,7 @@ class BackendScorer:
         tolerance: Tolerance = EXACT,
         cache: ReferenceCache | None = None,
         reference_runs: int = 2,
+        shared_reference_process: bool = True,
         seed: int = 0,
         jobs: int | None = None,
         owns_sandbox: bool = False,
@@ -255,6 +258,7 @@ class BackendScorer:
         self.tolerance = tolerance
         self.cache = cache or ReferenceCache()
         self.reference_runs = reference_runs
+        self.shared_reference_process = shared_reference_process
         self.seed = seed
         self.jobs = jobs or int(getattr(sandbox, "workers", 0) or 1)
         self._owns_sandbox = owns_sandbox
@@ -299,6 +303,7 @@ class BackendScorer:
                 [e for _, e in task.test_cases],
                 self.seed,
                 self.reference_runs,
+                "one process" if self.shared_reference_process else "a process each",  # how the runs were made
                 self.limits.timeout_s,
                 self.limits.memory_mb,
             ],
@@ -334,12 +339,25 @@ class BackendScorer:
         return self.sandbox.run_tests(code, tests, limits=self.limits, seed=self.seed, pool=pool)
 
     def _reference_runs(self, code: str, tests: list[str]) -> list[list[TestOutcome]]:
-        """The reference's outcomes on ``tests``, ``reference_runs`` times over: each run in processes of its own
-        (one sandbox call with ``repeat``), so the runs can disagree exactly as separate calls could."""
+        """The reference's outcomes on ``tests``, ``reference_runs`` times over, in one sandbox call.
+
+        By default (``shared_reference_process``) the runs go one after the other in one process, each test in a
+        fresh module with the same seeding: time, unseeded generators and state an earlier run left in imported
+        modules or in files all show as a difference; the process id does not. Otherwise each run has a process
+        of its own (one fork more per run). Either way the answer runs in a worker of its own pool, never in the
+        reference's process."""
         n, runs = len(tests), max(1, self.reference_runs)
         if not n:
             return [[] for _ in range(runs)]
-        flat = self.sandbox.run_tests(code, tests, limits=self.limits, seed=self.seed, pool="reference", repeat=runs)
+        flat = self.sandbox.run_tests(
+            code,
+            tests,
+            limits=self.limits,
+            seed=self.seed,
+            pool="reference",
+            repeat=runs,
+            shared_process=self.shared_reference_process,
+        )
         return [flat[r * n : (r + 1) * n] for r in range(runs)]
 
     def _judge_reference(self, task: Task) -> Reference:
