@@ -86,6 +86,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from colbench.llm.limits import EndpointLimits
     from colbench.report import load_prices
 
+    if args.out is None and (args.resume or not args.dry_run):
+        raise ConfigError("eval: --out DIR is required (only a --dry-run forecast without --resume runs without one)")
     agent_options, simulator_options = _endpoint_options(args, "agent"), _endpoint_options(args, "simulator")
     prices = load_prices(args.prices) if args.prices else None
     if args.simulator_image_mode:
@@ -98,7 +100,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         env_id=args.env,
         agent=args.agent,
         simulator=args.simulator,
-        out=args.out,
+        out=args.out if args.out is not None else ".",  # a dry run without --resume never reads it
         trials=args.trials,
         concurrency=args.concurrency,
         resume=args.resume,
@@ -350,6 +352,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    """One episode of a run directory as a readable dialogue, with its score."""
+    from colbench.show import show
+
+    sys.stdout.write(show(args.dir, args.task, args.trial))
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """The first run against each other run, paired per task; every simulator swap the runs contain."""
     from colbench.report import load_run
@@ -484,7 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--limit", type=int, metavar="N", help="only the first N tasks, in file order")
     ev.add_argument("--trials", type=int, default=1, metavar="K", help="episodes per task (default 1)")
     ev.add_argument("--concurrency", type=int, default=8, metavar="C", help="episodes at once (default 8)")
-    ev.add_argument("--out", required=True, metavar="DIR", help="the run directory (docs/run-format.md)")
+    ev.add_argument("--out", metavar="DIR", help="the run directory (docs/run-format.md); required unless --dry-run")
     ev.add_argument("--resume", action="store_true", help="continue the run in DIR (same configuration)")
     ev.add_argument("--max-turns", type=int, metavar="N", help="agent turns per episode (default 10)")
     ev.add_argument("--sandbox", default="auto", help=f"backend: {SANDBOX_HELP}")
@@ -581,9 +591,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="frontend: win rate against this run (the paper compares with GPT-4o); default none",
     )
     report.add_argument(
-        "--prices", metavar="FILE", help="JSON/TOML: model -> {input, output} USD per 1M tokens (none built in)"
+        "--prices",
+        metavar="FILE",
+        help="JSON/TOML: model -> {input, output} USD per 1M tokens (default: colbench's dated list prices)",
     )
     report.set_defaults(func=cmd_report)
+
+    shw = sub.add_parser("show", help="print one episode of a run directory: the dialogue, the answer and its score")
+    shw.add_argument("dir", metavar="DIR", help="a run directory written by colbench eval")
+    shw.add_argument("--task", metavar="ID", help="the task id, or a unique prefix of it (default: the first episode)")
+    shw.add_argument("--trial", type=int, metavar="K", help="the trial (default: the first)")
+    shw.set_defaults(func=cmd_show)
 
     comp = sub.add_parser("compare", help="paired comparison of runs and simulator-swap robustness (docs/report.md)")
     comp.add_argument("dirs", nargs="+", metavar="DIR", help="run directories: the first against each other one")

@@ -84,6 +84,20 @@ def test_dry_run_calls_no_model_and_writes_nothing(tmp_path: Path, capsys: pytes
     assert "gpt-4o-mini: 300 calls" in text and "wall time ~" in text
 
 
+def test_a_dry_run_needs_no_run_directory_but_a_run_and_a_resume_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    argv = ["eval", "--env", "ColBench-Backend-v1", "--agent", "openai:gpt-4o-mini", "--simulator", "openai:gpt-4o"]
+    argv += ["--tasks", "backend-sample", "--limit", "2"]
+    assert cli_main([*argv, "--dry-run"]) == 0
+    assert "forecast for 2 episodes" in capsys.readouterr().out and not list(tmp_path.iterdir())
+    for extra in ([], ["--dry-run", "--resume"]):
+        assert cli_main([*argv, *extra]) == 2
+        assert "--out DIR is required" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
 def test_a_run_records_its_forecast_and_the_report_sets_it_beside_the_actual(tmp_path: Path) -> None:
     out = tmp_path / "run"
     config = EvalConfig(

@@ -1,0 +1,118 @@
+"""``colbench show RUN``: one episode of a run directory as a readable dialogue (who said what, turn by turn, the
+answer that was scored and its score), for a person reading a run rather than a program (``colbench report`` is
+the leaderboard, its ``--html`` the full per-run page)."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from colbench.dialogue import after_marker, is_answer
+from colbench.errors import ConfigError
+from colbench.runs import EpisodeRecord, Run, load_run
+
+WIDTH = 100
+_NAMES = {"agent": "AGENT", "human": "HUMAN"}
+
+
+def pick_episode(run: Run, task: str | None = None, trial: int | None = None) -> EpisodeRecord:
+    """The episode of ``task`` (an id or a unique prefix of one) and ``trial``; by default the first of the file."""
+    episodes = run.ordered_episodes()
+    if not episodes:
+        raise ConfigError(f"{run.path}: no finished episode to show")
+    if task is not None:
+        ids = list(dict.fromkeys(e.task_id for e in episodes))
+        matches = [i for i in ids if i == task] or [i for i in ids if i.startswith(task)]
+        if len(matches) != 1:
+            what = "no episode" if not matches else f"{len(matches)} tasks ({', '.join(matches[:5])})"
+            raise ConfigError(f"{run.path}: task {task!r} matches {what}; tasks in the run: {', '.join(ids[:10])}")
+        episodes = [e for e in episodes if e.task_id == matches[0]]
+    if trial is not None:
+        episodes = [e for e in episodes if e.trial == trial]
+        if not episodes:
+            raise ConfigError(f"{run.path}: no trial {trial} of task {task or 'any'}")
+    return episodes[0]
+
+
+def _block(text: str, width: int) -> str:
+    """``text`` indented by four spaces, long prose lines wrapped, code lines kept as they are."""
+    lines = []
+    for line in (text.rstrip() or "(empty)").splitlines() or [""]:
+        if len(line) + 4 <= width or line.startswith((" ", "\t")):
+            lines.append("    " + line)
+        else:
+            lines += textwrap.wrap(line, width, initial_indent="    ", subsequent_indent="    ") or ["    "]
+    return "\n".join(lines)
+
+
+def _request(run: Run, task_id: str) -> str | None:
+    """The task's request (its problem description), when the run's task source can still be read."""
+    spec = run.tasks.get("spec")
+    if not isinstance(spec, str) or not spec:
+        return None
+    try:
+        from colbench.tasks.sources import load
+
+        tasks = {t.task_id: t for t in load(spec)}
+    except Exception:  # a file moved, a hub split not cached: the dialogue is still worth showing
+        return None
+    task = tasks.get(task_id)
+    return task.problem_description.strip() if task is not None else None
+
+
+def _score_line(row: Mapping[str, Any]) -> str:
+    if row.get("status") != "ok":
+        return f"not scored: infrastructure error: {row.get('error')}"
+    parts = [f"reward {float(row.get('reward') or 0):.3f}"]
+    given = row.get("score")
+    score: Mapping[str, Any] = given if isinstance(given, dict) else {}
+    if isinstance(score.get("tests_total"), int):
+        parts.append(f"tests passed {score.get('tests_passed', 0)}/{score['tests_total']}")
+    if row.get("success") is not None:
+        parts.append("success" if row.get("success") else "no success")
+    return ", ".join(parts)
+
+
+def render_episode(run: Run, episode: EpisodeRecord, *, width: int = WIDTH, request: bool = True) -> str:
+    """One episode as text: a header, the request, each turn, the scored answer and the score."""
+    row = episode.row
+    agent, human = run.role_model("agent") or "?", run.role_model("simulator") or "?"
+    turns = row.get("dialogue") or []
+    out = [
+        f"{run.env_id}  task {episode.task_id}  trial {episode.trial}  ({run.path})",
+        f"agent: {agent}   human: {human}   "
+        f"{row.get('turns', '?')} agent turns, ended by {row.get('termination') or row.get('status')}",
+    ]
+    timings = row.get("timings") or {}
+    usage = row.get("usage") or {}
+    if timings.get("duration_s") is not None:
+        tokens = ", ".join(
+            f"{role} {int((usage.get(role) or {}).get('completion_tokens') or 0)}" for role in ("agent", "simulator")
+        )
+        out.append(f"{float(timings['duration_s']):.1f} s; tokens written: {tokens}")
+    text = _request(run, episode.task_id) if request else None
+    if text:
+        out += ["", "REQUEST (what the agent is told)", _block(text, width)]
+    number = 0
+    for turn in turns:
+        role = str(turn.get("role"))
+        if role == "agent":
+            number += 1
+        label = f"{_NAMES.get(role, role.upper())} (turn {number})"
+        if role == "human" and turn.get("leak"):
+            label += f"  [leak flagged: {turn.get('leak_action', 'shown')}]"
+        out += ["", label, _block(str(turn.get("text") or ""), width)]
+    answer = row.get("answer")
+    if isinstance(answer, str):
+        how = "after the answer marker" if is_answer(answer) else "the last turn, at the turn cap"
+        out += ["", f"ANSWER SCORED ({how})", _block(after_marker(answer).strip(), width)]
+    out += ["", f"SCORE: {_score_line(row)}"]
+    return "\n".join(out) + "\n"
+
+
+def show(path: str | Path, task: str | None = None, trial: int | None = None, *, width: int = WIDTH) -> str:
+    """The text ``colbench show`` prints for the run directory ``path``."""
+    run = load_run(path)
+    return render_episode(run, pick_episode(run, task, trial), width=width)
