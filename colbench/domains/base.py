@@ -226,6 +226,7 @@ class Domain(ABC):
         client = connect(
             parsed,
             "simulator",
+            defaults_for="spec writer",  # the embedded model's human defaults (short, no code) are not for it
             cache_path=cache_dir / SPEC_WRITER_CACHE if cache_dir is not None else None,
             limits=limits,
             **endpoint,

