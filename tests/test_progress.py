@@ -146,6 +146,17 @@ def test_cost_is_na_while_a_role_that_spent_tokens_has_no_price() -> None:
     assert "cost $0.0050" in progress.line()
 
 
+@pytest.mark.parametrize("spec", ["llamacpp", "llamacpp:gemma3-270m", "llamacpp:/models/mine.gguf"])
+def test_the_embedded_model_costs_nothing_but_an_unknown_server_stays_unknown(spec: str) -> None:
+    tally = Tally()
+    tally.add(ok(agent=(5000, 800), simulator=(4000, 300)))
+    run_json = {"agent": {"spec": spec, "model": "SmolLM2"}, "simulator": {"spec": spec}}
+    assert Pricing.for_run(run_json).cost(tally) == 0.0
+    # the same model behind an OpenAI-compatible server of the user's: no price is guessed
+    served = {"agent": {"spec": "openai:SmolLM2", "model": "SmolLM2"}, "simulator": {"spec": spec}}
+    assert Pricing.for_run(served).cost(tally) is None
+
+
 def test_off_and_quiet_write_nothing() -> None:
     for stream, mode in ((io.StringIO(), "off"), (None, "auto"), (None, "lines")):
         progress = Progress(total=3, kept=Tally(), domain=BACKEND, stream=stream, mode=mode)  # type: ignore[arg-type]

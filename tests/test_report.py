@@ -21,7 +21,7 @@ import pytest
 
 from colbench.errors import ConfigError, DataError
 from colbench.report import build_report, load_prices, load_run, render_run, write_run_report
-from colbench.report.costs import Prices
+from colbench.report.costs import LIST_PRICES, Prices
 from colbench.report.html_report import redact, safe_relative
 from colbench.report.stats import (
     BOOTSTRAP_RESAMPLES,
@@ -375,7 +375,10 @@ def test_tokens_per_role_and_unknown_prices(tmp_path: Path) -> None:
     line = next(ln for ln in text.splitlines() if ln.startswith("backend-a") and "simulator" in ln)
     assert line.endswith("unknown  unknown") and "$0.00" not in line
     assert "as of 2025-01-15" in text
-    assert "cost unknown" in build_report([load_run(RUNS / "backend-a")]).text()
+    # without a table: colbench's dated list prices, named with their date; gpt-4o is on them
+    listed = build_report([load_run(RUNS / "backend-a")])
+    assert listed.costs[0][1][1].cost == pytest.approx((900 * 2.5 + 100 * 10.0) / 1e6)
+    assert f"prices: colbench's list prices, as of {LIST_PRICES.as_of}" in listed.text()
 
 
 def test_price_table_toml_and_spec_lookup(tmp_path: Path) -> None:
@@ -405,10 +408,13 @@ def test_bad_price_tables_name_the_file(tmp_path: Path, content: str, message: s
         load_prices(path)
 
 
-def test_no_built_in_prices() -> None:
-    assert Prices().models == {}
-    report = build_report([load_run(RUNS / "backend-b")])
+def test_a_model_not_in_the_table_costs_unknown_never_zero() -> None:
+    run = load_run(RUNS / "backend-b")  # gpt-4o in both roles: on the list prices
+    assert all(c.cost is not None for _, costs in build_report([run]).costs for c in costs)
+    report = build_report([run], prices=Prices(source="a table without gpt-4o"))
     assert all(c.cost is None for _, costs in report.costs for c in costs)
+    text = report.text()
+    assert "prices: a table without gpt-4o" in text and "unknown" in text and "$0.00" not in text
 
 
 # -- HTML -------------------------------------------------------------------------------------------------------

@@ -200,7 +200,7 @@ def test_cost_in_usd_with_prices_and_tokens_without(backend: dict[str, Path], tm
     assert f"${alpha:,.2f} (${alpha / 8:,.4f}/ep)" in texts(cost)
     assert len(ids(cost, "cost-agent-bar-")) == 2 and "cost per run in USD, prices as of 2025-01-15" in page
     page = pages(list(backend.values()))["alpha"]
-    assert "tokens per run (no --prices table: cost unknown)" in page
+    assert "tokens per run (a model is not in the price table: cost unknown)" in page
     assert f"{6 * 1210:,.0f} ({6 * 1210 / 8:,.0f}/ep)" in texts(svg(page, "cost"))
 
 

@@ -19,6 +19,7 @@ run directory's format is docs/run-format.md (:mod:`colbench.runs`); docs/evalua
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import logging
 import re
@@ -113,7 +114,7 @@ class EvalResult:
             parts.append(f"not run {self.unfinished}")
         parts.append(
             f"this session {self.session.finished} episodes in {self.wall_s:.1f}s "
-            f"(tokens agent {self.session.agent_tokens}, simulator {self.session.simulator_tokens})"
+            f"(tokens agent {self.session.role_tokens('agent')}, simulator {self.session.role_tokens('simulator')})"
         )
         line = "; ".join(parts) + f" -> {self.out}"
         if self.aborted:
@@ -252,6 +253,8 @@ def describe_agent(spec: str, agent: Agent, options: Mapping[str, Any]) -> dict[
             extra_body=dict(endpoint.extra_body) if endpoint.extra_body else None,
             system_prompt_sha256=sha256_text(agent.system_prompt) if agent.system_prompt else None,
         )
+        if agent.answer is not None:  # the final answer's own settings (the embedded model's defaults)
+            described["answer"] = jsonable(dataclasses.asdict(agent.answer))
     elif _kind(spec) != "scripted":  # a plug-in (or an agent object given with a name of its own)
         described["options"] = {k: jsonable(v) for k, v in sorted(options.items()) if not _SECRET.search(k)}
     return described

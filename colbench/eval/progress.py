@@ -17,7 +17,6 @@ spent tokens has no price. A role that spent no tokens (scripted) costs nothing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -30,35 +29,29 @@ from rich.progress import Progress as RichProgress
 from rich.table import Column
 
 from colbench.domains.base import Domain
-from colbench.errors import ConfigError
-from colbench.llm.specs import parse_spec
-from colbench.report.costs import LIST_PRICES, Price, Prices
+from colbench.llm.client import Usage
+from colbench.report.costs import LIST_PRICES, Price, Prices, price_names
+from colbench.runs import ROLES
+from colbench.runs.episodes import usage_by_role
 
 ProgressMode = Literal["auto", "tty", "lines", "off"]
-ROLES = ("agent", "simulator")
 LINE_EVERY_S = 60.0  # lines mode: the longest a log goes without a line
 STEPS = 10  # lines mode: a line each time another 1/STEPS of the episodes has finished
 
 
 @dataclass
 class Tally:
-    """Counts over episode records: ``ok`` are scored, ``infra`` could not be judged."""
+    """Counts over episode records: ``ok`` are scored, ``infra`` could not be judged; ``usage`` per role."""
 
     ok: int = 0
     infra: int = 0
     success: int = 0
     reward_sum: float = 0.0
-    agent_prompt_tokens: int = 0
-    agent_completion_tokens: int = 0
-    simulator_prompt_tokens: int = 0
-    simulator_completion_tokens: int = 0
+    usage: dict[str, Usage] = field(default_factory=dict)
 
     def add(self, record: Mapping[str, Any]) -> None:
-        usage = record.get("usage") or {}
-        for role in ROLES:
-            prompt, completion = _tokens(usage.get(role))
-            setattr(self, f"{role}_prompt_tokens", getattr(self, f"{role}_prompt_tokens") + prompt)
-            setattr(self, f"{role}_completion_tokens", getattr(self, f"{role}_completion_tokens") + completion)
+        for role, spent in usage_by_role(record).items():
+            self.usage.setdefault(role, Usage()).add(spent)
         if record.get("status") == "ok":
             self.ok += 1
             self.success += bool(record.get("success"))
@@ -71,29 +64,16 @@ class Tally:
         return self.ok + self.infra
 
     @property
-    def agent_tokens(self) -> int:
-        return self.agent_prompt_tokens + self.agent_completion_tokens
-
-    @property
-    def simulator_tokens(self) -> int:
-        return self.simulator_prompt_tokens + self.simulator_completion_tokens
-
-    @property
     def tokens(self) -> int:
-        return self.agent_tokens + self.simulator_tokens
+        return sum(self.role_tokens(role) for role in ROLES)
 
-    def role_tokens(self, role: str) -> tuple[int, int]:
-        """(prompt, completion) tokens of ``role``."""
-        return getattr(self, f"{role}_prompt_tokens"), getattr(self, f"{role}_completion_tokens")
+    def role_tokens(self, role: str) -> int:
+        """Prompt and completion tokens of ``role``."""
+        spent = self.usage.get(role, Usage())
+        return spent.prompt_tokens + spent.completion_tokens
 
     def headline(self, domain: Domain) -> str:
         return domain.headline(self.ok, self.success, self.reward_sum)
-
-
-def _tokens(usage: Any) -> tuple[int, int]:
-    if not isinstance(usage, Mapping):
-        return 0, 0
-    return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
 
 
 @dataclass(frozen=True)
@@ -108,7 +88,7 @@ class Pricing:
         table = prices or LIST_PRICES
         roles: dict[str, Price | None] = {}
         for role in ROLES:
-            found = table.find(role_names(run_json.get(role), role))
+            found = table.find(price_names(run_json.get(role), role))
             roles[role] = found[1] if found else None
         return cls(roles)
 
@@ -116,27 +96,13 @@ class Pricing:
         """USD for ``tally``'s tokens; None while a role that spent tokens has no price."""
         total = 0.0
         for role in ROLES:
-            prompt, completion = tally.role_tokens(role)
-            if not prompt and not completion:
+            if not tally.role_tokens(role):
                 continue
             price = self.roles.get(role)
             if price is None:
                 return None
-            total += (prompt * price.input + completion * price.output) / 1e6
+            total += price.cost(tally.usage[role])
         return total
-
-
-def role_names(section: Any, role: str) -> list[str]:
-    """Every name a price table may list a role's model under, most specific first."""
-    if not isinstance(section, Mapping):
-        return []
-    names = [section.get(key) for key in ("name", "model")]
-    spec = section.get("spec")
-    if isinstance(spec, str):
-        with contextlib.suppress(ConfigError):  # a plug-in agent given with a name of its own
-            names.append(parse_spec(spec, role).value)
-        names.append(spec)
-    return list(dict.fromkeys(n for n in names if isinstance(n, str) and n))
 
 
 def _human(n: float) -> str:

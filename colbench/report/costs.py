@@ -7,8 +7,9 @@ A price file (JSON, or TOML when its name ends in ``.toml``) maps a model name t
      "gpt-4o-mini": {"input": 0.15, "output": 0.60}}
 
 ``as_of`` (optional) is shown next to the costs. A role's model is looked up by run.json's ``name`` / ``model``,
-then its ``spec`` (``openai:gpt-4o``); a model the table does not list costs "unknown", never 0 (price a local model
-at 0 explicitly if that is what you mean). Cached-input discounts and batch pricing are not modelled.
+then the spec's model and the spec (``openai:gpt-4o``), then, for the embedded model, ``llamacpp`` (the list prices
+give it 0: it runs on this machine); a model the table does not list costs "unknown", never 0 (price a model behind
+your own server at 0 explicitly if that is what you mean). Cached-input discounts and batch pricing are not modelled.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from colbench.errors import DataError
+from colbench.errors import ConfigError, DataError
 from colbench.llm.client import Usage
+from colbench.llm.specs import parse_spec
 from colbench.runs import ROLES, Run
 from colbench.schema import validate
 
@@ -111,13 +113,33 @@ class RoleCost:
         return None if value is None or not self.episodes else value / self.episodes
 
 
-def role_costs(run: Run, prices: Prices | None) -> list[RoleCost]:
+def price_names(section: Any, role: str) -> list[str]:
+    """Every name a price table may list a role's model under (``section``: the role in run.json), most specific
+    first."""
+    if not isinstance(section, dict):
+        return []
+    names = [section.get(key) for key in ("name", "model")]
+    spec = section.get("spec")
+    if isinstance(spec, str):
+        try:
+            parsed = parse_spec(spec, role)
+        except ConfigError:  # a plug-in agent given with a name of its own
+            parsed = None
+        if parsed is not None:
+            names.append(parsed.value)
+        names.append(spec)
+        if parsed is not None and parsed.is_embedded:
+            names.append(parsed.kind)
+    return list(dict.fromkeys(n for n in names if isinstance(n, str) and n))
+
+
+def role_costs(run: Run, prices: Prices) -> list[RoleCost]:
     """Agent and simulator (and any other role that episodes.jsonl reports), in that order."""
     roles = list(ROLES) + sorted(set(run.usage) - set(ROLES))
     out = []
     for role in roles:
         usage = run.usage.get(role, Usage())
-        found = prices.find(run.role_names(role)) if prices else None
+        found = prices.find(price_names(run.config.get(role), role))
         cost = found[1].cost(usage) if found else None
         out.append(RoleCost(role, run.role_model(role), usage, len(run.episodes), cost))
     return out
@@ -135,13 +157,14 @@ LIST_PRICES = Prices(
         "gpt-4.1-nano": Price(0.10, 0.40),
         "o3-mini": Price(1.10, 4.40),
         "o4-mini": Price(1.10, 4.40),
+        "llamacpp": Price(0.0, 0.0),  # the embedded model: it runs on this machine
     },
     as_of="2025-06-01",
     source="colbench's list prices",
 )
 
 
-def forecast_against_actual(run: Run, prices: Prices | None) -> tuple[list[str], list[list[str]]] | None:
+def forecast_against_actual(run: Run, prices: Prices) -> tuple[list[str], list[list[str]]] | None:
     """run.json's forecast (the typical scenario ``--dry-run`` prints) beside what the run spent; None without one."""
     forecast = run.config.get("forecast")
     if not isinstance(forecast, dict) or not isinstance(forecast.get("roles"), list):
@@ -157,7 +180,7 @@ def forecast_against_actual(run: Run, prices: Prices | None) -> tuple[list[str],
         return f"{usage.prompt_tokens:,} / {usage.completion_tokens:,}"
 
     cost = forecast.get("cost_usd")
-    costs = [c.cost for c in role_costs(run, prices or LIST_PRICES) if c.usage.calls]
+    costs = [c.cost for c in role_costs(run, prices) if c.usage.calls]
     spent = None if any(c is None for c in costs) else math.fsum(c for c in costs if c is not None)
     wall = forecast.get("wall_s")
     body = [

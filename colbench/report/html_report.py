@@ -304,8 +304,11 @@ def render_run(run: Run, report: Report) -> str:
     header, body = cost_columns(report)
     mine = [r for r in body if r[0] == label]
     parts += ["<h2>Tokens and cost</h2>", _plain_table(header, mine)]
-    if report.prices is None:
-        parts.append("<p class='meta'>no price table (--prices): cost unknown</p>")
+    as_of = f", as of {report.prices.as_of}" if report.prices.as_of else ""
+    parts.append(
+        f"<p class='meta'>prices: {e(report.prices.source or 'a price table')}{e(as_of)}; a model the table does not "
+        "list costs unknown (colbench report --prices FILE)</p>"
+    )
     planned = forecast_against_actual(run, report.prices)
     if planned is not None:
         parts += ["<h2>Forecast and actual</h2>", _plain_table(*planned)]

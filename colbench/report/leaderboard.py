@@ -17,7 +17,7 @@ from typing import Any
 from colbench.domains import all_domains, get_domain
 from colbench.errors import ConfigError
 from colbench.report import stats
-from colbench.report.costs import Prices, RoleCost, role_costs
+from colbench.report.costs import LIST_PRICES, Prices, RoleCost, role_costs
 from colbench.runs import Run
 
 NA = "-"
@@ -215,7 +215,7 @@ def run_labels(runs: Sequence[Run]) -> list[str]:
 class Report:
     tables: list[Table]
     costs: list[tuple[str, list[RoleCost]]]
-    prices: Prices | None
+    prices: Prices
     reference: Run | None = None
 
     def row_of(self, run: Run) -> Row | None:
@@ -239,7 +239,8 @@ class Report:
 
 
 def build_report(runs: Sequence[Run], *, reference: Run | None = None, prices: Prices | None = None) -> Report:
-    """Leaderboard tables (backend first), each sorted best first, and the token/cost rows of every run."""
+    """Leaderboard tables (backend first), each sorted best first, and the token/cost rows of every run, priced by
+    ``prices`` or, without a table, by colbench's dated list prices (as the progress line and ``--dry-run`` are)."""
     if reference is not None and not reference.spec.metrics.win_rate:
         with_win = [d.name for d in all_domains() if d.metrics.win_rate]
         raise ConfigError(
@@ -275,6 +276,7 @@ def build_report(runs: Sequence[Run], *, reference: Run | None = None, prices: P
         for rank, row in enumerate(rows, start=1):
             row.rank = rank
         tables.append(Table(domain.name, rows, reference_label if against is not None else None))
+    prices = prices if prices is not None else LIST_PRICES
     costs = [(label, role_costs(run, prices)) for run, label in zip(unique, labels, strict=True)]
     return Report(tables, costs, prices, reference)
 
@@ -418,8 +420,6 @@ def _title(table: Table) -> str:
 
 
 def _cost_title(report: Report) -> str:
-    if report.prices is None:
-        return "Tokens and cost (no --prices table: cost unknown)"
     as_of = f", as of {report.prices.as_of}" if report.prices.as_of else ""
     return f"Tokens and cost (prices: {report.prices.source}{as_of}; USD)"
 

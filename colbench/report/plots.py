@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, cast
 from colbench.probe.verdicts import empty_or_refusal
 from colbench.report import stats
 from colbench.report.leaderboard import Report, Row, Table, estimate_cell
-from colbench.runs import EpisodeRecord, Run
+from colbench.runs import Run
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -192,22 +192,18 @@ def task_cells(run: Run) -> dict[str, Cell]:
     """Per task: success / mixed / fail (domains with success), or the mean reward (the others); ``infra`` where no
     trial was scored. Trials are averaged within the task, as every score of the leaderboard is."""
     spec = run.spec
-    grouped: dict[str, list[EpisodeRecord]] = {}
-    for episode in run.ordered_episodes():
-        grouped.setdefault(episode.task_id, []).append(episode)
+    scored = run.scored()
     cells = {}
-    for task, episodes in grouped.items():
-        rewards = [(e.reward, e.success) for e in episodes if e.ok and e.reward is not None]
+    for task in dict.fromkeys(episode.task_id for episode in run.ordered_episodes()):
+        rewards = [(e.reward, e.success) for e in scored.get(task, []) if e.reward is not None]
         if not rewards:
             cells[task] = Cell("infra")
-            continue
-        value = stats.mean([r for r, _ in rewards])
-        if spec.metrics.has_success:
+        elif spec.metrics.has_success:
             wins = [spec.success_of(r, s) for r, s in rewards]
             category = "success" if all(wins) else "fail" if not any(wins) else "mixed"
             cells[task] = Cell(category, sum(wins) / len(wins))
         else:
-            cells[task] = Cell("scored", value)
+            cells[task] = Cell("scored", stats.mean([r for r, _ in rewards]))
     return cells
 
 
@@ -447,7 +443,7 @@ def human_figure(table: Table, current: Run) -> Figure:
 def cost_figure(report: Report, current_label: str | None) -> tuple[Figure, str]:
     """Cost per run, stacked by role, from the price table; without one (or with a model it does not list), tokens
     instead, because a cost colbench cannot know is never drawn as $0. Returns the figure and what it shows."""
-    priced = report.prices is not None and all(c.cost is not None for _, costs in report.costs for c in costs)
+    priced = all(c.cost is not None for _, costs in report.costs for c in costs)
     unit = "cost (USD)" if priced else "tokens (input + output)"
     labels = [lbl for lbl, _ in report.costs]
     fig = new_figure(7.5, 0.9 + 0.32 * len(labels))
@@ -489,9 +485,8 @@ def cost_figure(report: Report, current_label: str | None) -> tuple[Figure, str]
     ax.set_xlabel(unit)
     ax.legend(loc="lower right", frameon=False)
     if not priced:
-        why = "no --prices table" if report.prices is None else "a model is not in the price table"
-        return fig, f"tokens per run ({why}: cost unknown)"
-    as_of = f", prices as of {report.prices.as_of}" if report.prices and report.prices.as_of else ""
+        return fig, "tokens per run (a model is not in the price table: cost unknown)"
+    as_of = f", prices as of {report.prices.as_of}" if report.prices.as_of else ""
     return fig, f"cost per run in USD{as_of}"
 
 

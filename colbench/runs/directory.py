@@ -78,14 +78,6 @@ class Run:
                 return value
         return None
 
-    def role_names(self, role: str) -> list[str]:
-        """Every name a price table may list the role's model under, most specific first."""
-        section = self.config.get(role)
-        if not isinstance(section, dict):
-            return []
-        names = [section.get(k) for k in ("name", "model", "spec")]
-        return list(dict.fromkeys(n for n in names if isinstance(n, str) and n))
-
     # -- episodes -----------------------------------------------------------------------------------------------
     def ordered_episodes(self) -> list[EpisodeRecord]:
         """Final records, tasks in the order they first appear in the file, trials ascending."""

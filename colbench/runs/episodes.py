@@ -69,12 +69,19 @@ class EpisodeRecord:
 
     def usage(self) -> dict[str, Usage]:
         """Tokens per role (validated when the record was read)."""
-        usage = self.row.get("usage") or {}
-        return {
-            str(role): Usage(*(int(counts.get(name) or 0) for name in USAGE_FIELDS))
-            for role, counts in usage.items()
-            if isinstance(counts, dict)
-        }
+        return usage_by_role(self.row)
+
+
+def usage_by_role(row: Mapping[str, Any]) -> dict[str, Usage]:
+    """A record's ``usage`` field as a :class:`Usage` per role; roles without counts are left out."""
+    usage = row.get("usage")
+    if not isinstance(usage, Mapping):
+        return {}
+    return {
+        str(role): Usage(*(int(counts.get(name) or 0) for name in USAGE_FIELDS))
+        for role, counts in usage.items()
+        if isinstance(counts, Mapping)
+    }
 
 
 class _Row(BaseModel):
