@@ -18,6 +18,7 @@ Every request body (decoded JSON) is recorded in ``requests`` and its headers in
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -44,12 +45,16 @@ class StubOpenAIServer:
     """Serve ``POST /v1/chat/completions`` on 127.0.0.1 (free port) in a background thread.
 
     Use as a context manager, or call ``start()`` / ``stop()``. ``latency_s`` delays every reply; ``default``
-    answers requests when no scripted action is queued.
+    answers requests when no scripted action is queued; ``tls``: serve HTTPS with this server-side context (the
+    base URL is then ``https://localhost:PORT/v1``).
     """
 
-    def __init__(self, default: Responder = echo_last_user, *, latency_s: float = 0.0) -> None:
+    def __init__(
+        self, default: Responder = echo_last_user, *, latency_s: float = 0.0, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.default = default
         self.latency_s = latency_s
+        self.tls = tls
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._script: deque[Action] = deque()
@@ -87,13 +92,15 @@ class StubOpenAIServer:
         if self._server is None:
             raise RuntimeError("StubOpenAIServer is not started")
         host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        return f"https://localhost:{port}/v1" if self.tls is not None else f"http://{host!s}:{port}/v1"
 
     def start(self) -> StubOpenAIServer:
         if self._server is not None:
             return self
         self._stopping.clear()
         server = _Server(("127.0.0.1", 0), _Handler)
+        if self.tls is not None:
+            server.socket = self.tls.wrap_socket(server.socket, server_side=True)
         server.stub = self
         self._server = server
         self._thread = threading.Thread(

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import shutil
 import socket
+import ssl
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +29,7 @@ from colbench.llm import (
     endpoint_for,
     parse_spec,
 )
+from colbench.llm.client import _ssl_context
 from colbench.llm.limits import rate_limiter
 
 HELLO = [{"role": "user", "content": "hello there"}]
@@ -166,6 +170,52 @@ def test_async_chat_retries_and_runs_concurrently(stub: StubOpenAIServer) -> Non
     assert elapsed < 1.5  # five 0.3 s requests (plus one retry) overlapped, not ~1.8 s in series
     # A second event loop gets a working client too.
     assert asyncio.run(client.achat(HELLO)).text == "echo: hello there"
+
+
+@pytest.fixture
+def tls_server_context(tmp_path: Path) -> Iterator[tuple[ssl.SSLContext, Path]]:
+    """A server-side TLS context with a fresh self-signed certificate for localhost, and the certificate's path.
+    The process's client TLS context is rebuilt before and after, so no other test sees this certificate."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("no openssl command to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    request = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost"]
+    request += ["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)]
+    subprocess.run([openssl, *request], check=True, capture_output=True)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    _ssl_context.cache_clear()
+    yield context, cert
+    _ssl_context.cache_clear()
+
+
+def test_https_endpoints_go_through_the_transport_with_their_certificates_verified(
+    tls_server_context: tuple[ssl.SSLContext, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    context, cert = tls_server_context
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    with StubOpenAIServer(tls=context) as stub:
+        assert stub.base_url.startswith("https://")
+        # a certificate no trusted authority signed: refused before any request is sent
+        with pytest.raises(LLMError, match="gave up after 1 attempt"):
+            asyncio.run(client_for(stub, max_retries=0).achat(HELLO))
+        assert stub.request_count == 0
+        # trusted (as SSL_CERT_FILE names it): several requests over the keep-alive TLS connections
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        _ssl_context.cache_clear()
+        client = client_for(stub, max_connections=2)
+
+        async def main() -> list[ChatReply]:
+            try:
+                return await asyncio.gather(*(client.achat([{"role": "user", "content": f"q{i}"}]) for i in range(6)))
+            finally:
+                await client.aclose()
+
+        assert sorted(r.text for r in asyncio.run(main())) == [f"echo: q{i}" for i in range(6)]
+        assert client.chat(HELLO).text == "echo: hello there"  # the sync path, on the same TLS context
+        assert stub.request_count == 7 and client.usage.calls == 7
 
 
 def test_async_client_error_raises_at_once(stub: StubOpenAIServer) -> None:
