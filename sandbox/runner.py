@@ -358,10 +358,6 @@ def _reap_all(kill_all):
             return
 
 
-def _repeat(job):
-    return max(1, int(job.get("repeat", 1)))
-
-
 class _SeedingLoader:
     """Runs ``numpy.random``'s own loader, then seeds its global generator, as a parent that had preloaded it
     would have done before the test."""
@@ -402,9 +398,9 @@ class _SeedOnImport:
         return spec
 
 
-def _child(job, start, wfd, mapped):
-    """Runs in the forked child, untrusted from the first line of ``code`` on: outcomes ``start..`` in order, to the
-    end of their run (or, ``shared_process``, of the job); outcome ``i`` is test ``i % len(tests)``.
+def _child(job, start, end, wfd, mapped):
+    """Runs in the forked child, untrusted from the first line of ``code`` on: outcomes ``start`` to ``end`` (the end
+    of their run or, ``shared_process``, of the job) in order; outcome ``i`` is test ``i % len(tests)``.
 
     Each test gets a fresh module (the code re-executed in a new namespace), a fresh working directory and
     re-seeded generators; its result goes to the runner as one JSON line. The runner times each test from the
@@ -431,8 +427,6 @@ def _child(job, start, wfd, mapped):
         os.setsid()
         tests = job["tests"]
         count = len(tests)
-        # Every run of a ``shared_process`` job goes on in this child; otherwise the child ends with its run.
-        end = count * _repeat(job) if job.get("shared_process") else start - start % count + count
         timeout = float(job["timeout"])
         cpu = math.ceil((end - start) * (timeout + 1))  # a backstop: the runner's wall clock rules
         for lim, val in (
@@ -623,17 +617,17 @@ def run_job(job, sandboxed, report):
     tests, timeout = job["tests"], float(job["timeout"])
     max_bytes = int(job.get("max_bytes", 1_000_000))
     n = len(tests)
-    total = n * _repeat(job)
+    total = n * max(1, int(job.get("repeat", 1)))
     shared = bool(job.get("shared_process"))
     i = 0
     while i < total:
-        run_end = total if shared else i - i % n + n
+        run_end = total if shared else i - i % n + n  # a shared_process job's runs all go on in one child
         mapped = _mapped_bytes()
         rfd, wfd = os.pipe()
         pid = _fork()
         if pid == 0:
             os.close(rfd)
-            _child(job, i, wfd, mapped)
+            _child(job, i, run_end, wfd, mapped)
         os.close(wfd)
         lines = _Lines(rfd, max_bytes)
         why = None

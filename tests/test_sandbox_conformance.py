@@ -515,6 +515,33 @@ def test_sysv_ipc_objects_do_not_survive_the_job(sandbox: Sandbox) -> None:
         assert values(sandbox, look, ["f()"]) == [[0, 0, 0]]
 
 
+@pytest.mark.parametrize(
+    ("kind", "make"),
+    [("shm", "libc.shmget(0, 4096, 0o1600)"), ("sem", "libc.semget(0, 1, 0o1600)"), ("msg", "libc.msgget(0, 0o1600)")],
+)
+def test_a_sysv_ipc_object_of_any_kind_alone_is_removed(sandbox: Sandbox, kind: str, make: str) -> None:
+    """The runner's clean-up notices one object of any one kind, so none survives into the next job."""
+    plant = f"import ctypes\ndef f():\n    libc = ctypes.CDLL(None)\n    return {make}\n"
+    look = f"def f():\n    return len(open('/proc/sysvipc/{kind}').read().splitlines()) - 1\n"
+    created = values(sandbox, plant, ["f()"])[0]
+    assert isinstance(created, int) and created >= 0
+    for _ in range(4):  # whichever worker runs the next job
+        assert values(sandbox, look, ["f()"]) == [0]
+
+
+def test_text_crosses_the_boundary_intact(sandbox: Sandbox) -> None:
+    """Values and errors cross from the test process through the runner to the host as they were: quotes,
+    backslashes, newlines, braces and protocol-like text, non-ASCII text and lone surrogates."""
+    text = 'a"b\\c\nd}{], "done": true, "i": 0 \u00e9\u4e2d\U0001f600 \ud800'
+    code = f"T = {text!r}\ndef f():\n    return T\ndef g():\n    raise ValueError(T)\n"
+    out = sandbox.run_tests(code, ["f()", "g()", "[T, {T: (T,)}]"], limits=FAST)
+    assert [o.outcome for o in out] == ["value", "raised", "value"]
+    assert decode(out[0].value) == text
+    assert out[1].error == "builtins.ValueError: " + text
+    assert decode(out[2].value) == [text, {text: (text,)}]
+    still_works(sandbox)
+
+
 def test_a_test_that_breaks_its_descriptors_or_leaves_its_directory_spoils_no_other_test(sandbox: Sandbox) -> None:
     code = (
         "import os\n"
