@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from openai_stub import InFlight, StubOpenAIServer
 
@@ -518,6 +519,18 @@ def test_cli_eval_all_infra_errors_exit_3(tmp_path: Path) -> None:
 # -- frontend -------------------------------------------------------------------------------------------------------
 
 
+def _assert_same_page(reference: Path, answer: Path) -> None:
+    """The same page rendered twice: same size, pixels equal but for rasterisation noise (one full-suite CI run saw
+    the two PNGs differ in bytes while the pages scored similarity 1.0; never reproduced alone or under load)."""
+    from colbench.domains.frontend.embed import decode_png
+
+    a, b = decode_png(reference.read_bytes()), decode_png(answer.read_bytes())
+    assert a.shape == b.shape, (a.shape, b.shape)
+    differing = float(np.any(a != b, axis=-1).mean())
+    mean_abs = float(np.abs(a.astype(np.int16) - b.astype(np.int16)).mean())
+    assert differing < 0.01 and mean_abs < 1.0, f"{differing:.2%} of pixels differ, mean |diff| {mean_abs:.2f}"
+
+
 @pytest.mark.browser
 def test_frontend_eval_scores_similarity_and_keeps_the_final_pages(tmp_path: Path) -> None:
     from colbench.domains.frontend.similarity import FrontendScorer
@@ -541,7 +554,7 @@ def test_frontend_eval_scores_similarity_and_keeps_the_final_pages(tmp_path: Pat
         assert (out / row["screenshot"]).read_bytes().startswith(b"\x89PNG")
         # the reference page beside it, for the report: the reference agent's page is the reference itself
         assert row["reference_screenshot"] == f"screens/reference/{row['task_id']}.png"
-        assert (out / row["reference_screenshot"]).read_bytes() == (out / row["screenshot"]).read_bytes()
+        _assert_same_page(out / row["reference_screenshot"], out / row["screenshot"])
     assert len(list((out / "screens" / "reference").iterdir())) == 2
     for row in records(tmp_path / "ask"):  # no page ever: the documented floor, and no screenshot
         assert row["status"] == "ok" and row["termination"] == "turn_limit" and row["reward"] == 0.0
