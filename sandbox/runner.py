@@ -7,7 +7,7 @@ task reference) and is treated as hostile. The runner therefore:
   saved uid, to switch children and clean up), so a child can neither signal nor inspect the runner;
 * makes itself non-dumpable, so even a child of the same uid (non-root mode) can neither ptrace it nor open
   ``/proc/<pid>/mem`` or ``/proc/<pid>/fd/*``;
-* gives each test a fresh child (fork), a fresh working directory, rlimits, and a private pipe: the child's only
+* gives each test a fresh child (fork), an empty working directory, rlimits, and a private pipe: the child's only
   way out is that pipe, and the runner knows which test a pipe belongs to, so a child cannot report for another
   test; whatever a child writes is only a *claim about its own return value*, decoded and compared by the host;
 * closes every other descriptor in the child, so agent output cannot reach the runner's protocol stream;
@@ -119,6 +119,11 @@ _LIBC = None  # libc through ctypes, loaded once by main()
 # scratch root in which each test makes its directory, and the runner's own statm.
 _DEVNULL = _SCRATCH = _STATM = -1
 _SCRATCH_ID = (-1, -1)  # (st_dev, st_ino) of the scratch root, to notice a test that replaced the descriptor
+_SIZE_COUNTS_ENTRIES = False  # whether a test's empty working directory may be handed on to the next (main() probes)
+# The generator behind the random module's functions, and the span of its object that holds its state (after the
+# object header), once main() has checked that the span tells a used generator from a freshly seeded one.
+_RANDOM = random._inst
+_RANDOM_SPAN = 0
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -398,7 +403,80 @@ class _SeedOnImport:
         return spec
 
 
-def _child(job, start, end, wfd, mapped):
+def _dir_state():
+    """What a test could change of its working directory: which one it is and its path, whether it is still empty
+    (where a directory's size counts its entries), its mode, owner and times. A test that changed none of it leaves
+    the next test an empty directory no different from a new one, so the next test starts there: making and
+    removing a directory per test was about a twentieth of all scoring CPU."""
+    try:
+        st = os.stat(".")
+        return (
+            os.getcwd(),
+            st.st_ino,
+            st.st_dev,
+            st.st_nlink,
+            st.st_size,
+            st.st_mode,
+            st.st_uid,
+            st.st_gid,
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+        )
+    except OSError:
+        return None  # removed, or out of reach: never the state a test began with
+
+
+def _random_state(span):
+    return ctypes.string_at(id(_RANDOM) + object.__basicsize__, span)
+
+
+def _random_state_span():
+    """How many bytes of the random module's generator after its object header hold its state (the C part: index
+    and the Mersenne Twister's words), provided that reading them tells a drawn-from generator from a reseeded
+    one; else 0.
+
+    Seeding was a tenth of a test process's CPU. A test that drew nothing leaves the state as seeding made it, so
+    the next test need not seed again: comparing the state costs a tenth of seeding it."""
+    span = type(_RANDOM).__mro__[1].__basicsize__ - object.__basicsize__
+    random.seed(12345)
+    seeded = _random_state(span)
+    random.random()
+    drawn = _random_state(span)
+    random.seed(12345)
+    ok = seeded != drawn and _random_state(span) == seeded and _RANDOM.gauss_next is None
+    return span if ok else 0
+
+
+def _size_counts_entries(root):
+    """Whether an empty directory's size under ``root`` tells it from one with entries (tmpfs: 20 bytes each)."""
+    probe = f"{root}/.probe-{os.getpid()}"
+    os.mkdir(probe, 0o700)
+    try:
+        empty = os.stat(probe).st_size
+        os.close(os.open(os.path.join(probe, "x"), os.O_CREAT | os.O_WRONLY, 0o600))
+        return os.stat(probe).st_size != empty
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+
+
+def _compiled_tests(tests):
+    """Each test expression compiled, or the error compiling it raised (raised again by the test that runs it).
+
+    Compiled by the parent, once per job rather than once per child: compiling was about a tenth of the tests'
+    CPU. The expressions come with the task, never from the answer, and the host has already parsed every one of
+    them (``judging.py``), so compiling them here exposes this process to nothing new; an answer's code, which
+    the policy writes, is compiled only in the child.
+    """
+    exprs = []
+    for text in tests:
+        try:
+            exprs.append(compile(text, "<test>", "eval"))
+        except Exception as exc:  # SyntaxError, ValueError (NUL bytes), RecursionError, MemoryError
+            exprs.append(exc)
+    return exprs
+
+
+def _child(job, start, end, wfd, mapped, exprs):
     """Runs in the forked child, untrusted from the first line of ``code`` on: outcomes ``start`` to ``end`` (the end
     of their run or, ``shared_process``, of the job) in order; outcome ``i`` is test ``i % len(tests)``.
 
@@ -441,25 +519,30 @@ def _child(job, start, end, wfd, mapped):
         seed = int(job.get("seed", 0))
         if "numpy.random" not in sys.modules:
             sys.meta_path.insert(0, _SeedOnImport(seed))
+        random.seed(seed)
+        seeded = _random_state(_RANDOM_SPAN) if _RANDOM_SPAN else None
         pid = os.getpid()
         code = None
-        compiled = {}  # each expression compiled once per child (a shared_process job evaluates each N times)
+        workdir, left = None, None  # the working directory and its _dir_state, where it may be handed on
         for i in range(start, end):
-            name = f"test-{pid}-{i}"
-            workdir = f"{SCRATCH_ROOTS[0]}/{name}"
-            try:
-                held = os.fstat(_SCRATCH)
-                scratch = (held.st_dev, held.st_ino) == _SCRATCH_ID
-            except OSError:
-                scratch = False  # an earlier test of this child closed or replaced it: go by the path
-            if scratch:
-                os.mkdir(name, 0o700, dir_fd=_SCRATCH)
-                os.fchdir(_SCRATCH)
-                os.chdir(name)
-            else:
-                os.mkdir(workdir, 0o700)
-                os.chdir(workdir)
-            random.seed(seed)
+            if left is None or _dir_state() != left:
+                name = f"test-{pid}-{i}"
+                workdir = f"{SCRATCH_ROOTS[0]}/{name}"
+                try:
+                    held = os.fstat(_SCRATCH)
+                    scratch = (held.st_dev, held.st_ino) == _SCRATCH_ID
+                except OSError:
+                    scratch = False  # an earlier test of this child closed or replaced it: go by the path
+                if scratch:
+                    os.mkdir(name, 0o700, dir_fd=_SCRATCH)
+                    os.fchdir(_SCRATCH)
+                    os.chdir(name)
+                else:
+                    os.mkdir(workdir, 0o700)
+                    os.chdir(workdir)
+                left = _dir_state() if _SIZE_COUNTS_ENTRIES else None
+            if seeded is None or _RANDOM.gauss_next is not None or _random_state(_RANDOM_SPAN) != seeded:
+                random.seed(seed)
             np = sys.modules.get("numpy")
             if np is not None:
                 np.random.seed(seed)
@@ -471,9 +554,9 @@ def _child(job, start, end, wfd, mapped):
                 if code is None:
                     code = compile(job["code"], "solution.py", "exec")
                 exec(code, module.__dict__)
-                expr = compiled.get(i % count)
-                if expr is None:
-                    expr = compiled[i % count] = compile(tests[i % count], "<test>", "eval")
+                expr = exprs[i % count]
+                if isinstance(expr, Exception):
+                    raise expr
                 value = eval(expr, module.__dict__)
                 out = {"outcome": "value", "value": encode(value)}
             except Unserializable as exc:
@@ -619,6 +702,7 @@ def run_job(job, sandboxed, report):
     n = len(tests)
     total = n * max(1, int(job.get("repeat", 1)))
     shared = bool(job.get("shared_process"))
+    exprs = _compiled_tests(tests)
     i = 0
     while i < total:
         run_end = total if shared else i - i % n + n  # a shared_process job's runs all go on in one child
@@ -627,7 +711,7 @@ def run_job(job, sandboxed, report):
         pid = _fork()
         if pid == 0:
             os.close(rfd)
-            _child(job, i, run_end, wfd, mapped)
+            _child(job, i, run_end, wfd, mapped, exprs)
         os.close(wfd)
         lines = _Lines(rfd, max_bytes)
         why = None
@@ -820,10 +904,13 @@ def main():
     if uid is not None:
         CHILD_UID = int(args[args.index("--child-uid") + 1]) if "--child-uid" in args else None
         _drop_privileges(uid, keep_saved_root=CHILD_UID is not None)
-    global _LIBC, _DEVNULL, _SCRATCH, _SCRATCH_ID
+    global _LIBC, _DEVNULL, _SCRATCH, _SCRATCH_ID, _SIZE_COUNTS_ENTRIES, _RANDOM_SPAN
     _DEVNULL = os.open(os.devnull, os.O_RDWR)
     _SCRATCH = os.open(SCRATCH_ROOTS[0], os.O_RDONLY | os.O_DIRECTORY)
     _SCRATCH_ID = (os.fstat(_SCRATCH).st_dev, os.fstat(_SCRATCH).st_ino)
+    with contextlib.suppress(OSError):
+        _SIZE_COUNTS_ENTRIES = _size_counts_entries(SCRATCH_ROOTS[0])
+    _RANDOM_SPAN = _random_state_span()
     _LIBC = libc = _libc()
     if libc is not None:
         libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0: no ptrace or /proc/<pid>/{mem,fd} from our children

@@ -62,6 +62,39 @@ def test_random_is_seeded_identically(sandbox: Sandbox) -> None:
     assert first == second
 
 
+@pytest.mark.parametrize(
+    "use",
+    [
+        "random.random()",
+        "random.gauss(0, 1)",  # leaves the second of its pair in the generator's gauss_next
+        "[random.random() for _ in range(700)]",  # past one whole block of the Mersenne Twister
+        "random.seed(7)",
+        "random.setstate(random.Random(3).getstate())",
+        "random.getrandbits(4096)",
+        "random.shuffle(list(range(50)))",
+        "random._inst.gauss_next = 0.5",  # the Python half of the state alone
+        "pass",
+    ],
+)
+def test_a_test_that_draws_nothing_or_anything_leaves_the_next_a_freshly_seeded_generator(
+    sandbox: Sandbox, use: str
+) -> None:
+    """Without numpy (the lean parent), a test that drew nothing is not re-seeded after: whatever one did to the
+    generator, every test that reports sees the same numbers."""
+    code = (
+        "import random\n"
+        "def report():\n    return (random.random(), random.gauss(0, 1), random.randrange(10**9))\n"
+        f"def use():\n    {use}\n    return 0\n"
+    )
+    got = values(sandbox, code, ["report()", "use()", "report()", "use()", "use()", "report()", "report()"])
+    reports = [got[i] for i in (0, 2, 5, 6)]
+    assert reports == [reports[0]] * 4, use
+    import random
+
+    random.seed(0)
+    assert reports[0] == (random.random(), random.gauss(0, 1), random.randrange(10**9))  # seed 0, as documented
+
+
 def test_string_hashing_is_the_same_in_every_worker(sandbox: Sandbox) -> None:
     code = "def f():\n    return list({'apple', 'banana', 'cherry', 'date', 'elder', 'fig'})\n"
     seen = {tuple(values(sandbox, code, ["f()"])[0]) for _ in range(6)}  # type: ignore[arg-type]
@@ -79,6 +112,40 @@ def test_each_test_has_its_own_working_directory(sandbox: Sandbox) -> None:
 
 
 # -- exits and crashes --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "change",
+    [
+        "pass",
+        "open('f', 'w').close()",
+        "open('.hidden', 'w').close()",
+        "os.mkdir('d')",
+        "os.symlink('/tmp', 'link')",
+        "open('f', 'w').close(); os.remove('f')",
+        "os.chmod('.', 0o755)",
+        "os.utime('.', (0, 0))",
+        "os.chdir('/tmp')",
+        "os.rename(os.getcwd(), '/tmp/moved-%d' % os.getpid())",
+        "os.rmdir(os.getcwd())",
+    ],
+)
+def test_whatever_a_test_does_to_its_directory_the_next_starts_in_an_empty_private_one(
+    sandbox: Sandbox, change: str
+) -> None:
+    """An untouched directory is handed on to the next test of the same process; anything else gets a new one."""
+    code = (
+        "import os, stat\n"
+        "def f(change):\n"
+        "    st = os.stat('.')\n"
+        "    here = (os.listdir('.'), oct(stat.S_IMODE(st.st_mode)), os.getcwd().startswith('/tmp/test-'),\n"
+        "            st.st_mtime > 1e9)\n"
+        "    if change:\n"
+        f"        {change}\n"
+        "    return here\n"
+    )
+    got = values(sandbox, code, ["f(True)", "f(True)", "f(False)", "f(False)"])
+    assert got == [([], "0o700", True, True)] * 4, change
+
+
 @pytest.mark.parametrize(
     "body, outcome",
     [
@@ -312,6 +379,11 @@ def test_run_program_timeout_and_output_cap(sandbox: Sandbox) -> None:
 
 def test_syntax_errors_and_a_large_source(sandbox: Sandbox) -> None:
     assert values(sandbox, "def f(:\n  pass", ["f()"]) == ["raised"]
+    # A test expression that does not compile fails that test alone, with the compiler's error.
+    out = sandbox.run_tests("def f(x):\n    return x\n", ["f(1)", "f(", "f(3)", "f(\x00)"], limits=FAST)
+    assert [o.outcome for o in out] == ["value", "raised", "value", "raised"]
+    assert "SyntaxError: " in out[1].error and "<test>" in out[1].error
+    assert [decode(out[0].value), decode(out[2].value)] == [1, 3]
     big = "X = [" + ",".join(str(i) for i in range(170_000)) + "]\ndef f():\n    return len(X)\n"
     assert len(big) > 1_000_000
     assert values(sandbox, big, ["f()"], limits=Limits(timeout_s=10.0)) == [170_000]
