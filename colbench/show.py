@@ -11,7 +11,8 @@ from typing import Any
 
 from colbench.dialogue import after_marker, is_answer
 from colbench.errors import ConfigError
-from colbench.runs import EpisodeRecord, Run, load_run
+from colbench.llm.client import Usage
+from colbench.runs import ROLES, EpisodeRecord, Run, load_run
 
 WIDTH = 100
 _NAMES = {"agent": "AGENT", "human": "HUMAN"}
@@ -86,11 +87,9 @@ def render_episode(run: Run, episode: EpisodeRecord, *, width: int = WIDTH, requ
         f"{row.get('turns', '?')} agent turns, ended by {row.get('termination') or row.get('status')}",
     ]
     timings = row.get("timings") or {}
-    usage = row.get("usage") or {}
     if timings.get("duration_s") is not None:
-        tokens = ", ".join(
-            f"{role} {int((usage.get(role) or {}).get('completion_tokens') or 0)}" for role in ("agent", "simulator")
-        )
+        usage = episode.usage()
+        tokens = ", ".join(f"{role} {usage.get(role, Usage()).completion_tokens}" for role in ROLES)
         out.append(f"{float(timings['duration_s']):.1f} s; tokens written: {tokens}")
     text = _request(run, episode.task_id) if request else None
     if text:

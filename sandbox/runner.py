@@ -503,8 +503,7 @@ def _child(job, start, end, wfd, mapped, exprs):
             os.setresgid(CHILD_UID, CHILD_UID, CHILD_UID)
             os.setresuid(CHILD_UID, CHILD_UID, CHILD_UID)
         os.setsid()
-        tests = job["tests"]
-        count = len(tests)
+        count = len(exprs)
         timeout = float(job["timeout"])
         cpu = math.ceil((end - start) * (timeout + 1))  # a backstop: the runner's wall clock rules
         for lim, val in (

@@ -160,9 +160,7 @@ def _role(
 def forecast_text(forecasts: Sequence[Forecast], prices: Prices) -> str:
     lines = [
         f"forecast for {forecasts[0].episodes} episodes (no model called; tokens = characters / {CHARS_PER_TOKEN}; "
-        f"calls {CALL_BASE_S}s + {TOKENS_PER_S:g} tokens/s; prices: {prices.source or 'built in'}"
-        + (f", as of {prices.as_of}" if prices.as_of else "")
-        + ")"
+        f"calls {CALL_BASE_S}s + {TOKENS_PER_S:g} tokens/s; prices: {prices.label})"
     ]
     for f in forecasts:
         lines.append(f"  {f.scenario}: {f.turns:g} agent turns per episode")

@@ -142,18 +142,14 @@ def packaged_gguf(name: str, cache_dir: Path | None = None) -> Path:
     model = MODELS.get(name)
     if model is None:
         raise ConfigError(f"unknown embedded model {name!r}: known models are {', '.join(MODELS)}")
-    missing = f"the embedded model {name} is not installed: {model.install_hint}"
-    if not model.chunks:
-        where = _package_dir(model.package)
-        if where is None or not (where / model.file).is_file():
-            raise ConfigError(missing)
-        return where / model.file
     parts = []
-    for package, inner in model.chunks:
+    for package, inner in model.chunks or ((model.package, model.file),):
         where = _package_dir(package)
         if where is None or not (where / inner).is_file():
-            raise ConfigError(missing)
+            raise ConfigError(f"the embedded model {name} is not installed: {model.install_hint}")
         parts.append(where / inner)
+    if not model.chunks:
+        return parts[0]
     if cache_dir is None:
         from colbench.storage import colbench_home
 

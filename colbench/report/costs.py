@@ -46,6 +46,11 @@ class Prices:
     as_of: str | None = None
     source: str | None = None
 
+    @property
+    def label(self) -> str:
+        """Where the prices come from and their date, as every report and forecast names them."""
+        return (self.source or "a price table") + (f", as of {self.as_of}" if self.as_of else "")
+
     def find(self, names: list[str]) -> tuple[str, Price] | None:
         for name in names:
             if name in self.models:

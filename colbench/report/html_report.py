@@ -304,9 +304,8 @@ def render_run(run: Run, report: Report) -> str:
     header, body = cost_columns(report)
     mine = [r for r in body if r[0] == label]
     parts += ["<h2>Tokens and cost</h2>", _plain_table(header, mine)]
-    as_of = f", as of {report.prices.as_of}" if report.prices.as_of else ""
     parts.append(
-        f"<p class='meta'>prices: {e(report.prices.source or 'a price table')}{e(as_of)}; a model the table does not "
+        f"<p class='meta'>prices: {e(report.prices.label)}; a model the table does not "
         "list costs unknown (colbench report --prices FILE)</p>"
     )
     planned = forecast_against_actual(run, report.prices)

@@ -420,8 +420,7 @@ def _title(table: Table) -> str:
 
 
 def _cost_title(report: Report) -> str:
-    as_of = f", as of {report.prices.as_of}" if report.prices.as_of else ""
-    return f"Tokens and cost (prices: {report.prices.source}{as_of}; USD)"
+    return f"Tokens and cost (prices: {report.prices.label}; USD)"
 
 
 def _render(report: Report, *, markdown: bool) -> str:
