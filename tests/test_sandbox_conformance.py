@@ -6,15 +6,18 @@ working for the next job. The scorer-level attacks (answers that try to pass) ar
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from colbench.domains.backend.values import decode
+from colbench.domains.backend.values import Record, decode
 from colbench.sandbox.contract import Limits, Sandbox
 
 FAST = Limits(timeout_s=2.0)
@@ -638,6 +641,72 @@ def test_a_test_that_breaks_its_descriptors_or_leaves_its_directory_spoils_no_ot
     )
     for sabotage in ("f(1)", "f(2)", "f(3)"):  # a job each: the next test runs in the same child
         assert values(sandbox, code, ["f(0)", sabotage, "f(0)"]) == [(0, True), None, (0, True)]
+
+
+def test_modules_a_test_imports_on_demand_work_and_their_values_cross_the_boundary(sandbox: Sandbox) -> None:
+    """The runner preloads only cheap, common modules; the rest are imported by the test process that needs them,
+    and the runner still encodes their values (it looks for a type once its module is imported)."""
+    code = (
+        "import dataclasses, decimal, fractions, hashlib, sqlite3, statistics, urllib.parse, uuid\n"
+        "@dataclasses.dataclass\nclass P:\n    x: int\n    y: str = 'a'\n"
+        "def f():\n"
+        "    db = sqlite3.connect(':memory:')\n"
+        "    return (fractions.Fraction(1, 3), decimal.Decimal('1.50'), P(3),\n"
+        "            hashlib.sha256(b'x').hexdigest()[:8], statistics.median([3, 1, 2]),\n"
+        "            urllib.parse.quote('a b'), db.execute('select 41 + 1').fetchone()[0],\n"
+        "            str(uuid.UUID(int=1))[-4:])\n"
+    )
+    (value,) = values(sandbox, code, ["f()"])
+    assert isinstance(value, tuple)
+    assert value[:2] == (Fraction(1, 3), Decimal("1.50"))
+    assert value[2] == Record("dataclass", "solution.P", (("x", 3), ("y", "a")))
+    assert value[3:] == ("2d711642", 2, "a%20b", 42, "0001")
+    # A value of one of those types is judged even when only the test expression imports the module.
+    assert values(sandbox, "def f(x):\n    return x\n", ["f(__import__('fractions').Fraction(2, 4))"]) == [
+        Fraction(1, 2)
+    ]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX only")
+def test_no_pth_file_runs_in_the_sandbox_and_a_virtualenvs_packages_are_found(tmp_path: Path) -> None:
+    """The runner starts without the site module's start-up: a ``.pth`` file (an editable install's, a coverage
+    hook) would otherwise run in every worker and import modules into the process every test is forked from. The
+    package directories are still on its path, a virtualenv's included (which ``-S`` alone would miss)."""
+    import subprocess
+    import sys
+
+    venv = tmp_path / "venv"
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
+        check=True,
+        capture_output=True,
+    )
+    python = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    Path(purelib, "zz_colbench_probe.pth").write_text("import os; os.environ['COLBENCH_PTH_RAN'] = '1'\n")
+    Path(purelib, "colbench_venv_only.py").write_text("VALUE = 42\n")
+    script = (
+        "import json, os\n"
+        "from colbench.domains.backend.values import decode\n"
+        "from colbench.sandbox.bwrap import BwrapSandbox\n"
+        "box = BwrapSandbox(workers=1)\n"
+        "out = box.run_tests('import os, colbench_venv_only\\ndef f():\\n'\n"
+        "                    '    return (colbench_venv_only.VALUE, os.environ.get(\"COLBENCH_PTH_RAN\"))\\n', ['f()'])\n"
+        "box.close()\n"
+        "print(json.dumps([os.environ.get('COLBENCH_PTH_RAN'), out[0].outcome, out[0].error,\n"
+        "                  list(decode(out[0].value)) if out[0].outcome == 'value' else None]))\n"
+    )
+    done = subprocess.run([str(python), "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    host_ran, outcome, error, value = json.loads(done.stdout.strip().splitlines()[-1])
+    assert host_ran == "1"  # the .pth does run in a normal start-up of this interpreter: the check means something
+    assert (outcome, error) == ("value", "")
+    assert value == [42, None]
 
 
 def test_an_unreachable_docker_daemon_is_an_infrastructure_error(monkeypatch: pytest.MonkeyPatch) -> None:

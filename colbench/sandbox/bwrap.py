@@ -25,6 +25,7 @@ import queue
 import select
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import sysconfig
@@ -91,8 +92,11 @@ def bwrap_argv(*, as_root: bool, limits: Limits) -> list[str]:
     for key, value in contract.SANDBOX_ENV.items():
         argv += ["--setenv", key, value]
     # -s -P rather than -I: isolated mode would also ignore PYTHONHASHSEED, and every worker must hash strings
-    # alike (set order is part of many return values). The environment is ours alone (--clearenv).
-    argv += ["--chdir", "/tmp", "--", sys.executable, "-s", "-P", contract.RUNNER_IN_SANDBOX]
+    # alike (set order is part of many return values). The environment is ours alone (--clearenv). -S: no .pth
+    # file runs in the runner; it puts this interpreter's package directories on its path itself (runner.py).
+    argv += ["--chdir", "/tmp", "--", sys.executable, *contract.RUNNER_FLAGS, contract.RUNNER_IN_SANDBOX]
+    for directory in site.getsitepackages():
+        argv += ["--site", directory]
     return argv
 
 

@@ -38,6 +38,9 @@ SANDBOX_ENV = {
 }
 
 RUNNER_IN_SANDBOX = "/opt/colbench/runner.py"
+# How every runtime starts the runner: no site start-up (no .pth file runs; the runner adds the package directories
+# itself), no user site, no script directory on the path.
+RUNNER_FLAGS = ("-S", "-s", "-P")
 
 
 def runner_path() -> Path:

@@ -208,12 +208,13 @@ class DockerSandbox(WorkerPool):
 
     def _start_worker(self, slot: int) -> Worker:
         uid = self._uid(slot)
-        command = ["python3", "-s", "-P", contract.RUNNER_IN_SANDBOX, "--sandboxed", "--drop-to", str(uid)]
+        command = ["python3", *contract.RUNNER_FLAGS, contract.RUNNER_IN_SANDBOX, "--sandboxed", "--drop-to", str(uid)]
         command += ["--child-uid", str(uid + 1)]
         return _ContainerWorker(self.client, self._create(command, self.limits))
 
     def _run_program(self, source: str, stdin: bytes, limits: Limits, slot: int) -> ExecResult:
-        command = ["python3", "-s", "-P", contract.RUNNER_IN_SANDBOX, "--program", "--drop-to", str(self._uid(slot))]
+        command = ["python3", *contract.RUNNER_FLAGS, contract.RUNNER_IN_SANDBOX, "--program"]
+        command += ["--drop-to", str(self._uid(slot))]
         container = self._create(command, limits, keep=True)
         header = {
             "source": source,

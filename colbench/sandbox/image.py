@@ -21,7 +21,7 @@ The Docker runtime starts the runner like this (``doctor`` runs exactly this wit
     docker run -i --network none --read-only --tmpfs /tmp:... --user 0 --cap-drop ALL --cap-add SETUID
       --cap-add SETGID --cap-add KILL --cap-add FOWNER --cap-add DAC_OVERRIDE --security-opt no-new-privileges
       --pids-limit N --memory M --init -v <runner.py>:/opt/colbench/runner.py:ro colbench-sandbox:1
-      python3 -s -P /opt/colbench/runner.py --sandboxed --drop-to UID --child-uid UID2
+      python3 -S -s -P /opt/colbench/runner.py --sandboxed --drop-to UID --child-uid UID2
 
 Two builds, one contract (their files are in the top-level ``sandbox/`` folder, shipped inside the wheel, so an
 installed colbench can build):
@@ -55,7 +55,7 @@ from typing import Any, Literal
 
 from colbench.datafiles import data_path
 from colbench.errors import ConfigError, SandboxError
-from colbench.sandbox.contract import RUNNER_IN_SANDBOX, SANDBOX_UID_BASE, runner_path
+from colbench.sandbox.contract import RUNNER_FLAGS, RUNNER_IN_SANDBOX, SANDBOX_UID_BASE, runner_path
 from colbench.storage import colbench_home
 
 IMAGE = "colbench-sandbox:1"
@@ -169,7 +169,7 @@ def run_argv(image: str = IMAGE, *, uid: int = PROBE_UID, memory_mb: int = 512, 
         "--cap-add", "DAC_OVERRIDE", "--security-opt", "no-new-privileges",
         "--pids-limit", str(pids), "--memory", f"{memory_mb}m", "--memory-swap", f"{memory_mb}m", "--init",
         "-v", f"{runner_path()}:{RUNNER_IN_SANDBOX}:ro",
-        image, "python3", "-s", "-P", RUNNER_IN_SANDBOX, "--sandboxed",
+        image, "python3", *RUNNER_FLAGS, RUNNER_IN_SANDBOX, "--sandboxed",
         "--drop-to", str(uid), "--child-uid", str(uid + 1),
     ]  # fmt: skip
 
