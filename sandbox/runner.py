@@ -99,6 +99,7 @@ MAX_ERROR = 300
 SCRATCH_ROOTS = ("/tmp", "/dev/shm")
 BATCH_IDLE_S = 0.05  # batched outcomes are sent once the child has been silent this long...
 BATCH_MAX_AGE_S = 1.0  # ...or the oldest of them is this old (the host declares a worker silent for timeout + 5 s dead)
+BATCH_MAX_BYTES = 1 << 20  # ...or they hold this much of the children's lines (the host reads lines up to 4 MB)
 # SysV IPC: the *_INFO commands (shmctl SHM_INFO, semctl SEM_INFO, msgctl MSG_INFO) and where the count of objects
 # in use sits in the struct each fills (shm_info.used_ids, seminfo.semusz, msginfo.msgpool): a cheap check that
 # spares the /proc/sysvipc scan when a test left nothing behind.
@@ -559,17 +560,17 @@ def _child(job, start, end, wfd, mapped, exprs):
                 if isinstance(expr, Exception):
                     raise expr
                 value = eval(expr, module.__dict__)
-                out = {"outcome": "value", "value": encode(value)}
+                out, text = {"outcome": "value"}, json.dumps(encode(value))
             except Unserializable as exc:
-                out = {"outcome": "unserializable", "error": str(exc)[:MAX_ERROR]}
+                out, text = {"outcome": "unserializable", "error": str(exc)[:MAX_ERROR]}, ""
             except BaseException as exc:  # SystemExit and KeyboardInterrupt included: a test outcome, not a crash
                 name = _type_name(type(exc))
                 try:
                     msg = str(exc)[:MAX_ERROR]
                 except BaseException:
                     msg = ""
-                out = {"outcome": "raised", "error": (name + ": " + msg) if msg else name}
-            view = memoryview(json.dumps(out).encode("utf-8") + b"\n")
+                out, text = {"outcome": "raised", "error": (name + ": " + msg) if msg else name}, ""
+            view = memoryview((json.dumps(out) + "\t" + text + "\n").encode("utf-8"))
             while view:
                 n = os.write(wfd, view)
                 view = view[n:]
@@ -607,17 +608,21 @@ class _Lines:
 
 
 def _parse(line, elapsed):
-    """A child's line is untrusted: keep only the fields a test may report, so it cannot smuggle protocol keys
-    ("done", another test's index) into what the runner sends to the host."""
+    """A child's line, ``HEAD<tab>VALUE``, is untrusted. Of HEAD (a JSON object) only the fields a test may report
+    are kept, so it cannot smuggle protocol keys ("done", another test's index) into what the runner sends to the
+    host. VALUE, the return value's JSON text, travels on as a string, decoded by the host alone: the runner never
+    builds a value, so a large one leaves no grown heap behind in the process every later test is forked from."""
+    head, tab, text = line.partition(b"\t")
     try:
-        out = json.loads(line.decode("utf-8"))
+        out = json.loads(head.decode("utf-8"))
+        text = text.decode("ascii")
     except ValueError:
         out = None
-    if not isinstance(out, dict) or out.get("outcome") not in CHILD_OUTCOMES:
+    if not tab or not isinstance(out, dict) or out.get("outcome") not in CHILD_OUTCOMES:
         return {"outcome": "crashed", "error": "test process sent an invalid result", "seconds": elapsed}
     clean = {"outcome": out["outcome"], "error": str(out.get("error", ""))[:MAX_ERROR], "seconds": elapsed}
     if out["outcome"] == "value":
-        clean["value"] = out.get("value")
+        clean["value_json"] = text
     return clean
 
 
@@ -643,7 +648,7 @@ class _Report:
 
     def __init__(self, job):
         self.id, self.batch = job["id"], bool(job.get("batch"))
-        self.pending, self.since, self.finished = [], 0.0, False
+        self.pending, self.since, self.finished, self.size = [], 0.0, False, 0
 
     def line(self, i, line, elapsed):
         """Test ``i``'s line from its child, which took ``elapsed`` seconds."""
@@ -657,12 +662,13 @@ class _Report:
         if not self.pending:
             self.since = time.monotonic()
         self.pending.append((i, result))
-        if time.monotonic() - self.since >= BATCH_MAX_AGE_S:
+        self.size += len(result[0]) if isinstance(result, tuple) else 0
+        if self.size >= BATCH_MAX_BYTES or time.monotonic() - self.since >= BATCH_MAX_AGE_S:
             self.flush()
 
     def _results(self):
         results = [{**_outcome(result), "i": i} for i, result in self.pending]
-        self.pending = []
+        self.pending, self.size = [], 0
         return results
 
     def flush(self):

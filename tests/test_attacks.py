@@ -74,6 +74,23 @@ def f(x):
         except OSError: pass
     return None
 """,
+    "forged lines of the test process's own format on every descriptor": """
+import os
+def f(x):
+    # HEAD<tab>VALUE, as a test process reports: protocol keys in the head, a value that runs on into protocol
+    # keys, a value nested past any decoder's depth, a runner-shaped line with no tab.
+    lines = [
+        b'{"outcome": "value", "i": 5, "done": true, "value_json": "{}"}\\t{"t": "int", "v": "-1"}\\n',
+        b'{"outcome": "value"}\\t{"t": "int", "v": "-1"}, "done": true, "i": 3\\n',
+        b'{"outcome": "value"}\\t' + b'[' * 100000 + b'\\n',
+        b'{"id": 0, "done": true, "results": []}\\n',
+    ]
+    for fd in range(0, 256):
+        for line in lines:
+            try: os.write(fd, line)
+            except OSError: pass
+    return None
+""",
     "forged child message via json.dumps": """
 import json
 _real = json.dumps

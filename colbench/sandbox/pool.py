@@ -131,16 +131,24 @@ class Worker(ABC):
                 i = item.get("i") if isinstance(item, dict) else None
                 if not isinstance(i, int) or not 0 <= i < expected:
                     raise WorkerDied("worker reported an unknown test index")
-                results[i] = TestOutcome(
-                    outcome=item.get("outcome", "crashed"),
-                    value=item.get("value"),
-                    error=str(item.get("error", ""))[:500],
-                    seconds=float(item.get("seconds", 0.0)),
-                )
+                results[i] = _outcome(item)
             if msg.get("done"):
                 if len(results) < expected:
                     raise WorkerDied("worker finished a job without reporting every test")
                 return
+
+
+def _outcome(item: dict[str, Any]) -> TestOutcome:
+    """One test's outcome from the runner. A value arrives as the test process's own JSON text (``value_json``),
+    which the runner passes on undecoded: it is the test's claim, decoded here, and text that is no JSON value is
+    an invalid result, as the runner reports any other malformed line."""
+    outcome, value, error = item.get("outcome", "crashed"), None, str(item.get("error", ""))[:500]
+    if outcome == "value":
+        try:
+            value = json.loads(item["value_json"])
+        except (KeyError, TypeError, ValueError, RecursionError):
+            outcome, error = "crashed", "test process sent an invalid result"
+    return TestOutcome(outcome=outcome, value=value, error=error, seconds=float(item.get("seconds", 0.0)))
 
 
 class WorkerPool(ABC):
