@@ -56,6 +56,7 @@ from typing import Any, Literal
 from colbench.datafiles import data_path
 from colbench.errors import ConfigError, SandboxError
 from colbench.sandbox.contract import RUNNER_FLAGS, RUNNER_IN_SANDBOX, SANDBOX_UID_BASE, runner_path
+from colbench.sandbox.pool import outcome_of
 from colbench.storage import colbench_home
 
 IMAGE = "colbench-sandbox:1"
@@ -436,16 +437,13 @@ def _check_runner(image: str) -> Check:
             lines.append(json.loads(line))
         except ValueError:
             lines.append(line)
-    expected: list[dict[str, Any]] = [
-        {"ready": True},
-        {"id": 0, "i": 0, "outcome": "value", "value": {"t": "int", "v": "6"}},
-        {"id": 0},
-    ]
+    expected: list[dict[str, Any]] = [{"ready": True}, {"id": 0, "i": 0, "outcome": "value"}, {"id": 0}]
     ok = len(lines) == 3 and all(
         isinstance(got, dict) and all(got.get(k) == v for k, v in want.items())
         for got, want in zip(lines, expected, strict=True)
     )
     ok = ok and isinstance(lines[2], dict) and lines[2].get("done") is True
+    ok = ok and isinstance(lines[1], dict) and outcome_of(lines[1]).value == {"t": "int", "v": "6"}
     if not ok:
         err = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
         return Check("runner in image", False, f"unexpected runner output {lines[:3]!r}: {err[0]}", fix)

@@ -131,14 +131,14 @@ class Worker(ABC):
                 i = item.get("i") if isinstance(item, dict) else None
                 if not isinstance(i, int) or not 0 <= i < expected:
                     raise WorkerDied("worker reported an unknown test index")
-                results[i] = _outcome(item)
+                results[i] = outcome_of(item)
             if msg.get("done"):
                 if len(results) < expected:
                     raise WorkerDied("worker finished a job without reporting every test")
                 return
 
 
-def _outcome(item: dict[str, Any]) -> TestOutcome:
+def outcome_of(item: dict[str, Any]) -> TestOutcome:
     """One test's outcome from the runner. A value arrives as the test process's own JSON text (``value_json``),
     which the runner passes on undecoded: it is the test's claim, decoded here, and text that is no JSON value is
     an invalid result, as the runner reports any other malformed line."""
