@@ -25,10 +25,12 @@ Protocol (JSON lines). stdin: one job per line ``{"id", "code", "tests": [expr..
 as N jobs would; outcome ``i`` is test ``i % len(tests)`` of run ``i // len(tests)``), ``"shared_process": true``
 (the N runs in one child instead, each test still in a fresh module, directory and seeding) and ``"batch": true``.
 stdout: ``{"ready": true}`` once, after preloading and before any untrusted code; then per job one
-``{"id", "i", ...outcome}`` per test and ``{"id", "done": true}``. With ``batch`` the outcomes travel together,
+``{"id", "i", ...outcome}`` per test and ``{"id", "done": true}``. An outcome is ``{"outcome", "error", "seconds"}``
+and, for a value, ``"value_json"``: the test process's JSON text of its type-tagged return value, passed on as a
+string for the host to decode (``_parse``). With ``batch`` the outcomes travel together,
 ``{"id", "results": [{"i", ...outcome}, ...]}``, the last ones in the ``done`` message: the runner holds an outcome
-back only while the child is answering (at most ``BATCH_IDLE_S`` of silence, ``BATCH_MAX_AGE_S`` in all), so the host
-still hears from a working runner well within every test's limit.
+back only while the child is answering (at most ``BATCH_IDLE_S`` of silence, ``BATCH_MAX_AGE_S`` in all, and
+``BATCH_MAX_BYTES``), so the host still hears from a working runner well within every test's limit.
 """
 
 from __future__ import annotations
@@ -165,7 +167,7 @@ def encode(v, depth=0):
     if t is _loaded("fractions", "Fraction"):
         return {"t": "fraction", "v": [int.__format__(v.numerator, "x"), int.__format__(v.denominator, "x")]}
     if t is _loaded("decimal", "Decimal"):
-        return {"t": "decimal", "v": _loaded("decimal", "Decimal").__str__(v)}
+        return {"t": "decimal", "v": t.__str__(v)}
     if t in (datetime.datetime, datetime.date, datetime.time):
         return {"t": t.__name__, "v": t.isoformat(v)}
     if t is datetime.timedelta:

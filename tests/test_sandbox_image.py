@@ -20,6 +20,7 @@ from colbench.cli import main as cli_main
 from colbench.errors import ConfigError
 from colbench.sandbox import image as sandbox_image
 from colbench.sandbox.image import IMAGE, LABEL_CONTRACT, LABEL_SANDBOX, build_image, doctor, run_argv
+from colbench.sandbox.pool import outcome_of
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "sandbox" / "build-offline.sh"
@@ -229,12 +230,12 @@ def test_runner_protocol_under_the_docker_hardening(sandbox: str) -> None:
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert lines[0] == {"ready": True}
-    results = {m["i"]: m for m in lines[1:-1]}
+    results = {m["i"]: outcome_of(m) for m in lines[1:-1]}
     assert lines[-1] == {"id": 7, "done": True}
-    assert results[0]["outcome"] == "value" and results[0]["value"] == {"t": "int", "v": "6"}
-    assert results[1]["value"] == {"t": "int", "v": format(1_500_000_001, "x")}  # the tests' own uid
-    assert results[2]["outcome"] == "raised" and "Read-only file system" in results[2]["error"]
-    assert results[3]["outcome"] == "timeout"
+    assert results[0].outcome == "value" and results[0].value == {"t": "int", "v": "6"}
+    assert results[1].value == {"t": "int", "v": format(1_500_000_001, "x")}  # the tests' own uid
+    assert results[2].outcome == "raised" and "Read-only file system" in results[2].error
+    assert results[3].outcome == "timeout"
 
 
 @pytest.mark.docker
