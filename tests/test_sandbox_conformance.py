@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 import threading
 from decimal import Decimal
 from fractions import Fraction
@@ -667,14 +669,11 @@ def test_modules_a_test_imports_on_demand_work_and_their_values_cross_the_bounda
     ]
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX only")
+@pytest.mark.usefixtures("bwrap_sandbox")  # skipped, as the bwrap runtime's tests are, where bubblewrap is missing
 def test_no_pth_file_runs_in_the_sandbox_and_a_virtualenvs_packages_are_found(tmp_path: Path) -> None:
     """The runner starts without the site module's start-up: a ``.pth`` file (an editable install's, a coverage
     hook) would otherwise run in every worker and import modules into the process every test is forked from. The
     package directories are still on its path, a virtualenv's included (which ``-S`` alone would miss)."""
-    import subprocess
-    import sys
-
     venv = tmp_path / "venv"
     subprocess.run(
         [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
