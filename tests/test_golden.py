@@ -5,10 +5,8 @@ recorded from the tree before its first move (``python tests/golden.py --record`
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
-
 from golden import GOLDEN, produce
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
