@@ -87,7 +87,7 @@ def parrot_counts(dialogue: Sequence[dict[str, object]], role: str, prompt: str 
 
 def task_prompts(spec: str, max_turns: int = 10) -> dict[str, str]:
     """The agent's first observation of each task of ``spec`` (what a parroting agent copies)."""
-    from colbench.domains import get_domain
+    from colbench.env.domain import get_domain
     from colbench.tasks.sources import load
 
     return {t.task_id: get_domain(t.domain).agent_prompt(t, max_turns) for t in load(spec)}

@@ -34,12 +34,12 @@ from pathlib import Path
 
 from stub_server import start_stub
 
-from colbench.agents import AgentReply, EpisodeContext
-from colbench.domains.backend.unit_tests import BackendScore
+from colbench.agents.agent import AgentReply, EpisodeContext
+from colbench.domains.backend.scorer import BackendScore
 from colbench.eval import EvalConfig, run_eval
-from colbench.llm import Message
 from colbench.runs import load_run
 from colbench.tasks import Task
+from colbench.types.chat import Message
 
 
 class SleepAgent:

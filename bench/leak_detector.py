@@ -19,9 +19,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from colbench.domains import get_domain
-from colbench.leaks import word_overlap
+from colbench.env.domain import get_domain
 from colbench.tasks import load
+from colbench.types.leaks import word_overlap
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "colbench"
 

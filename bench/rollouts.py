@@ -33,9 +33,9 @@ import gymnasium as gym
 from stub_server import start_stub
 
 import colbench  # noqa: F401 (registers the ids)
-from colbench.domains.backend.unit_tests import BackendScorer
+from colbench.domains.backend.scorer import BackendScorer
+from colbench.humans.simulator import ScriptedSimulator
 from colbench.sandbox import shared_sandbox
-from colbench.simulators import ScriptedSimulator
 from colbench.tasks import Task, load
 
 ASK = "What should happen with an empty input?"

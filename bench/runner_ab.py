@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from colbench.domains.backend.unit_tests import BackendScorer
+from colbench.domains.backend.scorer import BackendScorer
 from colbench.sandbox import bwrap
 from colbench.sandbox.bwrap import BwrapSandbox
 from colbench.sandbox.pool import default_workers

@@ -30,7 +30,7 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from colbench.domains.backend.unit_tests import BackendScorer
+from colbench.domains.backend.scorer import BackendScorer
 from colbench.sandbox import make_sandbox
 from colbench.sandbox.pool import WorkerPool, default_workers
 from colbench.tasks import Task, load_jsonl

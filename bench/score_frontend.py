@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from colbench.domains.frontend.embed import Embedder, make_embedder
-from colbench.domains.frontend.similarity import FrontendScorer
+from colbench.domains.frontend.scorer import FrontendScorer
 from colbench.render import Renderer, RenderResult
 from colbench.tasks import Task, load_jsonl
 

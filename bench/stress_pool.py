@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colbench.domains.backend.unit_tests import BackendScorer
+from colbench.domains.backend.scorer import BackendScorer
 from colbench.errors import InfraError
 from colbench.sandbox import make_sandbox
 from colbench.sandbox.contract import SANDBOX_UID_BASE, Limits, Sandbox

@@ -6,7 +6,7 @@ Importing the package registers the environments, so ``gym.make("ColBench-Backen
 
 from __future__ import annotations
 
-from colbench.registration import register_envs
+from colbench.env.registration import register_envs
 
 __version__ = "0.1.0"
 

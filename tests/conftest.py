@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.domains.backend.unit_tests import BackendScorer
+from colbench.domains.backend.scorer import BackendScorer
 from colbench.sandbox.bwrap import BwrapSandbox
 from colbench.sandbox.contract import Limits, Sandbox
 from colbench.tasks import Task, load_jsonl

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from openai_stub import StubOpenAIServer
 
-from colbench.agents import Agent, ChatAgent, EpisodeContext, ScriptedAgent, make_agent
+from colbench.agents.agent import Agent, ChatAgent, EpisodeContext, ScriptedAgent, make_agent
 from colbench.errors import ConfigError
 from colbench.tasks import Task
 

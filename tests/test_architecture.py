@@ -1,16 +1,18 @@
-"""The package's shape: no import circles, no domain switches outside the domain packages, no basename doing two
+"""The package's shape: layers kept (import-linter), no import circles, no domain switches outside the domain packages, no basename doing two
 things, one parser of model specs, and docs/architecture.md naming modules that exist."""
 
 from __future__ import annotations
 
 import ast
+import os
 import re
-from collections.abc import Iterator
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from colbench.domains import domain_names
+from colbench.tasks.domain_registry import domain_names
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "colbench"
@@ -26,70 +28,60 @@ def modules() -> dict[str, Path]:
     return out
 
 
-def imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The package's modules ``name`` imports, at any depth (imports inside functions tie modules together too)."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        targets: list[str] = []
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(anchor + ([base] if base else []))
-            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
-        for target in targets:
-            while target and target not in known:
-                target = target.rpartition(".")[0]
-            if target and target != name and not name.startswith(target + ".") and target != "colbench":
-                out.add(target)
-    return out
+def _lint_imports(config: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from importlinter.cli import lint_imports_command; lint_imports_command()",
+            "--config",
+            str(config),
+            "--no-cache",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(cwd)},
+    )
 
 
-def cycles(graph: dict[str, set[str]]) -> Iterator[list[str]]:
-    """Strongly connected components of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-
-    def visit(v: str) -> Iterator[list[str]]:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in graph[v]:
-            if w not in index:
-                yield from visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                yield sorted(component)
-
-    for v in graph:
-        if v not in index:
-            yield from visit(v)
+def test_the_layers_contract_is_kept() -> None:
+    """pyproject's import-linter contracts: every import runs downward through the layers, and no two sibling
+    packages import each other (imports inside functions count too)."""
+    done = _lint_imports(REPO / "pyproject.toml", REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "layers KEPT" in done.stdout and "no import circles KEPT" in done.stdout
 
 
-def test_no_import_circles() -> None:
-    found = modules()
-    graph = {name: imports(name, path, set(found)) for name, path in found.items()}
-    assert sum(len(deps) for deps in graph.values()) > 100  # the graph is really there
-    assert list(cycles(graph)) == []
+def test_the_contract_sees_an_upward_import_and_a_circle(tmp_path: Path) -> None:
+    """The same contract types on a small package with one upward import and one circle: both reported."""
+    package = tmp_path / "toy"
+    for name, text in {
+        "__init__.py": "",
+        "low.py": "def f():\n    from toy import high  # inside a function: still an arrow\n",
+        "high.py": "import toy.low\n",
+        "a/__init__.py": "from toy.b import x\n",
+        "b/__init__.py": "x = 1\ndef g():\n    import toy.a\n",
+    }.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text)
+    config = tmp_path / "contracts.toml"
+    config.write_text(
+        '[tool.importlinter]\nroot_package = "toy"\n'
+        '[[tool.importlinter.contracts]]\nname = "layers"\ntype = "layers"\nlayers = ["toy.high", "toy.low"]\n'
+        '[[tool.importlinter.contracts]]\nname = "no import circles"\ntype = "acyclic_siblings"\n'
+        'ancestors = ["toy"]\n'
+    )
+    done = _lint_imports(config, tmp_path)
+    assert done.returncode != 0
+    assert "layers BROKEN" in done.stdout and "no import circles BROKEN" in done.stdout
 
 
-def test_the_cycle_finder_finds_a_circle() -> None:
-    assert list(cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})) == [["a", "b", "c"]]
+def test_no_module_is_loose_at_the_package_root() -> None:
+    """Every module belongs to a layer package; only the package's face and the error hierarchy stand at the root."""
+    loose = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert loose == ["__init__.py", "__main__.py", "errors.py"] or loose == ["__init__.py", "errors.py"]
 
 
 def test_no_domain_is_switched_on_outside_its_package() -> None:
@@ -116,12 +108,17 @@ def test_the_domain_switch_detector_sees_one() -> None:
 
 
 def test_one_basename_one_role() -> None:
-    """Two modules share a name only as the same role in parallel domain packages (each domain's ``env``)."""
+    """Two modules share a name only as the same role in parallel domain packages (each domain's ``env``,
+    ``scorer``, ``leaks``), plus the env layer's package itself."""
     seen: dict[str, list[str]] = {}
     for name in modules():
         seen.setdefault(name.rpartition(".")[2], []).append(name)
     shared = {base: sorted(names) for base, names in seen.items() if len(names) > 1}
-    assert shared == {"env": ["colbench.domains.backend.env", "colbench.domains.frontend.env"]}
+    assert shared == {
+        "env": ["colbench.domains.backend.env", "colbench.domains.frontend.env", "colbench.env"],
+        "leaks": ["colbench.domains.backend.leaks", "colbench.domains.frontend.leaks", "colbench.types.leaks"],
+        "scorer": ["colbench.domains.backend.scorer", "colbench.domains.frontend.scorer"],
+    }
 
 
 def test_model_specs_are_parsed_in_one_place() -> None:
@@ -167,7 +164,7 @@ def test_scoring_alone_loads_neither_the_llm_layer_nor_validation() -> None:
     import sys
 
     code = (
-        "import sys, colbench.domains.backend.unit_tests, colbench.domains.frontend.similarity; "
+        "import sys, colbench.domains.backend.scorer, colbench.domains.frontend.scorer; "
         "print(sorted(m for m in ('openai', 'pydantic', 'tenacity', 'rich') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from conftest import make_task
 
-from colbench.domains.backend.unit_tests import BackendScorer
+from colbench.domains.backend.scorer import BackendScorer
 from colbench.domains.backend.values import decode
 from colbench.sandbox.bwrap import BwrapSandbox
 from colbench.sandbox.contract import Limits, Sandbox

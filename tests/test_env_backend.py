@@ -8,10 +8,10 @@ from openai_stub import InFlight, StubOpenAIServer
 
 import colbench
 from colbench.domains.backend.env import BackendEnv
-from colbench.domains.backend.unit_tests import BackendScorer
+from colbench.domains.backend.scorer import BackendScorer
+from colbench.env.spaces import UnicodeText
 from colbench.errors import ColbenchError, ConfigError, LLMError
-from colbench.simulators import ScriptedSimulator
-from colbench.spaces import UnicodeText
+from colbench.humans.simulator import ScriptedSimulator
 from colbench.tasks import Task
 
 

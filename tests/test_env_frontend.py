@@ -11,12 +11,12 @@ import pytest
 from openai_stub import StubOpenAIServer
 
 import colbench  # noqa: F401 (registers the ids)
-from colbench.dialogue import Turn
 from colbench.domains.frontend.env import FrontendEnv
 from colbench.errors import ConfigError, InfraError
+from colbench.humans.simulator import ScriptedSimulator
 from colbench.render import Renderer
-from colbench.simulators import ScriptedSimulator
 from colbench.tasks import Task, load
+from colbench.types.dialogue import Turn
 
 pytestmark = pytest.mark.browser
 

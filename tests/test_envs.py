@@ -7,9 +7,9 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import colbench  # noqa: F401 (registers the ids)
-from colbench.domains.backend.unit_tests import BackendScorer
-from colbench.registration import env_ids
-from colbench.simulators import ScriptedSimulator
+from colbench.domains.backend.scorer import BackendScorer
+from colbench.env.registration import env_ids
+from colbench.humans.simulator import ScriptedSimulator
 from colbench.tasks import Task, load
 
 

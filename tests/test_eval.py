@@ -16,16 +16,17 @@ import numpy as np
 import pytest
 from openai_stub import InFlight, StubOpenAIServer
 
-from colbench.agents import AgentReply, EpisodeContext
-from colbench.domains import get_domain
-from colbench.domains.backend.unit_tests import BackendScore, BackendScorer
+from colbench.agents.agent import AgentReply, EpisodeContext
+from colbench.domains.backend.scorer import BackendScore, BackendScorer
+from colbench.env.domain import get_domain
 from colbench.errors import ConfigError, DataError, LLMError
 from colbench.eval import EvalConfig, run_eval
 from colbench.eval.progress import Progress, Tally
-from colbench.llm import EndpointLimits, Message, Usage
+from colbench.humans.simulator import ScriptedSimulator
+from colbench.llm import EndpointLimits
 from colbench.runs import final_records, first_difference, read_episode_log, read_run_json
-from colbench.simulators import ScriptedSimulator
 from colbench.tasks import Task
+from colbench.types.chat import Message, Usage
 
 BACKEND = "ColBench-Backend-v1"
 
@@ -533,7 +534,7 @@ def _assert_same_page(reference: Path, answer: Path) -> None:
 
 @pytest.mark.browser
 def test_frontend_eval_scores_similarity_and_keeps_the_final_pages(tmp_path: Path) -> None:
-    from colbench.domains.frontend.similarity import FrontendScorer
+    from colbench.domains.frontend.scorer import FrontendScorer
     from colbench.errors import ConfigError as RendererUnavailable
 
     try:

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from openai_stub import StubOpenAIServer
 
-from colbench.domains import get_domain
-from colbench.domains.backend.unit_tests import BackendScorer
+from colbench.domains.backend.scorer import BackendScorer
+from colbench.env.domain import get_domain
 from colbench.eval import EvalConfig, run_eval
 from colbench.runs import final_records, read_episode_log
 from colbench.tasks import Task

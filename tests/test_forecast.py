@@ -9,7 +9,7 @@ import pytest
 from openai_stub import StubOpenAIServer
 
 from colbench.cli import main as cli_main
-from colbench.domains import get_domain
+from colbench.env.domain import get_domain
 from colbench.eval import EvalConfig, run_eval
 from colbench.eval.forecast import AGENT_TOKENS, CALL_BASE_S, TOKENS_PER_S, forecast, tokens
 from colbench.eval.harness import dry_run

@@ -14,7 +14,7 @@ import hub_cache
 import pytest
 from hub_cache import sha
 
-from colbench import storage
+from colbench._util import storage
 from colbench.errors import ConfigError, DataError, InfraError
 from colbench.tasks import hub, load_jsonl, manifest, pins, sources
 

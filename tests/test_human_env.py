@@ -9,9 +9,9 @@ import gymnasium as gym
 import pytest
 from openai_stub import StubOpenAIServer
 
-from colbench.domains.backend.unit_tests import BackendScorer
+from colbench.domains.backend.scorer import BackendScorer
+from colbench.env.human import AGENT_SAYS, HumanEnv
 from colbench.errors import ColbenchError, ConfigError
-from colbench.human_env import AGENT_SAYS, HumanEnv
 from colbench.tasks import Task, load
 
 REFERENCE = (

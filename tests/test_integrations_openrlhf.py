@@ -39,7 +39,7 @@ def agent_config(exported_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run(tokenizer: Any, task: Task, replies: list[str]) -> dict[str, Any]:
-    from colbench.domains import get_domain
+    from colbench.env.domain import get_domain
     from colbench.integrations.openrlhf import AgentExecutor
 
     first = get_domain("backend").agent_prompt(task, 3)

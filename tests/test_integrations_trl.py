@@ -21,8 +21,8 @@ def test_grpo_trainer_trains_on_colbench_episodes(exported_model: Path, tmp_path
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
+    from colbench.humans.simulator import ScriptedSimulator
     from colbench.integrations.trl import ColbenchRollout, reward_functions
-    from colbench.simulators import ScriptedSimulator
     from colbench.tasks import prompt_dataset
 
     rollout = ColbenchRollout(

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from colbench.domains import get_domain
-from colbench.domains.backend.audit import audit, audit_task
+from colbench.domains.backend.degenerate import audit, audit_task
 from colbench.domains.backend.judging import DROPPED_NO_CODE, degenerate_answers, plan
-from colbench.domains.backend.unit_tests import BackendScorer
+from colbench.domains.backend.scorer import BackendScorer
+from colbench.env.domain import get_domain
 from colbench.sandbox.bwrap import BwrapSandbox
 from colbench.tasks import Task
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-from colbench.dialogue import Turn
-from colbench.domains import get_domain
-from colbench.domains.backend.unit_tests import BackendScorer
+from colbench.domains.backend.scorer import BackendScorer
+from colbench.env.domain import get_domain
 from colbench.errors import ConfigError
-from colbench.leaks import REDACTED, LeakPolicy, word_overlap
-from colbench.simulators import ScriptedSimulator
+from colbench.humans.simulator import ScriptedSimulator
 from colbench.tasks import Task, load
+from colbench.types.dialogue import Turn
+from colbench.types.leaks import REDACTED, LeakPolicy, word_overlap
 
 BACKEND = get_domain("backend")
 FRONTEND = get_domain("frontend")

@@ -18,19 +18,18 @@ from openai_stub import InFlight, StubOpenAIServer
 
 from colbench.errors import ConfigError, InfraError, LLMError
 from colbench.llm import (
-    ChatReply,
     Endpoint,
     EndpointLimits,
     Gate,
     LLMClient,
     LLMRequestRejected,
     ResponseCache,
-    Usage,
     endpoint_for,
     parse_spec,
 )
-from colbench.llm.client import _ssl_context
+from colbench.llm.http11 import ssl_context
 from colbench.llm.limits import rate_limiter
+from colbench.types.chat import ChatReply, Usage
 
 HELLO = [{"role": "user", "content": "hello there"}]
 
@@ -185,9 +184,9 @@ def tls_server_context(tmp_path: Path) -> Iterator[tuple[ssl.SSLContext, Path]]:
     subprocess.run([openssl, *request], check=True, capture_output=True)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
-    _ssl_context.cache_clear()
+    ssl_context.cache_clear()
     yield context, cert
-    _ssl_context.cache_clear()
+    ssl_context.cache_clear()
 
 
 def test_https_endpoints_go_through_the_transport_with_their_certificates_verified(
@@ -204,7 +203,7 @@ def test_https_endpoints_go_through_the_transport_with_their_certificates_verifi
         assert stub.request_count == 0
         # trusted (as SSL_CERT_FILE names it): several requests over the keep-alive TLS connections
         monkeypatch.setenv("SSL_CERT_FILE", str(cert))
-        _ssl_context.cache_clear()
+        ssl_context.cache_clear()
         client = client_for(stub, max_connections=2)
 
         async def main() -> list[ChatReply]:
@@ -415,7 +414,7 @@ def test_a_bad_spec_is_one_line_listing_what_the_role_accepts(spec: str, role: s
 
 
 def test_local_still_means_llamacpp_and_says_so_once(capsys: pytest.CaptureFixture[str]) -> None:
-    import colbench.deprecation as deprecation
+    import colbench._util.deprecation as deprecation
 
     deprecation._said.discard("local:")
     deprecation._said.discard("local")

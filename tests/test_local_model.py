@@ -26,12 +26,12 @@ from typing import Any
 import pytest
 from local_model import needs_model
 
-from colbench.dialogue import Turn
-from colbench.domains import get_domain
+from colbench.env.domain import get_domain
 from colbench.errors import ConfigError, InfraError
+from colbench.humans.simulator import ChatSimulator
 from colbench.llm import Endpoint, LLMClient, endpoint_for, llamacpp
-from colbench.simulators import ChatSimulator
 from colbench.tasks import Task
+from colbench.types.dialogue import Turn
 
 REPO = Path(__file__).resolve().parents[1]
 HELLO = [{"role": "user", "content": "Name one colour of the rainbow."}]
@@ -136,7 +136,7 @@ def test_bad_server_settings_are_config_errors(monkeypatch: pytest.MonkeyPatch, 
 def test_old_setting_names_still_work_and_say_so_once(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import colbench.deprecation as deprecation
+    import colbench._util.deprecation as deprecation
 
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF" + b"\0" * 16)
@@ -489,7 +489,7 @@ class FakeClient:
         self.replies, self.log = replies, log
 
     def chat(self, messages: Any) -> Any:
-        from colbench.llm.client import ChatReply, Usage
+        from colbench.types.chat import ChatReply, Usage
 
         self.log.append((self.endpoint.max_tokens, list(messages), self.endpoint.extra_body))
         text, finish = self.replies.pop(0)
@@ -500,7 +500,7 @@ class FakeClient:
 
 
 def test_agent_answer_gets_the_long_cap_and_the_prefill(monkeypatch: pytest.MonkeyPatch) -> None:
-    from colbench.agents import AnswerSettings, ChatAgent, EpisodeContext
+    from colbench.agents.agent import AnswerSettings, ChatAgent, EpisodeContext
 
     replies: list[tuple[str, str]] = []
     log: list[tuple[int | None, Any, Any]] = []
@@ -536,7 +536,7 @@ def test_agent_answer_gets_the_long_cap_and_the_prefill(monkeypatch: pytest.Monk
 
 
 def test_embedded_agent_gets_the_answer_settings_unless_max_tokens_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
-    from colbench import agents
+    from colbench.agents import chat as agents
 
     monkeypatch.setattr(llamacpp, "server_endpoint", lambda gguf=None, **overrides: Endpoint(model="fake", **overrides))
     default = agents.make_agent("llamacpp", options={"extra_body": {"top_k": 3}})

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from openai_stub import StubOpenAIServer
 
-from colbench.dialogue import Turn
-from colbench.domains import get_domain
 from colbench.domains.frontend.page_human import MAX_REPLY_CHARS, NO_PAGE_NOTE, PAGE_CUT, PageSimulator
+from colbench.env.domain import get_domain
 from colbench.errors import ConfigError
 from colbench.llm import Endpoint, LLMClient, ResponseCache
 from colbench.tasks import Task
+from colbench.types.dialogue import Turn
 
 FRONTEND, BACKEND = get_domain("frontend"), get_domain("backend")
 

@@ -13,7 +13,7 @@ import pytest
 from local_model import needs_model
 from openai_stub import StubOpenAIServer
 
-from colbench.domains import all_domains
+from colbench.env.domain import all_domains
 from colbench.errors import ConfigError, DataError
 from colbench.probe import ProbeConfig, run_probe, summary_table
 from colbench.probe.probing import read_rows

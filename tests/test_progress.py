@@ -8,7 +8,7 @@ import io
 import pytest
 from rich.console import Console
 
-from colbench.domains import get_domain
+from colbench.env.domain import get_domain
 from colbench.eval.progress import LINE_EVERY_S, Pricing, Progress, Tally
 from colbench.report.costs import Price, Prices
 

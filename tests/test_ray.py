@@ -30,8 +30,9 @@ from openai_stub import StubOpenAIServer
 
 from colbench.cli import main as cli_main
 from colbench.eval import EvalConfig, EvalResult, run_eval
+from colbench.ray.eval_actors import run_eval as run_eval_on_ray
 from colbench.tasks import load_split
-from colbench.tasks.record import Task
+from colbench.types.task import Task
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'colbench[ray]')")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -139,7 +140,7 @@ def test_per_task_scores_are_the_same_with_and_without_ray(
     cluster: Cluster, stub: StubOpenAIServer, local_run: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "ray"
-    result = run_eval(_config(out, stub, trials=2, ray=cluster.address))
+    result = run_eval_on_ray(_config(out, stub, trials=2, ray=cluster.address))
     assert result.overall.ok == 40
     assert _scores(out) == _scores(local_run)
     rewards = Counter(r["reward"] for r in _rows(out))
@@ -157,7 +158,7 @@ def test_endpoints_the_driver_resolved_reach_every_node(
     monkeypatch.setenv("COLBENCH_AGENT_API_KEY", "sk-driver-only")
     out = tmp_path / "env"
     seen = len(stub.headers)
-    result = run_eval(_config(out, stub, agent_options={"max_retries": 0}, limit=3, ray=cluster.address))
+    result = run_eval_on_ray(_config(out, stub, agent_options={"max_retries": 0}, limit=3, ray=cluster.address))
     assert result.overall.ok == 3
     assert {h.get("authorization") for h in stub.headers[seen:]} == {"Bearer sk-driver-only"}
     assert "sk-driver-only" not in (out / "run.json").read_text()
@@ -232,7 +233,7 @@ def _run_interrupted(
     """A 40-episode run on the cluster, ``interrupt()`` called once ``after_rows`` episodes are written."""
     results: list[EvalResult] = []
     runner = threading.Thread(
-        target=lambda: results.append(run_eval(_config(out, stub, trials=2, ray=cluster.address)))
+        target=lambda: results.append(run_eval_on_ray(_config(out, stub, trials=2, ray=cluster.address)))
     )
     runner.start()
     _wait_for_rows(out, after_rows)

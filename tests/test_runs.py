@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from colbench.domains import get_domain
-from colbench.domains.backend.unit_tests import BackendScore
+from colbench.domains.backend.scorer import BackendScore
+from colbench.env.domain import get_domain
 from colbench.eval import EvalConfig, run_eval
 from colbench.report import build_report
 from colbench.runs import EpisodeRecord, counted, final_records, load_run, parse_record
@@ -40,7 +40,7 @@ class ForbiddenAgent:
         self.ran: list[str] = []
 
     def act(self, messages: Any, context: Any) -> Any:
-        from colbench.agents import AgentReply
+        from colbench.agents.agent import AgentReply
 
         assert context.task_id not in self.done, f"{context.task_id} has an ok record: it must never run again"
         self.ran.append(context.task_id)

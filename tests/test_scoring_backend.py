@@ -7,7 +7,7 @@ import re
 import pytest
 from conftest import make_task
 
-from colbench.domains.backend.unit_tests import BackendScorer, Reference, ReferenceCache, extract_code
+from colbench.domains.backend.scorer import BackendScorer, Reference, ReferenceCache, extract_code
 from colbench.tasks import Task
 
 
@@ -118,7 +118,7 @@ def test_extract_code(text: str, code: str) -> None:
 
 
 def test_infrastructure_errors_carry_no_score() -> None:
-    from colbench.domains.backend.unit_tests import BackendScore
+    from colbench.domains.backend.scorer import BackendScore
 
     row = BackendScore.infra_error("t1", "sandbox worker failed to start").result_row()
     assert row == {

@@ -19,7 +19,7 @@ import pytest
 from test_embed import encode_png, page_like
 
 from colbench.domains.frontend.embed import TestEmbedder
-from colbench.domains.frontend.similarity import FLOOR, FrontendScore, FrontendScorer, cosine
+from colbench.domains.frontend.scorer import FLOOR, FrontendScore, FrontendScorer, cosine
 from colbench.errors import ConfigError, DataError, InfraError
 from colbench.render import RenderConfig, Renderer, RenderResult
 from colbench.report.stats import WinRate, win_rate

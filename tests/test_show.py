@@ -8,7 +8,7 @@ import pytest
 from test_report import colbench, make_run, record, run_json
 
 from colbench.errors import ConfigError
-from colbench.show import show
+from colbench.report.show import show
 
 DIALOGUE = [
     {"role": "agent", "text": "What should happen with an empty list?"},

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from openai_stub import StubOpenAIServer
 
-from colbench.dialogue import Turn
-from colbench.domains import get_domain
+from colbench.env.domain import get_domain
 from colbench.errors import ConfigError, LLMError
+from colbench.humans.simulator import ChatSimulator, ScriptedSimulator, SimReply, Simulator, truncate
 from colbench.llm import Endpoint, LLMClient, ResponseCache
-from colbench.simulators import ChatSimulator, ScriptedSimulator, SimReply, Simulator, truncate
 from colbench.tasks import Task
+from colbench.types.dialogue import Turn
 
 BACKEND = get_domain("backend")
 system_prompt = BACKEND.simulator_prompt

@@ -11,12 +11,12 @@ import gymnasium as gym
 import pytest
 from openai_stub import StubOpenAIServer
 
-from colbench.dialogue import Turn
-from colbench.domains import get_domain
-from colbench.domains.backend.unit_tests import BackendScorer
+from colbench.domains.backend.scorer import BackendScorer
+from colbench.env.domain import get_domain
 from colbench.errors import ConfigError, DataError
-from colbench.spec_human import SpecSimulator, SpecWriter, load_specs, write_specs
+from colbench.humans.spec import SpecSimulator, SpecWriter, load_specs, write_specs
 from colbench.tasks import Task, load
+from colbench.types.dialogue import Turn
 
 BACKEND = get_domain("backend")
 SPEC_WRITER_MARK = "Write the person's notes"

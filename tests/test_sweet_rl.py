@@ -256,7 +256,7 @@ def _offline_row(task: dict[str, Any], turns: list[tuple[str, str]], reward: flo
 def test_offline_import_reads_the_release_format(tmp_path: Path, bundled_tasks: list[Any]) -> None:
     from collect import import_offline
 
-    from colbench.domains import get_domain
+    from colbench.env.domain import get_domain
 
     agent_prompt = get_domain("backend").agent_prompt
 
@@ -290,7 +290,7 @@ def test_offline_import_scores_rows_without_reward(
 ) -> None:
     from collect import import_offline
 
-    from colbench.domains.backend.unit_tests import BackendScorer
+    from colbench.domains.backend.scorer import BackendScorer
 
     task = {k: v for k, v in bundled_tasks[0].to_row().items() if k != "task_id"}
     rows = [_offline_row(task, [(f"I WANT TO ANSWER:\n{task['ground_truth']}", "")], None)]

@@ -11,15 +11,16 @@ import gymnasium as gym
 import pytest
 
 import colbench.domains as registry
-from colbench.agents import AgentReply, EpisodeContext
-from colbench.domains import domain_names, get_domain, register_domain
+from colbench.agents.agent import AgentReply, EpisodeContext
+from colbench.env.domain import get_domain
 from colbench.errors import ConfigError, DataError
 from colbench.eval import EvalConfig, run_eval
-from colbench.llm import Message
+from colbench.humans.simulator import ScriptedSimulator
 from colbench.report import build_report
 from colbench.runs import load_run
-from colbench.simulators import ScriptedSimulator
 from colbench.tasks import load_jsonl
+from colbench.tasks.domain_registry import domain_names, register_domain
+from colbench.types.chat import Message
 
 WORDS = [("a fruit, yellow", "banana"), ("a colour of the sky", "blue"), ("a pet that purrs", "cat")]
 

@@ -1,4 +1,4 @@
-"""Token export with the learner's mask (colbench.tokens): on real episodes, with the embedded model's own tokenizer
+"""Token export with the learner's mask (colbench.env.tokens): on real episodes, with the embedded model's own tokenizer
 and chat template (ChatML) and with the Llama 3, Gemma and Mistral templates on the same vocabulary, the masked
 tokens decode to exactly the learner's turns, and nothing of the simulated human's is trained on."""
 
@@ -11,12 +11,12 @@ import gymnasium as gym
 import pytest
 
 import colbench  # noqa: F401 (registers the ids)
-from colbench.domains.backend.unit_tests import BackendScorer
-from colbench.episode import Transcript
+from colbench.domains.backend.scorer import BackendScorer
+from colbench.env.core import Transcript
+from colbench.env.tokens import TokenizedEpisode, tokenize_chat, tokenize_transcript
 from colbench.errors import ConfigError
-from colbench.simulators import ScriptedSimulator
+from colbench.humans.simulator import ScriptedSimulator
 from colbench.tasks import Task
-from colbench.tokens import TokenizedEpisode, tokenize_chat, tokenize_transcript
 
 LLAMA3 = (
     "{{ bos_token }}{% for message in messages %}"

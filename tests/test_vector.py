@@ -15,13 +15,13 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from openai_stub import InFlight, StubOpenAIServer
 
 import colbench  # noqa: F401 (registers the ids)
-from colbench.dialogue import Turn
-from colbench.domains.backend.unit_tests import BackendScorer
+from colbench.domains.backend.scorer import BackendScorer
+from colbench.env.registration import env_ids
+from colbench.env.vector import ColbenchVectorEnv
 from colbench.errors import ColbenchError, ConfigError, InfraError
-from colbench.registration import env_ids
-from colbench.simulators import ScriptedSimulator, SimReply
+from colbench.humans.simulator import ScriptedSimulator, SimReply
 from colbench.tasks import Task
-from colbench.vector import ColbenchVectorEnv
+from colbench.types.dialogue import Turn
 
 ASK = "What should happen with an empty input?"
 

@@ -24,7 +24,7 @@ EPISODE = textwrap.dedent(
     import json, sys
     import gymnasium as gym
     import colbench
-    from colbench.datafiles import data_root
+    from colbench._util.datafiles import data_root
     from colbench.sandbox.contract import runner_path
     from colbench.tasks import load
 

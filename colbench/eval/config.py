@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from colbench.dialogue import MAX_TURNS
 from colbench.eval.progress import ProgressMode
 from colbench.llm.limits import EndpointLimits
 from colbench.report.costs import Prices
+from colbench.types.dialogue import MAX_TURNS
 
 
 @dataclass
@@ -31,7 +31,7 @@ class EvalConfig:
     max_turns: int = MAX_TURNS
     sandbox: str = "auto"  # scoring option of the backend domain
     embedder: str = "clip"  # scoring option of the frontend domain
-    leak_policy: str = "flag"  # what the env does with a human reply that leaks (colbench.leaks)
+    leak_policy: str = "flag"  # what the env does with a human reply that leaks (colbench.types.leaks)
     agent_options: dict[str, Any] = field(default_factory=dict)
     simulator_options: dict[str, Any] = field(default_factory=dict)
     agent_limits: EndpointLimits = field(default_factory=EndpointLimits)

@@ -15,12 +15,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from colbench.domains.base import Domain
+from colbench.env.domain import Domain
 from colbench.errors import ConfigError
 from colbench.eval.config import EvalConfig
 from colbench.llm.specs import parse_spec
 from colbench.report.costs import LIST_PRICES, Prices
-from colbench.tasks.record import Task
+from colbench.types.task import Task
 
 CHARS_PER_TOKEN = 4
 AGENT_TOKENS = 150  # a question is shorter, a final answer longer: the mean over an episode's turns

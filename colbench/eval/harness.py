@@ -29,23 +29,23 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 import gymnasium as gym
 
 from colbench import __version__
-from colbench.agents import Agent, ChatAgent
-from colbench.domains import get_domain
-from colbench.domains.base import Domain, Scorer
-from colbench.episode import ColbenchEnv
+from colbench._util.storage import sha256_text, utc_timestamp
+from colbench.agents.agent import Agent, ChatAgent
+from colbench.env.core import ColbenchEnv
+from colbench.env.domain import Domain, Scorer, get_domain
+from colbench.env.registration import env_specs
 from colbench.errors import ColbenchError, ConfigError, InfraError
 from colbench.eval.config import EvalConfig
 from colbench.eval.forecast import forecast, forecast_text
 from colbench.eval.player import EpisodePlayer, Played, jsonable
 from colbench.eval.progress import Pricing, Progress, Tally
-from colbench.leaks import LeakPolicy
+from colbench.humans.simulator import Simulator
 from colbench.llm.specs import parse_spec
-from colbench.registration import env_specs
 from colbench.report.costs import LIST_PRICES, Prices
 from colbench.runs import (
     EPISODES,
@@ -66,10 +66,9 @@ from colbench.runs import (
     read_run_json,
     write_run_json,
 )
-from colbench.simulators import Simulator
-from colbench.storage import sha256_text, utc_timestamp
-from colbench.tasks.record import Task
 from colbench.tasks.sources import describe_source, load
+from colbench.types.leaks import LeakPolicy
+from colbench.types.task import Task
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +123,18 @@ class EvalResult:
         return line
 
 
+class RemoteEpisodes(Protocol):
+    """Episodes played somewhere else (another process, a cluster), their records returned to the driver."""
+
+    async def play(self, task: Task, trial: int) -> Played: ...
+
+    def close(self) -> None: ...
+
+
+RemoteFactory = Callable[[EvalConfig, str, list[Task], EpisodePlayer], RemoteEpisodes]
+"""Builds the remote players of a run: (config, domain name, the run's tasks, the driver's own player)."""
+
+
 def run_eval(
     config: EvalConfig,
     *,
@@ -131,11 +142,19 @@ def run_eval(
     simulator: Simulator | None = None,
     scorer: Scorer | None = None,
     stderr: TextIO | None = sys.stderr,
+    remote: RemoteFactory | None = None,
 ) -> EvalResult:
     """Run (or resume) an evaluation into ``config.out``. ``agent``/``simulator``/``scorer`` replace what the specs
-    and options would build (tests, custom harnesses); run.json still describes them from the specs."""
+    and options would build (tests, custom harnesses); run.json still describes them from the specs. ``remote``
+    plays the episodes elsewhere while this process writes every record: a run with ``config.ray`` set needs the
+    Ray layer's (``colbench.ray.eval_actors.run_eval`` passes it)."""
     started = time.monotonic()
+    if config.ray is not None and remote is None:
+        raise ConfigError(
+            "EvalConfig.ray is set: run it with colbench.ray.eval_actors.run_eval (or colbench eval --ray)"
+        )
     runner = _Runner.build(config, agent=agent, simulator=simulator, scorer=scorer)
+    runner.remote = remote
     return runner.run(stderr=stderr, started=started)
 
 
@@ -287,6 +306,7 @@ class _Runner:
     resuming: bool
     final: dict[EpisodeKey, EpisodeRecord] = field(default_factory=dict)
     stop_reason: str | None = None
+    remote: RemoteFactory | None = None
     _consecutive_errors: int = 0
 
     @classmethod
@@ -433,10 +453,8 @@ class _Runner:
         queue = deque(pending)
         play: Callable[[Task, int], Awaitable[Played]] = self.player.play
         remote = None
-        if self.config.ray is not None:  # Ray is imported only here: a run without --ray never loads it
-            from colbench.ray.eval_actors import RayEpisodes
-
-            remote = RayEpisodes(self.config, self.domain.name, list(self.tasks.values()), self.player)
+        if self.remote is not None:
+            remote = self.remote(self.config, self.domain.name, list(self.tasks.values()), self.player)
             play = remote.play
         writer = EpisodeWriter(self.out / EPISODES)
         ticker = asyncio.create_task(progress.run())

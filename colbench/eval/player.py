@@ -18,19 +18,20 @@ from typing import Any
 
 import gymnasium as gym
 
-from colbench.agents import Agent, AgentReply, EpisodeContext, make_agent
-from colbench.domains.base import Domain, Scorer
-from colbench.episode import ColbenchEnv
+from colbench._util.storage import canonical_json, utc_timestamp
+from colbench.agents.agent import Agent, AgentReply, EpisodeContext, make_agent
+from colbench.env.core import ColbenchEnv
+from colbench.env.domain import Domain, Scorer
 from colbench.errors import ColbenchError, ConfigError, InfraError
 from colbench.eval.config import EvalConfig
-from colbench.leaks import LeakPolicy
-from colbench.llm.client import LLMClient, Message, Usage
+from colbench.humans.simulator import Simulator
+from colbench.llm.client import LLMClient
 from colbench.llm.limits import EndpointLimits
 from colbench.llm.specs import parse_spec
 from colbench.runs import CACHE, reference_screenshot_name, screenshot_name
-from colbench.simulators import Simulator
-from colbench.storage import canonical_json, utc_timestamp
-from colbench.tasks.record import Task
+from colbench.types.chat import Message, Usage
+from colbench.types.leaks import LeakPolicy
+from colbench.types.task import Task
 
 log = logging.getLogger(__name__)
 

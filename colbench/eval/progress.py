@@ -28,11 +28,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 from rich.progress import Progress as RichProgress
 from rich.table import Column
 
-from colbench.domains.base import Domain
-from colbench.llm.client import Usage
+from colbench.env.domain import Domain
 from colbench.report.costs import LIST_PRICES, Price, Prices, price_names
 from colbench.runs import ROLES
 from colbench.runs.episodes import usage_by_role
+from colbench.types.chat import Usage
 
 ProgressMode = Literal["auto", "tty", "lines", "off"]
 LINE_EVERY_S = 60.0  # lines mode: the longest a log goes without a line

@@ -39,7 +39,7 @@ from pydantic import Field
 from websockets.asyncio.client import connect as ws_connect
 
 import colbench  # noqa: F401 (registers the ids)
-from colbench.episode import TextEnv
+from colbench.env.core import TextEnv
 from colbench.errors import ColbenchError, ConfigError
 
 MAX_ACTION_CHARS = 200_000

@@ -28,11 +28,11 @@ import torch
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 import colbench  # noqa: F401 (registers the ids)
-from colbench.episode import TextEnv
+from colbench.env.core import TextEnv
+from colbench.env.tokens import feedback_text
 from colbench.errors import InfraError
 from colbench.integrations.env_config import env_options
-from colbench.llm.client import Message
-from colbench.tokens import feedback_text
+from colbench.types.chat import Message
 
 CONFIG_ENV = "COLBENCH_OPENRLHF"
 

@@ -26,11 +26,11 @@ import skyrl_gym
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
 import colbench  # noqa: F401 (registers the ids)
-from colbench.dialogue import MAX_TURNS
+from colbench.env.dataset import prompt_rows
 from colbench.errors import ConfigError, InfraError
-from colbench.tasks.dataset import prompt_rows
-from colbench.tasks.record import Task
 from colbench.tasks.sources import load_shared
+from colbench.types.dialogue import MAX_TURNS
+from colbench.types.task import Task
 
 ENV_CLASS = "colbench"
 

@@ -29,13 +29,13 @@ from typing import Any
 import gymnasium as gym
 
 import colbench  # noqa: F401 (registers the ids)
-from colbench.dialogue import MAX_TURNS
+from colbench.env.dataset import prompt_rows
+from colbench.env.tokens import tokenize_transcript
+from colbench.env.vector import ColbenchVectorEnv
 from colbench.errors import ConfigError
-from colbench.llm.client import Message
-from colbench.tasks.dataset import prompt_rows
 from colbench.tasks.sources import load_shared
-from colbench.tokens import tokenize_transcript
-from colbench.vector import ColbenchVectorEnv
+from colbench.types.chat import Message
+from colbench.types.dialogue import MAX_TURNS
 
 Generate = Callable[[list[list[Message]], Any], list[str]]
 

@@ -22,11 +22,11 @@ import verifiers as vf
 from datasets import Dataset
 
 import colbench  # noqa: F401 (registers the ids)
-from colbench.dialogue import MAX_TURNS
-from colbench.episode import TextEnv
+from colbench.env.core import TextEnv
+from colbench.env.dataset import prompt_rows
 from colbench.errors import InfraError
-from colbench.tasks.dataset import prompt_rows
 from colbench.tasks.sources import load_shared
+from colbench.types.dialogue import MAX_TURNS
 
 
 class ColbenchEnv(vf.MultiTurnEnv):  # type: ignore[misc]

@@ -4,7 +4,7 @@ verl's rollout worker makes an agent loop per sample and awaits ``run(sampling_p
 the prompt's token ids, the response's token ids and a ``response_mask`` (1 on the policy's tokens, 0 on what the
 environment added). ``ColbenchAgentLoop`` plays one ColBench episode: the row's ``extra_info.task_id`` picks the
 task, each turn is generated through verl's ``server_manager`` (its inference servers), the simulated human's reply
-is appended in the chat template's own markup (``colbench.tokens.feedback_text``) with mask 0, and the env's reward
+is appended in the chat template's own markup (``colbench.env.tokens.feedback_text``) with mask 0, and the env's reward
 becomes ``reward_score`` (so verl's reward manager is skipped).
 
     # verl config: actor_rollout_ref.rollout.agent.agent_loop_config_path: colbench_loops.yaml, containing
@@ -28,11 +28,11 @@ import gymnasium as gym
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
 import colbench  # noqa: F401 (registers the ids)
-from colbench.episode import TextEnv
+from colbench.env.core import TextEnv
+from colbench.env.tokens import feedback_text
 from colbench.errors import ConfigError, InfraError
 from colbench.integrations.env_config import env_options
-from colbench.llm.client import Message
-from colbench.tokens import feedback_text
+from colbench.types.chat import Message
 
 CONFIG_ENV = "COLBENCH_VERL"
 

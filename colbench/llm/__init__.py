@@ -4,18 +4,10 @@ cache, request limits and the embedded llama.cpp server (imported only when a ``
 from __future__ import annotations
 
 from colbench.llm.cache import ResponseCache
-from colbench.llm.client import (
-    ENDPOINT_FIELDS,
-    ChatReply,
-    ChatRequest,
-    Endpoint,
-    LLMClient,
-    LLMRequestRejected,
-    Message,
-    Usage,
-)
+from colbench.llm.client import ENDPOINT_FIELDS, ChatRequest, Endpoint, LLMClient, LLMRequestRejected
 from colbench.llm.limits import EndpointLimits, Gate
 from colbench.llm.specs import FORMS, Spec, connect, endpoint_for, parse_spec
+from colbench.types.chat import ChatReply, Message, Usage
 
 __all__ = [
     "ENDPOINT_FIELDS",

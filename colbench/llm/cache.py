@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from colbench.storage import canonical_json, sha256_text
+from colbench._util.storage import canonical_json, sha256_text
 
 
 class ResponseCache:

@@ -15,7 +15,7 @@ once as :class:`LLMRequestRejected`. The wait between attempts is the server's `
 Requests go through the ``openai`` client (its auth, headers, JSON encoding, status-error mapping) as plain JSON
 bodies posted to ``/chat/completions``, read back as plain JSON: the typed ``chat.completions.create`` spends
 milliseconds per request transforming the body against its TypedDicts and building pydantic models from the reply,
-none of which colbench reads. Underneath, async requests use :class:`_Http11Transport`, a small HTTP/1.1 keep-alive
+none of which colbench reads. Underneath, async requests use :class:`Http11Transport`, a small HTTP/1.1 keep-alive
 pool that writes a request to an open connection at once, without handing the event loop to anyone else first.
 That matters with many episodes at once: through httpx's own pool (anyio checkpoints) or aiohttp (a task writes the
 body), a request reaches the wire only after every other ready task has run, so N requests answered together go out
@@ -27,56 +27,31 @@ go through httpx's own transport.
 from __future__ import annotations
 
 import asyncio
-import collections
-import contextlib
 import dataclasses
 import email.utils
-import functools
-import ipaddress
 import json
 import logging
-import socket
-import ssl
 import threading
 import time
-import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import h11
 import httpx2
 import openai
 import tenacity
 
 from colbench.errors import LLMError
 from colbench.llm.cache import ResponseCache
+from colbench.llm.http11 import Http11Transport, ssl_context
 from colbench.llm.limits import EndpointLimits, Gate
+from colbench.types.chat import ChatReply, Message, Usage
 
 log = logging.getLogger(__name__)
-
-Message = Mapping[str, Any]
 
 _PLACEHOLDER_KEY = "EMPTY"  # local servers need no key, but the openai client refuses to start without one
 _RETRY_STATUS = frozenset({408, 409, 429})  # plus every 5xx
 _CHAT_PATH = "/chat/completions"
-
-
-@dataclass
-class Usage:
-    """Token accounting. ``calls`` counts completions the endpoint returned (each one may be billed)."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    calls: int = 0
-
-    def add(self, other: Usage) -> None:
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.calls += other.calls
-
-    def as_dict(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -118,14 +93,6 @@ class ChatRequest:
 
     key: Mapping[str, Any]
     body: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class ChatReply:
-    text: str
-    usage: Usage
-    finish_reason: str | None = None
-    cached: bool = False
 
 
 class _Unusable(Exception):
@@ -296,7 +263,7 @@ class LLMClient:
             if self._async is None or self._async[0] is not loop:
                 limits = self._limits() or openai.DEFAULT_CONNECTION_LIMITS
                 http_client = openai.DefaultAsyncHttpxClient(
-                    transport=_Http11Transport(limits), limits=limits, timeout=self.endpoint.timeout_s
+                    transport=Http11Transport(limits), limits=limits, timeout=self.endpoint.timeout_s
                 )
                 client = openai.AsyncOpenAI(**self._client_kwargs(), http_client=http_client)
                 _know_platform(client)
@@ -322,7 +289,7 @@ class LLMClient:
         limits = self._limits()
         if limits is None:
             return {}
-        client = openai.DefaultHttpxClient(limits=limits, timeout=self.endpoint.timeout_s, verify=_ssl_context())
+        client = openai.DefaultHttpxClient(limits=limits, timeout=self.endpoint.timeout_s, verify=ssl_context())
         return {"http_client": client}
 
     def _accept(self, completion: object, spent: Usage) -> ChatReply:
@@ -374,12 +341,6 @@ _BEARER: Any = {"security": {"bearer_auth": True}}  # the request options chat.c
 def _count(value: object) -> int:
     """A token count from a reply (missing, null or not a number: 0)."""
     return max(0, int(value)) if isinstance(value, int | float) and not isinstance(value, bool) else 0
-
-
-@functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    """One TLS context per process (loading the CA bundle costs tens of milliseconds: not once per client)."""
-    return httpx2.create_ssl_context()
 
 
 def _know_platform(client: openai.AsyncOpenAI) -> None:
@@ -436,385 +397,3 @@ def _retry_after(exc: BaseException | None) -> float | None:
             continue
         return max(0.0, when.timestamp() - time.time())
     return None
-
-
-# -- the async transport --------------------------------------------------------------------------------------------
-
-_Origin = tuple[str, str, int]  # scheme, host, port
-_DNS_TTL_S = 60.0
-
-
-_MAX_HEAD = 64 * 1024  # bytes of a response head (status line and headers) h11 buffers before giving up
-
-
-class _Connection(asyncio.Protocol):
-    """One HTTP/1.1 connection, one request at a time; h11 does the framing (request encoding, Content-Length,
-    chunked and close-delimited bodies, interim 1xx responses, keep-alive rules), this class only moves bytes."""
-
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.waiter: asyncio.Future[httpx2.Response] | None = None
-        self.lost = False
-        self.idle_since = 0.0
-        self._h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
-        self._response: h11.Response | None = None
-        self._body: list[bytes] = []
-
-    @property
-    def usable(self) -> bool:
-        """Fit for another request: the last exchange ended cleanly and the connection is open."""
-        return (
-            not self.lost
-            and self._h11.our_state is h11.DONE
-            and self._h11.their_state is h11.DONE
-            and not self._h11.trailing_data[0]  # bytes past the response: the framing cannot be trusted
-            and self.transport is not None
-            and not self.transport.is_closing()
-        )
-
-    def start(self, request: _Request, waiter: asyncio.Future[httpx2.Response]) -> bytes:
-        """The bytes of ``request`` on this connection; its response will resolve ``waiter``."""
-        if self._h11.our_state is h11.DONE:
-            self._h11.start_next_cycle()
-        self.waiter, self._response, self._body = waiter, None, []
-        method, target, headers, body = request
-        try:
-            return b"".join(
-                (
-                    self._h11.send(h11.Request(method=method, target=target, headers=headers)) or b"",
-                    self._h11.send(h11.Data(data=body)) or b"" if body else b"",
-                    self._h11.send(h11.EndOfMessage()) or b"",
-                )
-            )
-        except h11.LocalProtocolError as exc:
-            self.waiter = None
-            raise httpx2.LocalProtocolError(str(exc)) from exc
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # no isinstance check: uvloop's transports (Ray's actors run on uvloop) are not asyncio.Transport subclasses
-        self.transport = typing.cast(asyncio.Transport, transport)
-
-    def data_received(self, data: bytes) -> None:
-        if self.waiter is None:  # bytes nobody asked for: the connection cannot be trusted with a request
-            self.close()
-            return
-        self._h11.receive_data(data)
-        self._events()
-
-    def eof_received(self) -> bool | None:
-        self._end_of_input()
-        return None  # close the transport
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._end_of_input()
-
-    def close(self) -> None:
-        self.lost = True
-        if self.transport is not None:
-            self.transport.close()
-
-    def _end_of_input(self) -> None:
-        seen, self.lost = self.lost, True
-        if not seen and self.waiter is not None:
-            with contextlib.suppress(RuntimeError):  # h11 refuses input after it has seen the end already
-                self._h11.receive_data(b"")  # a close-delimited body ends here
-                self._events()
-        self._fail(httpx2.RemoteProtocolError("Server disconnected without sending a complete response."))
-
-    def _events(self) -> None:
-        while self.waiter is not None:
-            try:
-                event = self._h11.next_event()
-            except h11.RemoteProtocolError as exc:
-                self._fail(httpx2.RemoteProtocolError(f"bad HTTP response: {exc}"))
-                return
-            if event is h11.NEED_DATA or event is h11.PAUSED:
-                return
-            if isinstance(event, h11.Response):
-                if event.status_code == 101:
-                    self._fail(httpx2.RemoteProtocolError("bad HTTP response: unexpected protocol switch"))
-                    return
-                self._response = event
-            elif isinstance(event, h11.Data):
-                self._body.append(bytes(event.data))
-            elif isinstance(event, h11.EndOfMessage):
-                self._done()
-            elif isinstance(event, h11.ConnectionClosed):
-                self._fail(httpx2.RemoteProtocolError("Server disconnected without sending a complete response."))
-            # h11.InformationalResponse (100 Continue, 103 Early Hints): the final response follows
-
-    def _fail(self, exc: Exception) -> None:
-        waiter, self.waiter = self.waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(exc)
-        self.close()
-
-    def _done(self) -> None:
-        waiter, self.waiter = self.waiter, None
-        response = self._response
-        assert response is not None  # h11 sends EndOfMessage only after a Response
-        if not self.usable:
-            self.close()
-        if waiter is not None and not waiter.done():
-            waiter.set_result(
-                httpx2.Response(
-                    response.status_code,
-                    headers=response.headers.raw_items(),
-                    content=b"".join(self._body),
-                    extensions={
-                        "http_version": b"HTTP/" + response.http_version,
-                        "reason_phrase": bytes(response.reason),
-                    },
-                )
-            )
-
-
-# a request as h11 takes it: method, target, headers, body
-_Request = tuple[bytes, bytes, list[tuple[bytes, bytes]], bytes]
-
-
-@dataclass(frozen=True)
-class _Exchange:
-    """One request on its way and the future its response resolves."""
-
-    request: _Request
-    waiter: asyncio.Future[httpx2.Response]
-
-
-def _connected(sock: socket.socket) -> bool:
-    """Whether a non-blocking ``connect`` has already completed (it has at once for a server on this machine)."""
-    try:
-        sock.getpeername()
-    except OSError:
-        return False
-    return True
-
-
-class _Http11Transport(httpx2.AsyncBaseTransport):
-    """HTTP/1.1 with keep-alive for the async openai client, built to add no wait of its own.
-
-    A request on an open idle connection is encoded and written before the first ``await``, so it reaches the wire
-    in the same turn of the event loop that made it (httpx's pool first passes through anyio checkpoints, aiohttp
-    writes the body from a task of its own: each sends the request only after every other ready task has run).
-    New connections: the host is looked up once (a minute, shared by the connections opened meanwhile), TLS with one
-    context per process. The pool follows ``httpx2.Limits``: at most ``max_connections`` open (a request beyond them
-    waits for one, up to the pool timeout), ``max_keepalive_connections`` kept idle for ``keepalive_expiry``
-    seconds. Timeouts: connect, pool, and read (the whole response; colbench never streams). Errors are httpx's,
-    so the openai client maps them as usual (timeouts to ``APITimeoutError``, the rest to ``APIConnectionError``).
-    """
-
-    def __init__(self, limits: httpx2.Limits) -> None:
-        self._max = limits.max_connections
-        self._keep = limits.max_keepalive_connections if limits.max_keepalive_connections is not None else self._max
-        self._expiry = limits.keepalive_expiry
-        self._idle: dict[_Origin, list[_Connection]] = {}
-        self._busy: set[_Connection] = set()
-        self._opening = 0
-        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-        self._dns: dict[tuple[str, int], tuple[float, asyncio.Future[list[Any]]]] = {}
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        url = request.url
-        scheme = url.scheme
-        if scheme not in ("http", "https"):
-            raise httpx2.UnsupportedProtocol(f"unsupported URL scheme {scheme!r}")
-        origin = (scheme, url.host, url.port or (443 if scheme == "https" else 80))
-        timeouts = request.extensions.get("timeout", {})
-        try:
-            body = request.content
-        except httpx2.RequestNotRead:
-            body = await request.aread()
-        exchange = _Exchange(
-            (request.method.encode("ascii"), url.raw_path, list(request.headers.raw), body),
-            asyncio.get_running_loop().create_future(),
-        )
-        conn = self._take_idle(origin)
-        if conn is not None:
-            self._send(conn, exchange)
-        else:
-            conn = await self._new_connection(origin, timeouts, exchange)  # sent, and counted busy
-        released = False
-        try:
-            waiter = exchange.waiter
-            read = timeouts.get("read")
-            try:
-                async with asyncio.timeout(read):
-                    response = await waiter
-            except TimeoutError as exc:
-                raise httpx2.ReadTimeout(f"no complete response within {read} s") from exc
-            released = True
-            self._release(origin, conn)
-        finally:
-            if not released:
-                self._discard(conn)
-        response.request = request
-        return response
-
-    async def aclose(self) -> None:
-        for idle in self._idle.values():
-            for conn in idle:
-                conn.close()
-        self._idle.clear()
-        for conn in list(self._busy):
-            conn.close()
-        self._busy.clear()
-
-    # -- the pool
-
-    def _send(self, conn: _Connection, exchange: _Exchange) -> None:
-        try:
-            message = conn.start(exchange.request, exchange.waiter)
-        except BaseException:
-            self._discard(conn)
-            raise
-        self._busy.add(conn)
-        assert conn.transport is not None
-        conn.transport.write(message)
-
-    def _open(self) -> int:
-        return self._opening + len(self._busy) + sum(len(idle) for idle in self._idle.values())
-
-    def _take_idle(self, origin: _Origin) -> _Connection | None:
-        idle = self._idle.get(origin)
-        now = time.monotonic()
-        while idle:
-            conn = idle.pop()  # the most recently used: the least likely to have been closed by the server
-            if conn.usable and (self._expiry is None or now - conn.idle_since <= self._expiry):
-                return conn
-            conn.close()
-            self._wake()
-        return None
-
-    def _release(self, origin: _Origin, conn: _Connection) -> None:
-        self._busy.discard(conn)
-        if not conn.usable:
-            conn.close()
-        else:
-            idle = self._idle.setdefault(origin, [])
-            if self._keep is not None and sum(len(i) for i in self._idle.values()) >= self._keep:
-                conn.close()
-            else:
-                conn.idle_since = time.monotonic()
-                idle.append(conn)
-        self._wake()
-
-    def _discard(self, conn: _Connection) -> None:
-        self._busy.discard(conn)
-        conn.close()
-        self._wake()
-
-    def _wake(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
-
-    async def _new_connection(self, origin: _Origin, timeouts: Mapping[str, Any], exchange: _Exchange) -> _Connection:
-        """A connection for ``exchange`` (a new one, or one freed while waiting for room in the pool), the request
-        written to it and the connection counted busy."""
-        loop = asyncio.get_running_loop()
-        while self._max is not None and self._open() >= self._max:
-            if not self._close_an_idle_connection():
-                waiter = loop.create_future()
-                self._waiters.append(waiter)
-                pool = timeouts.get("pool")
-                try:
-                    async with asyncio.timeout(pool):
-                        await waiter
-                except TimeoutError as exc:
-                    raise httpx2.PoolTimeout(f"no free connection within {pool} s") from exc
-                finally:
-                    if not waiter.done():
-                        waiter.cancel()
-            conn = self._take_idle(origin)
-            if conn is not None:
-                self._send(conn, exchange)
-                return conn
-        self._opening += 1
-        connect = timeouts.get("connect")
-        try:
-            async with asyncio.timeout(connect):
-                conn = await self._connect(origin, exchange)
-            self._busy.add(conn)
-            return conn
-        except TimeoutError as exc:
-            raise httpx2.ConnectTimeout(f"no connection to {origin[1]}:{origin[2]} within {connect} s") from exc
-        except OSError as exc:
-            raise httpx2.ConnectError(str(exc) or type(exc).__name__) from exc
-        finally:
-            self._opening -= 1
-            self._wake()
-
-    def _close_an_idle_connection(self) -> bool:
-        """At the limit, an idle connection to another origin gives way to a new one."""
-        for idle in self._idle.values():
-            if idle:
-                idle.pop(0).close()
-                return True
-        return False
-
-    async def _connect(self, origin: _Origin, exchange: _Exchange) -> _Connection:
-        """Connect and send ``exchange``'s request. To a server on this machine the TCP handshake is over as soon as
-        ``connect`` returns: the request is sent on the socket at once, before the waits for asyncio's transport, so
-        the first requests of many episodes started together do not all wait for every one of them to be set up."""
-        scheme, host, port = origin
-        loop = asyncio.get_running_loop()
-        tls = _ssl_context() if scheme == "https" else None
-        failure: OSError | None = None
-        for family, kind, proto, address in await self._addresses(host, port):
-            sock = socket.socket(family, kind, proto)
-            conn = _Connection()
-            unsent = conn.start(exchange.request, exchange.waiter)  # a response may come before the transport
-            try:
-                sock.setblocking(False)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                with contextlib.suppress(BlockingIOError):  # in progress
-                    sock.connect(address)
-                if tls is None and _connected(sock):
-                    with contextlib.suppress(BlockingIOError):
-                        unsent = unsent[sock.send(unsent) :]
-                else:
-                    await loop.sock_connect(sock, address)  # waits for the handshake under way
-                await loop.create_connection(
-                    lambda made=conn: made, sock=sock, ssl=tls, server_hostname=host if tls is not None else None
-                )
-            except OSError as exc:
-                sock.close()
-                failure = exc
-                continue
-            except BaseException:
-                sock.close()
-                raise
-            if unsent:
-                assert conn.transport is not None
-                conn.transport.write(unsent)
-            return conn
-        raise failure or OSError(f"no address for {host}")
-
-    async def _addresses(self, host: str, port: int) -> list[Any]:
-        try:
-            ip = ipaddress.ip_address(host)
-        except ValueError:
-            pass
-        else:
-            if ip.version == 4:
-                return [(socket.AF_INET, socket.SOCK_STREAM, 0, (host, port))]
-            return [(socket.AF_INET6, socket.SOCK_STREAM, 0, (host, port, 0, 0))]
-        key = (host, port)
-        held = self._dns.get(key)
-        if held is None or held[0] < time.monotonic():
-            lookup = asyncio.ensure_future(self._lookup(host, port))
-            held = (time.monotonic() + _DNS_TTL_S, lookup)
-            self._dns[key] = held
-        try:
-            return await asyncio.shield(held[1])
-        except OSError:
-            if self._dns.get(key) is held:
-                del self._dns[key]  # a failed lookup is not remembered
-            raise
-
-    @staticmethod
-    async def _lookup(host: str, port: int) -> list[Any]:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        return [(family, kind, proto, address) for family, kind, proto, _, address in infos]

@@ -13,9 +13,9 @@ import os
 import shutil
 from pathlib import Path
 
+from colbench._util.storage import colbench_home
 from colbench.errors import ConfigError
 from colbench.llm.llamacpp import resolve_gguf
-from colbench.storage import colbench_home
 
 
 def default_export_dir(gguf: Path) -> Path:

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from colbench.deprecation import environ
+from colbench._util.deprecation import environ
 from colbench.errors import ConfigError, InfraError
 from colbench.llm.client import Endpoint
 
@@ -151,7 +151,7 @@ def packaged_gguf(name: str, cache_dir: Path | None = None) -> Path:
     if not model.chunks:
         return parts[0]
     if cache_dir is None:
-        from colbench.storage import colbench_home
+        from colbench._util.storage import colbench_home
 
         cache_dir = colbench_home() / "models" / name
     return _join_chunks(parts, cache_dir / model.file, model.sha256)
@@ -320,8 +320,9 @@ its turn before.
 
 
 def agent_answer(extra_body: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The embedded agent's final-answer settings (:class:`colbench.agents.AnswerSettings` fields): the answer's cap,
-    its prefill, and the question turns' request fields without DRY, under the caller's ``extra_body``."""
+    """The embedded agent's final-answer settings (:class:`colbench.agents.agent.AnswerSettings` fields): the
+    answer's cap, its prefill, and the question turns' request fields without DRY, under the caller's
+    ``extra_body``."""
     return {
         "max_tokens": AGENT_ANSWER_MAX_TOKENS,
         "prefill": AGENT_ANSWER_PREFILL,

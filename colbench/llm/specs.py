@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from colbench.deprecation import renamed
+from colbench._util.deprecation import renamed
 from colbench.errors import ConfigError
 from colbench.llm.cache import ResponseCache
 from colbench.llm.client import ENDPOINT_FIELDS, Endpoint, LLMClient

@@ -22,20 +22,19 @@ from typing import Any
 import gymnasium as gym
 
 from colbench import __version__
-from colbench.domains import get_domain
-from colbench.domains.base import Domain
-from colbench.episode import ColbenchEnv
+from colbench._util.storage import sha256_text, utc_timestamp, write_json_atomic
+from colbench.env.core import ColbenchEnv
+from colbench.env.domain import Domain, get_domain
 from colbench.errors import ColbenchError, ConfigError, DataError, InfraError
+from colbench.humans.simulator import Simulator
+from colbench.humans.spec import SpecWriter
 from colbench.llm.client import LLMClient
 from colbench.llm.limits import EndpointLimits
 from colbench.probe.suite import Probe, Suite, load_suite
 from colbench.probe.verdicts import empty_or_refusal, off_topic
 from colbench.runs import CACHE, LOCK, EpisodeWriter, first_difference, lock_run_dir
-from colbench.simulators import Simulator
-from colbench.spec_human import SpecWriter
-from colbench.storage import sha256_text, utc_timestamp, write_json_atomic
-from colbench.tasks.record import Task
 from colbench.tasks.sources import load
+from colbench.types.task import Task
 
 log = logging.getLogger(__name__)
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
-from colbench.datafiles import data_path
-from colbench.dialogue import ANSWER_MARKER
+from colbench._util.datafiles import data_path
+from colbench._util.prompts import fill
+from colbench._util.schema import validate
+from colbench._util.storage import sha256_text
 from colbench.errors import DataError
-from colbench.prompts import fill
-from colbench.schema import validate
-from colbench.storage import sha256_text
-from colbench.tasks.record import Task
+from colbench.types.dialogue import ANSWER_MARKER
+from colbench.types.task import Task
 
 CONTROL = "control"
 _SIGNATURE = re.compile(r"(?:async\s+)?def\s+([A-Za-z_]\w*)\s*\([^\n]*\)(?:\s*->[^\n:]+)?")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from colbench.tasks.record import Task
+from colbench.types.task import Task
 
 _REFUSAL = re.compile(
     r"\b(?:i\s*(?:can(?:no|')?t|cannot|won'?t|will not|(?:'m|am) (?:not able|unable|not sure|sorry)|"

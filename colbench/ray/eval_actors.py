@@ -12,14 +12,16 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from colbench.domains import get_domain
+from colbench.env.domain import get_domain
+from colbench.eval import harness
 from colbench.eval.config import EvalConfig
+from colbench.eval.harness import EvalResult
 from colbench.eval.player import EpisodePlayer, Played
 from colbench.llm.client import LLMClient
 from colbench.llm.specs import parse_spec
 from colbench.ray.cluster import connect, default_workers, node_of
 from colbench.ray.workers import ActorSet
-from colbench.tasks.record import Task
+from colbench.types.task import Task
 
 
 class EpisodeActor:
@@ -75,3 +77,9 @@ def pinned_endpoints(config: EvalConfig, driver: EpisodePlayer) -> EvalConfig:
             if options[role].get(name) is None and value is not None:
                 options[role][name] = value
     return dataclasses.replace(config, agent_options=options["agent"], simulator_options=options["simulator"])
+
+
+def run_eval(config: EvalConfig, **kwargs: Any) -> EvalResult:
+    """``colbench eval --ray``: :func:`colbench.eval.run_eval` with the episodes played by actors across the cluster
+    at ``config.ray`` (this process still writes every record)."""
+    return harness.run_eval(config, remote=RayEpisodes, **kwargs)

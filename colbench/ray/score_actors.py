@@ -15,13 +15,12 @@ from concurrent.futures import Future
 from contextlib import closing
 from typing import Any
 
-from colbench.domains import get_domain
-from colbench.domains.base import Score
+from colbench.env.domain import Score, get_domain
+from colbench.env.vector import LoopThread
 from colbench.errors import InfraError
 from colbench.ray.cluster import connect, default_workers, node_of
 from colbench.ray.workers import ActorSet
-from colbench.tasks.record import Task
-from colbench.vector import LoopThread
+from colbench.types.task import Task
 
 IN_FLIGHT_PER_ACTOR = 2
 

@@ -1,7 +1,7 @@
 """A vector env whose sub-envs run in Ray actors across the cluster, behind Gymnasium's ``VectorEnv`` API.
 
 For trainers whose learner sits on a GPU node while rollouts and scoring run on CPU nodes: ``RayVectorEnv(id,
-num_envs=N)`` splits the N sub-envs into shards, one ColBench vector env (:mod:`colbench.vector`) per actor, each
+num_envs=N)`` splits the N sub-envs into shards, one ColBench vector env (:mod:`colbench.env.vector`) per actor, each
 on a node with the ``colbench_sandbox`` resource (its own sandbox pool or browser, its own simulator client). A
 step sends each shard its slice of the actions at once and gathers the per-sub-env results into one batch:
 observations, rewards, terminations, truncations and infos exactly as the local vector env gives them, with the same
@@ -27,12 +27,12 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from colbench.episode import Transcript
+from colbench.env.core import Transcript
+from colbench.env.spaces import UnicodeText
+from colbench.env.vector import ColbenchVectorEnv, LoopThread, Step, Steps, autoreset_mode_of, options_for, seeds_for
 from colbench.errors import ConfigError, InfraError
 from colbench.ray.cluster import actor_options, connect, default_workers, lost_errors, node_of
 from colbench.ray.workers import START_S, cause, wait_started
-from colbench.spaces import UnicodeText
-from colbench.vector import ColbenchVectorEnv, LoopThread, Step, Steps, autoreset_mode_of, options_for, seeds_for
 
 
 class VectorShard:

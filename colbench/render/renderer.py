@@ -94,10 +94,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from cachetools import LRUCache
 
+from colbench._util.storage import sha256_text
 from colbench.errors import ConfigError, InfraError
 from colbench.render.placeholder import TAILWIND_URL_RE, load_tailwind_css, placeholder_png, placeholder_size
 from colbench.render.stylesheet import StylesheetIndex
-from colbench.storage import sha256_text
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext, CDPSession, Dialog, Page, Playwright, Request, Route

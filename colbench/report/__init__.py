@@ -7,12 +7,12 @@ how to read the numbers.
 
 from __future__ import annotations
 
-from colbench.llm.client import Usage
 from colbench.report.costs import LIST_PRICES, Price, Prices, RoleCost, load_prices, role_costs
 from colbench.report.html_report import render_run, write_run_report
 from colbench.report.leaderboard import Report, Row, Table, build_report
 from colbench.report.stats import Estimate, WinRate, win_rate
 from colbench.runs import EpisodeRecord, Run, load_run
+from colbench.types.chat import Usage
 
 __all__ = [
     "LIST_PRICES",

@@ -24,11 +24,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from colbench._util.schema import validate
 from colbench.errors import ConfigError, DataError
-from colbench.llm.client import Usage
 from colbench.llm.specs import parse_spec
 from colbench.runs import ROLES, Run
-from colbench.schema import validate
+from colbench.types.chat import Usage
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from colbench.domains import all_domains, get_domain
+from colbench.env.domain import all_domains, get_domain
 from colbench.errors import ConfigError
 from colbench.report import stats
 from colbench.report.costs import LIST_PRICES, Prices, RoleCost, role_costs

@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from colbench.domains import get_domain
-from colbench.domains.base import Domain
-from colbench.llm.client import Usage
+from colbench.env.domain import Domain, get_domain
 from colbench.runs.episodes import EpisodeRecord, final_records, read_episode_log
 from colbench.runs.layout import EPISODES
 from colbench.runs.run_json import read_run_json
+from colbench.types.chat import Usage
 
 ROLES = ("agent", "simulator")
 

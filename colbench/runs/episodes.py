@@ -34,11 +34,11 @@ from pydantic import (
     model_validator,
 )
 
-from colbench.domains.base import Metrics
+from colbench._util.schema import FieldError, validate
+from colbench._util.storage import write_atomic
+from colbench.env.domain import Metrics
 from colbench.errors import DataError
-from colbench.llm.client import Usage
-from colbench.schema import FieldError, validate
-from colbench.storage import write_atomic
+from colbench.types.chat import Usage
 
 EpisodeKey = tuple[str, int]
 Status = Literal["ok", "infra_error"]

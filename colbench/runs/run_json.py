@@ -14,11 +14,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from colbench.domains import domain_names
+from colbench._util.schema import validate
+from colbench._util.storage import canonical_json, sha256_text, write_json_atomic
 from colbench.errors import DataError
 from colbench.runs.layout import RUN_JSON
-from colbench.schema import validate
-from colbench.storage import canonical_json, sha256_text, write_json_atomic
+from colbench.tasks.domain_registry import domain_names
 
 FORMAT = 1
 

@@ -13,7 +13,7 @@ import atexit
 import logging
 import threading
 
-from colbench.deprecation import renamed
+from colbench._util.deprecation import renamed
 from colbench.errors import ConfigError
 from colbench.sandbox.contract import ExecResult, Limits, Sandbox, TestOutcome
 

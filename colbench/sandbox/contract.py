@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from colbench.datafiles import data_path
+from colbench._util.datafiles import data_path
 
 # The whole environment untrusted code sees, in every runtime: no host variables (API keys!) ever reach it. The
 # hash seed is fixed so every worker iterates sets of strings alike; one BLAS thread keeps forks safe.

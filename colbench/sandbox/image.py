@@ -53,11 +53,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
-from colbench.datafiles import data_path
+from colbench._util.datafiles import data_path
+from colbench._util.storage import colbench_home
 from colbench.errors import ConfigError, SandboxError
 from colbench.sandbox.contract import RUNNER_FLAGS, RUNNER_IN_SANDBOX, SANDBOX_UID_BASE, runner_path
 from colbench.sandbox.pool import outcome_of
-from colbench.storage import colbench_home
 
 IMAGE = "colbench-sandbox:1"
 CONTRACT = "1"

@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import colbench.tasks.pins as pins
+from colbench._util.storage import utc_timestamp
 from colbench.errors import ColbenchError, ConfigError, DataError, InfraError
-from colbench.storage import utc_timestamp
 from colbench.tasks.manifest import SplitSpec
 from colbench.tasks.pins import COMMIT, UnverifiedPinWarning
-from colbench.tasks.record import Task
 from colbench.tasks.rows import task_from_row, unique
+from colbench.types.task import Task
 
 _TRUE = {"1", "true", "yes", "on"}
 

@@ -18,10 +18,10 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from colbench.datafiles import data_path
-from colbench.domains import domain_names
+from colbench._util.datafiles import data_path
+from colbench._util.schema import FieldError, validate
 from colbench.errors import ConfigError, DataError
-from colbench.schema import FieldError, validate
+from colbench.tasks.domain_registry import domain_names
 
 BUNDLED = "bundled"  # a JSONL file shipped inside colbench (``tasks/<path>``)
 HF_FILE = "hf-file"  # one JSONL file in a hub repository

@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from colbench._util.storage import colbench_home, write_json_atomic
 from colbench.errors import DataError, InfraError
-from colbench.storage import colbench_home, write_json_atomic
 
 PINS_FILENAME = "hub-pins.json"
 COMMIT = re.compile(r"[0-9a-f]{40}")

@@ -9,15 +9,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from colbench.domains import detect_domain, get_domain
+from colbench._util.storage import iter_jsonl
 from colbench.errors import ColbenchError, DataError
-from colbench.storage import iter_jsonl
-from colbench.tasks.record import Task, content_id
+from colbench.tasks.domain_registry import detect_schema, task_schema
+from colbench.types.task import Task, content_id
 
 
 def task_from_row(row: Any, *, domain: str | None = None, where: str = "<row>") -> Task:
     """Validate one decoded JSON row into a task of ``domain`` (None: the row's ``domain`` field, else the domain
-    whose schema the row has; see :func:`colbench.domains.detect_domain`)."""
+    whose schema the row has; see :func:`colbench.tasks.domain_registry.detect_schema`)."""
     if not isinstance(row, dict):
         raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
     for field in ("problem_description", "ground_truth"):
@@ -29,7 +29,7 @@ def task_from_row(row: Any, *, domain: str | None = None, where: str = "<row>") 
     if not isinstance(hidden, str):
         raise DataError(f"{where}: field 'hidden_information': expected a string, got {type(hidden).__name__}")
     try:
-        spec = get_domain(domain) if domain is not None else detect_domain(row)
+        spec = task_schema(domain) if domain is not None else detect_schema(row)
     except ColbenchError as exc:
         raise DataError(f"{where}: {exc}") from None
     tests = spec.test_cases(row, where)

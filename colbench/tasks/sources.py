@@ -13,13 +13,13 @@ from typing import Any
 
 import colbench.tasks.manifest as manifest
 import colbench.tasks.pins as pins
-from colbench.datafiles import data_path
+from colbench._util.datafiles import data_path
+from colbench._util.storage import sha256_file
 from colbench.errors import ConfigError, DataError
-from colbench.storage import sha256_file
 from colbench.tasks.hub import load_hf_file, offline_default
 from colbench.tasks.manifest import BUNDLED, HF_FILE, HF_WEBSIGHT
-from colbench.tasks.record import Task
 from colbench.tasks.rows import load_jsonl
+from colbench.types.task import Task
 
 
 def load_split(

@@ -34,13 +34,13 @@ from typing import Any
 
 import colbench.tasks.manifest as manifest
 import colbench.tasks.pins as pins
+from colbench._util.storage import utc_timestamp, write_atomic
 from colbench.errors import ConfigError, DataError, InfraError
-from colbench.storage import utc_timestamp, write_atomic
 from colbench.tasks.hub import check_sha256, download, first_line, hub_errors, offline_default, refused
 from colbench.tasks.manifest import HF_WEBSIGHT, SplitSpec
 from colbench.tasks.pins import COMMIT, UnverifiedPinWarning
-from colbench.tasks.record import Task
 from colbench.tasks.rows import task_from_row, unique
+from colbench.types.task import Task
 
 __all__ = [
     "DESCRIPTION_COLUMN",

@@ -17,8 +17,8 @@ import gymnasium as gym
 import numpy as np
 
 import colbench  # noqa: F401 (registers the ids)
+from colbench.env.tokens import tokenize_transcript
 from colbench.llm.export import export_hf
-from colbench.tokens import tokenize_transcript
 
 
 def policy(observations: Sequence[str], turns: np.ndarray) -> list[str]:

@@ -28,9 +28,9 @@ from typing import Any
 
 from sweet_lib import Trajectory, log, parse_config, read_jsonl, save_json, write_jsonl
 
-from colbench.dialogue import MAX_TURNS
-from colbench.domains import get_domain
+from colbench.env.domain import get_domain
 from colbench.tasks import task_from_row
+from colbench.types.dialogue import MAX_TURNS
 
 
 @dataclass

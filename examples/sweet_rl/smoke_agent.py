@@ -17,10 +17,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from colbench.agents import AgentReply, EpisodeContext
-from colbench.dialogue import ANSWER_MARKER
-from colbench.llm import Message
+from colbench.agents.agent import AgentReply, EpisodeContext
 from colbench.tasks import load
+from colbench.types.chat import Message
+from colbench.types.dialogue import ANSWER_MARKER
 
 QUESTION = "Before I write it: what should happen with empty or unusual inputs?"
 

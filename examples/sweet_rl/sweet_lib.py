@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from colbench.storage import write_atomic, write_json_atomic
+from colbench._util.storage import write_atomic, write_json_atomic
 
 if TYPE_CHECKING:
     import torch
@@ -334,8 +334,8 @@ def encode_dialogue(
 ) -> Encoded:
     """Tokenise a conversation with ``prefix`` in front of it (as the original put the ground truth) and mark each
     assistant turn's tokens: its text and the template's end-of-turn token, what the model generates for that turn
-    (``colbench.tokens.tokenize_chat``, which also refuses templates that rewrite earlier turns)."""
-    from colbench.tokens import tokenize_chat
+    (``colbench.env.tokens.tokenize_chat``, which also refuses templates that rewrite earlier turns)."""
+    from colbench.env.tokens import tokenize_chat
 
     tokens = tokenize_chat(tokenizer, list(messages), prefix=prefix)
     turn_ids = [-1] * len(tokens)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from colbench.agents import AgentReply, EpisodeContext
-from colbench.llm import Message
+from colbench.agents.agent import AgentReply, EpisodeContext
+from colbench.types.chat import Message
 
 
 class EchoAgent:

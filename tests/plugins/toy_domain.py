@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from colbench.dialogue import Turn, after_marker
-from colbench.domains.base import Domain, Metrics, Score, Scorer
-from colbench.episode import ColbenchEnv, Episode
+from colbench.env.core import ColbenchEnv, Episode
+from colbench.env.domain import Domain, Metrics, Score, Scorer
 from colbench.errors import DataError
 from colbench.tasks import Task
+from colbench.types.dialogue import Turn, after_marker
 
 
 @dataclass(frozen=True)

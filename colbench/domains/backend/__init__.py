@@ -11,12 +11,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from colbench.domains.base import Domain, Metrics, Score, Scorer
+from colbench.env.domain import Domain, Metrics, Score, Scorer
 from colbench.errors import DataError
-from colbench.tasks.record import Task
+from colbench.types.task import Task
 
 if TYPE_CHECKING:
-    from colbench.leaks import Labelled
+    from colbench.types.leaks import Labelled
 
 SANDBOX_HELP = "auto (Docker when available, else bwrap) | docker | bwrap"
 
@@ -51,14 +51,14 @@ class BackendDomain(Domain):
 
     # -- scoring --------------------------------------------------------------------------------------------
     def make_scorer(self, options: Mapping[str, Any], *, jobs: int | None = None) -> Scorer:
-        from colbench.domains.backend.unit_tests import BackendScorer
+        from colbench.domains.backend.scorer import BackendScorer
         from colbench.sandbox import make_sandbox
 
         sandbox = make_sandbox(str(options.get("sandbox", "auto")), workers=jobs)
         return BackendScorer(sandbox, jobs=jobs, owns_sandbox=True, rules=_rules(options))
 
     def shared_scorer(self, options: Mapping[str, Any]) -> Scorer:
-        from colbench.domains.backend.unit_tests import BackendScorer
+        from colbench.domains.backend.scorer import BackendScorer
         from colbench.sandbox import resolve_kind, shared_sandbox
 
         kind, rules = resolve_kind(str(options.get("sandbox", "auto"))), _rules(options)
@@ -68,19 +68,19 @@ class BackendDomain(Domain):
             return self._shared[kind, rules]
 
     def unjudged(self, task_id: str, error: str) -> Score:
-        from colbench.domains.backend.unit_tests import BackendScore
+        from colbench.domains.backend.scorer import BackendScore
 
         return BackendScore.infra_error(task_id, error)
 
     # -- leaks ----------------------------------------------------------------------------------------------
     def leak_score(self, task: Task, reply: str) -> float:
         """Code overlap with the reference function, robust to renaming and layout (``code_leaks``)."""
-        from colbench.domains.backend.code_leaks import leak_score
+        from colbench.domains.backend.leaks import leak_score
 
         return leak_score(reply, task.hidden_information, task.problem_description)
 
     def labelled_for(self, task: Task, other: Task | None, seed: int) -> list[Labelled]:
-        from colbench.domains.backend.code_leaks import labelled_replies
+        from colbench.domains.backend.leaks import labelled_replies
 
         calls = [call for _, call in task.test_cases]
         foil = other.hidden_information if other is not None else ""
@@ -106,8 +106,8 @@ class BackendDomain(Domain):
 
     def check_tasks(self, tasks: Sequence[Task], options: Mapping[str, Any]) -> Iterable[str]:
         """Every reference against its own tests and every test against degenerate answers (``audit``)."""
-        from colbench.domains.backend.audit import audit
-        from colbench.domains.backend.unit_tests import BackendScorer
+        from colbench.domains.backend.degenerate import audit
+        from colbench.domains.backend.scorer import BackendScorer
 
         jobs = int(options.get("jobs") or 1)
         with closing(self.make_scorer(options, jobs=jobs)) as scorer:

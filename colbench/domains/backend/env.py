@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from colbench.dialogue import MAX_TURNS, Turn
 from colbench.domains.backend.judging import CURRENT_RULES
-from colbench.domains.backend.unit_tests import BackendScore, BackendScorer
-from colbench.episode import ColbenchEnv, Episode
-from colbench.leaks import LeakPolicy
+from colbench.domains.backend.scorer import BackendScore, BackendScorer
+from colbench.env.core import ColbenchEnv, Episode
+from colbench.env.vector import ColbenchVectorEnv
+from colbench.humans.simulator import Simulator
 from colbench.sandbox import Sandbox
-from colbench.simulators import Simulator
-from colbench.tasks.record import Task
-from colbench.vector import ColbenchVectorEnv
+from colbench.types.dialogue import MAX_TURNS, Turn
+from colbench.types.leaks import LeakPolicy
+from colbench.types.task import Task
 
 
 class BackendEnv(ColbenchEnv):
@@ -29,7 +29,7 @@ class BackendEnv(ColbenchEnv):
     for the sandbox runtime, so every env shares warm workers and one reference cache). ``rules``: how tests are
     judged (``colbench.domains.backend.judging``; set by the env id: v0 keeps colbench 0.1's rules, v1 the
     current ones). ``leak_policy``: ``off``, ``flag`` (default), ``redact`` or
-    ``resample:N``, applied to each human reply before the agent sees it (``colbench.leaks``).
+    ``resample:N``, applied to each human reply before the agent sees it (``colbench.types.leaks``).
     """
 
     domain_name = "backend"
@@ -83,6 +83,6 @@ class BackendEnv(ColbenchEnv):
 
 
 class BackendVectorEnv(ColbenchVectorEnv):
-    """N ``BackendEnv`` episodes stepped together (``gym.make_vec``; :mod:`colbench.vector`)."""
+    """N ``BackendEnv`` episodes stepped together (``gym.make_vec``; :mod:`colbench.env.vector`)."""
 
     env_class = BackendEnv

@@ -12,15 +12,15 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from colbench.domains.base import Domain, Metrics, Score, Scorer
-from colbench.tasks.record import Task
+from colbench.env.domain import Domain, Metrics, Score, Scorer
+from colbench.types.task import Task
 
 if TYPE_CHECKING:
-    from colbench.leaks import Labelled
+    from colbench.humans.simulator import Simulator
     from colbench.llm.client import LLMClient
     from colbench.llm.specs import Spec
     from colbench.render import Renderer
-    from colbench.simulators import Simulator
+    from colbench.types.leaks import Labelled
 
 EMBEDDER_HELP = "clip (default) | clip-center-crop | clip:WEIGHTS | test (offline tests)"
 SUCCESS_THRESHOLD = 0.8
@@ -77,12 +77,12 @@ class FrontendDomain(Domain):
     def leak_score(self, task: Task, reply: str) -> float:
         """Markup overlap with the reference page (tags, attributes, classes, styles), never its visible words
         (``markup_leaks``)."""
-        from colbench.domains.frontend.markup_leaks import leak_score
+        from colbench.domains.frontend.leaks import leak_score
 
         return leak_score(reply, task.hidden_information, task.problem_description)
 
     def labelled_for(self, task: Task, other: Task | None, seed: int) -> list[Labelled]:
-        from colbench.domains.frontend.markup_leaks import labelled_replies
+        from colbench.domains.frontend.leaks import labelled_replies
 
         foil = other.hidden_information if other is not None else ""
         return labelled_replies(task.hidden_information, task.problem_description, foil, seed)
@@ -100,12 +100,12 @@ class FrontendDomain(Domain):
             return self._renderer
 
     def make_scorer(self, options: Mapping[str, Any], *, jobs: int | None = None) -> Scorer:
-        from colbench.domains.frontend.similarity import FrontendScorer
+        from colbench.domains.frontend.scorer import FrontendScorer
 
         return FrontendScorer(embedder=str(options.get("embedder", "clip")), concurrency=jobs or 4)
 
     def shared_scorer(self, options: Mapping[str, Any]) -> Scorer:
-        from colbench.domains.frontend.similarity import FrontendScorer
+        from colbench.domains.frontend.scorer import FrontendScorer
 
         spec = str(options.get("embedder", "clip"))
         renderer = self.shared_renderer()
@@ -117,7 +117,7 @@ class FrontendDomain(Domain):
             return self._scorers[spec]
 
     def unjudged(self, task_id: str, error: str) -> Score:
-        from colbench.domains.frontend.similarity import FrontendScore
+        from colbench.domains.frontend.scorer import FrontendScore
 
         return FrontendScore(math.nan, "infra_error", error)
 

@@ -7,18 +7,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from colbench.dialogue import MAX_TURNS, Turn
 from colbench.domains.frontend import DOMAIN as FRONTEND
 from colbench.domains.frontend.embed import Embedder
 from colbench.domains.frontend.extract import extract_html
-from colbench.domains.frontend.similarity import FrontendScorer
-from colbench.episode import ColbenchEnv, Episode
+from colbench.domains.frontend.scorer import FrontendScorer
+from colbench.env.core import ColbenchEnv, Episode
+from colbench.env.vector import ColbenchVectorEnv
 from colbench.errors import InfraError
-from colbench.leaks import LeakPolicy
+from colbench.humans.simulator import SimReply, Simulator
 from colbench.render import Renderer, RenderResult
-from colbench.simulators import SimReply, Simulator
-from colbench.tasks.record import Task
-from colbench.vector import ColbenchVectorEnv
+from colbench.types.dialogue import MAX_TURNS, Turn
+from colbench.types.leaks import LeakPolicy
+from colbench.types.task import Task
 
 
 @dataclass
@@ -43,7 +43,7 @@ class FrontendEnv(ColbenchEnv):
     to use instead (default: the process's shared one for the embedder spec: one browser, one model, one reference
     cache); ``renderer``: a ``Renderer`` of its own (then the env scores with a scorer of its own too).
     ``leak_policy``: ``off``, ``flag`` (default), ``redact`` or ``resample:N``, applied to each human reply before
-    the agent sees it (``colbench.leaks``).
+    the agent sees it (``colbench.types.leaks``).
     """
 
     domain_name = "frontend"
@@ -188,7 +188,7 @@ class FrontendEnv(ColbenchEnv):
 
 
 class FrontendVectorEnv(ColbenchVectorEnv):
-    """N ``FrontendEnv`` episodes stepped together (``gym.make_vec``; :mod:`colbench.vector`); pages render in
+    """N ``FrontendEnv`` episodes stepped together (``gym.make_vec``; :mod:`colbench.env.vector`); pages render in
     the process's shared browser."""
 
     env_class = FrontendEnv

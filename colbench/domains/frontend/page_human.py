@@ -9,7 +9,7 @@ and requests stay small.
 ``image_mode="html"`` sends the HTML source of both pages instead, for text-only models (such as the embedded local
 model); it is a different, easier-to-game human and results made with it are labelled as such.
 ``reference_as_text=True`` shows the page it has in mind as the text of ``task.ground_truth`` whatever the image
-mode: the spec human (:mod:`colbench.spec_human`) gets its notes there, never the page.
+mode: the spec human (:mod:`colbench.humans.spec`) gets its notes there, never the page.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import base64
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from colbench.dialogue import Turn
 from colbench.domains.frontend.extract import extract_html
 from colbench.errors import ConfigError
+from colbench.humans.simulator import ChatSimulator, check_ends_with_agent
 from colbench.llm.client import LLMClient
-from colbench.simulators import ChatSimulator, check_ends_with_agent
-from colbench.tasks.record import Task
+from colbench.types.dialogue import Turn
+from colbench.types.task import Task
 
 ImageMode = Literal["image", "html"]
 IMAGE_MODES: tuple[ImageMode, ...] = ("image", "html")

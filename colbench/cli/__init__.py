@@ -12,15 +12,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from colbench import __version__
-from colbench.domains import all_domains, get_domain
+from colbench._util.storage import iter_jsonl
+from colbench.env.domain import all_domains, get_domain
 from colbench.errors import ColbenchError, ConfigError, DataError, InfraError
-from colbench.leaks import POLICY_HELP
-from colbench.storage import iter_jsonl
-from colbench.tasks.record import Task
 from colbench.tasks.sources import load
+from colbench.types.leaks import POLICY_HELP
+from colbench.types.task import Task
 
 if TYPE_CHECKING:
-    from colbench.domains.base import Domain, Score, Scorer
+    from colbench.env.domain import Domain, Score, Scorer
 
 SANDBOX_HELP = "auto (Docker when available, else bwrap) | docker | bwrap"
 
@@ -63,7 +63,7 @@ def cmd_tasks_ls(args: argparse.Namespace) -> int:
 
 def cmd_tasks_check(args: argparse.Namespace) -> int:
     """Ask each task's domain whether its tasks can be judged fairly (docs/tasks.md): one line per problem found."""
-    from colbench.tasks.check import check_tasks
+    from colbench.env.domain import check_tasks
 
     for line in check_tasks(load(args.source), {"sandbox": args.sandbox, "jobs": args.jobs, "rules": args.rules}):
         print(line, flush=True)
@@ -127,7 +127,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         sys.stdout.write(dry_run(config, prices=prices, turns=args.forecast_turns))
         return 0
-    result = run_eval(config, stderr=sys.stderr)
+    if config.ray is not None:  # Ray is imported only here: a run without --ray never loads it
+        from colbench.ray.eval_actors import run_eval as run_eval_on_ray
+
+        result = run_eval_on_ray(config, stderr=sys.stderr)
+    else:
+        result = run_eval(config, stderr=sys.stderr)
     print(result.summary_line())
     if result.interrupted:
         print(f"colbench: interrupted: finished episodes are kept in {result.out}; --resume continues", file=sys.stderr)
@@ -298,7 +303,7 @@ def cmd_specs_export(args: argparse.Namespace) -> int:
     """Write (or read from the cache) the spec of every task, as a pinned specs file (docs/leaks.md)."""
     import asyncio
 
-    from colbench.spec_human import write_specs
+    from colbench.humans.spec import write_specs
 
     tasks = load(args.tasks)
     names = sorted({t.domain for t in tasks})
@@ -354,7 +359,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """One episode of a run directory as a readable dialogue, with its score."""
-    from colbench.show import show
+    from colbench.report.show import show
 
     sys.stdout.write(show(args.dir, args.task, args.trial))
     return 0

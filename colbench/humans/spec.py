@@ -24,13 +24,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from colbench.dialogue import Turn
+from colbench._util.prompts import fill
+from colbench._util.storage import canonical_json, iter_jsonl, sha256_text, write_json_atomic
 from colbench.errors import DataError
-from colbench.llm.client import ChatReply, LLMClient, Usage
-from colbench.prompts import fill
-from colbench.simulators import SimReply, Simulator
-from colbench.storage import canonical_json, iter_jsonl, sha256_text, write_json_atomic
-from colbench.tasks.record import Task
+from colbench.humans.simulator import SimReply, Simulator
+from colbench.llm.client import LLMClient
+from colbench.types.chat import ChatReply, Usage
+from colbench.types.dialogue import Turn
+from colbench.types.task import Task
 
 STRICTER = (
     "Your last specification quoted the hidden solution (code or markup). Write it again in plain everyday words "

@@ -16,15 +16,14 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 
-from colbench.dialogue import MAX_TURNS, Turn, is_answer
-from colbench.domains import get_domain
-from colbench.domains.base import Domain, Scorer
+from colbench.env.domain import Domain, Scorer, get_domain
+from colbench.env.spaces import UnicodeText
 from colbench.errors import ColbenchError, ConfigError
-from colbench.leaks import REDACTED, RESAMPLE_NOTE, LeakCheck, LeakPolicy
-from colbench.llm.client import Message, Usage
-from colbench.simulators import SimReply, Simulator
-from colbench.spaces import UnicodeText
-from colbench.tasks.record import Task
+from colbench.humans.simulator import SimReply, Simulator
+from colbench.types.chat import Message, Usage
+from colbench.types.dialogue import MAX_TURNS, Turn, is_answer
+from colbench.types.leaks import REDACTED, RESAMPLE_NOTE, LeakCheck, LeakPolicy
+from colbench.types.task import Task
 
 
 @dataclass
@@ -144,7 +143,7 @@ class TextEnv(gym.Env[str, str]):
         return []
 
     def transcript(self) -> Transcript:
-        """The current (or just finished) episode's chat and infos (``colbench.tokens`` turns it into token ids
+        """The current (or just finished) episode's chat and infos (``colbench.env.tokens`` turns it into token ids
         with the learner's mask)."""
         if self._transcript is None:
             raise ColbenchError("call reset() before transcript()")
@@ -174,7 +173,7 @@ class ColbenchEnv(TextEnv):
     Subclasses set ``domain_name`` and implement ``_finish`` (score the final turn with ``self.scorer``) and, where
     the simulator needs more than the dialogue, ``_human_reply``. ``scorer``: the domain's scorer to use (default:
     the process's shared one, ``Domain.shared_scorer``). ``leak_policy``: what happens to a human reply that gives
-    the hidden information away, before the agent sees it (:mod:`colbench.leaks`; default ``flag``).
+    the hidden information away, before the agent sees it (:mod:`colbench.types.leaks`; default ``flag``).
     """
 
     domain_name: ClassVar[str]

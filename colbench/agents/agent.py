@@ -17,18 +17,19 @@ human who leaks).
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from colbench.dialogue import ANSWER_MARKER, is_answer
+from colbench._util.plugins import load_object
 from colbench.errors import ConfigError
-from colbench.llm.client import ChatReply, LLMClient, Message, Usage
+from colbench.llm.client import LLMClient
 from colbench.llm.limits import EndpointLimits
 from colbench.llm.specs import connect, parse_spec
-from colbench.tasks.record import Task
+from colbench.types.chat import ChatReply, Message, Usage
+from colbench.types.dialogue import ANSWER_MARKER, is_answer
+from colbench.types.task import Task
 
 
 @dataclass(frozen=True)
@@ -206,15 +207,7 @@ def make_agent(
             answer = AnswerSettings(**agent_answer(options.get("extra_body")))
         client = connect(parsed, "agent", limits=limits, **options)
         return ChatAgent(client, system_prompt=system, answer=answer)
-    module_name, _, attr = spec.partition(":")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"agent spec {spec!r}: cannot import module {module_name!r}: {exc}") from exc
-    for part in attr.split("."):
-        if not hasattr(target, part):
-            raise ConfigError(f"agent spec {spec!r}: module {module_name!r} has no attribute {attr!r}")
-        target = getattr(target, part)
+    target = load_object(spec, f"agent spec {spec!r}")
     agent = target(**options) if inspect.isclass(target) or inspect.isfunction(target) else target
     if options and agent is target:
         raise ConfigError(f"agent spec {spec!r} names an object, not a class or factory: it takes no options")

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from colbench.dialogue import MAX_TURNS
-from colbench.domains import get_domain
+from colbench.env.domain import get_domain
 from colbench.errors import ConfigError
-from colbench.tasks.record import Task
+from colbench.types.dialogue import MAX_TURNS
+from colbench.types.task import Task
 
 if TYPE_CHECKING:
     import datasets

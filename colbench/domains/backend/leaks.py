@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import lru_cache
 
-from colbench.leaks import Labelled
+from colbench.types.leaks import Labelled
 
 THRESHOLD = 0.5
 

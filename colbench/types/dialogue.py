@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from colbench.leaks import LeakCheck
+    from colbench.types.leaks import LeakCheck
 
 MAX_TURNS = 10
 ANSWER_MARKER = "I WANT TO ANSWER:"

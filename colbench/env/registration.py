@@ -17,7 +17,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from colbench.datafiles import data_path
+from colbench._util.datafiles import data_path
 from colbench.errors import DataError
 
 

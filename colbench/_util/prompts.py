@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import cache
 from string import Template
 
-from colbench.datafiles import data_path
+from colbench._util.datafiles import data_path
 from colbench.errors import ConfigError
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from colbench.storage import canonical_json, sha256_text
+from colbench._util.storage import canonical_json, sha256_text
 
 
 @dataclass(frozen=True)
@@ -52,3 +52,19 @@ def content_id(domain: str, row: Mapping[str, Any]) -> str:
         }
     )
     return sha256_text(canonical)[:12]
+
+
+@runtime_checkable
+class TaskSchema(Protocol):
+    """What the task layer needs of a domain: its name and the shape of its rows. Every
+    :class:`~colbench.env.domain.Domain` is one; the task loaders see no more of it."""
+
+    name: str
+
+    def claims(self, row: Mapping[str, Any]) -> bool:
+        """Whether ``row`` has this domain's fields (used when a row names no domain)."""
+        ...
+
+    def test_cases(self, row: Mapping[str, Any], where: str) -> tuple[tuple[str, str], ...]:
+        """The row's tests, validated (a DataError naming ``where`` and the field)."""
+        ...

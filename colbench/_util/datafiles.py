@@ -24,7 +24,7 @@ def data_root() -> Path:
     packaged = resources.files("colbench").joinpath("_data")
     if packaged.is_dir():
         return Path(str(packaged))  # a wheel installs as plain files: a real path
-    checkout = Path(__file__).resolve().parents[1]
+    checkout = Path(__file__).resolve().parents[2]
     if all((checkout / folder).is_dir() for folder in FOLDERS):
         return checkout
     raise ConfigError(

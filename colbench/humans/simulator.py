@@ -14,10 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from colbench.dialogue import Turn
 from colbench.errors import ConfigError
-from colbench.llm.client import ChatReply, LLMClient, Usage
-from colbench.tasks.record import Task
+from colbench.llm.client import LLMClient
+from colbench.types.chat import ChatReply, Usage
+from colbench.types.dialogue import Turn
+from colbench.types.task import Task
 
 DEFAULT_SCRIPTED_REPLY = "I don't know."
 

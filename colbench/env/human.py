@@ -26,17 +26,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from colbench.agents import Agent, AgentReply, EpisodeContext, make_agent
-from colbench.dialogue import MAX_TURNS, Turn, is_answer
-from colbench.domains import get_domain
-from colbench.domains.base import Domain, Score, Scorer
-from colbench.episode import Episode, TextEnv, choose_task
+from colbench.agents.agent import Agent, AgentReply, EpisodeContext, make_agent
+from colbench.env.core import Episode, TextEnv, choose_task
+from colbench.env.domain import Domain, Score, Scorer, get_domain
+from colbench.env.vector import ColbenchVectorEnv
 from colbench.errors import ColbenchError, ConfigError, InfraError
-from colbench.leaks import LeakCheck
-from colbench.llm.client import Message
-from colbench.simulators import truncate
-from colbench.tasks.record import Task
-from colbench.vector import ColbenchVectorEnv
+from colbench.humans.simulator import truncate
+from colbench.types.chat import Message
+from colbench.types.dialogue import MAX_TURNS, Turn, is_answer
+from colbench.types.leaks import LeakCheck
+from colbench.types.task import Task
 
 AGENT_SAYS = "The assistant says:"
 DEFAULT_AGENT = "llamacpp"
@@ -249,7 +248,7 @@ class HumanEnv(TextEnv):
 
 
 class HumanVectorEnv(ColbenchVectorEnv):
-    """N ``HumanEnv`` episodes stepped together (``gym.make_vec``; :mod:`colbench.vector`): the agent's turns
+    """N ``HumanEnv`` episodes stepped together (``gym.make_vec``; :mod:`colbench.env.vector`): the agent's turns
     are in flight together."""
 
     env_class = HumanEnv

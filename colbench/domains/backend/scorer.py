@@ -28,13 +28,13 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from colbench.dialogue import after_marker
+from colbench._util.storage import sha256_text, write_atomic
 from colbench.domains.backend.judging import CURRENT_RULES, RULES, Plan, Rules, degenerate_answers, plan
 from colbench.domains.backend.values import EXACT, DecodeError, Tolerance, decode, values_equal
 from colbench.errors import ConfigError, InfraError
 from colbench.sandbox.contract import Limits, Sandbox, TestOutcome
-from colbench.storage import sha256_text, write_atomic
-from colbench.tasks.record import Task
+from colbench.types.dialogue import after_marker
+from colbench.types.task import Task
 
 SCORER_VERSIONS = {2: "2", 3: "3"}
 """The scorer version of each judging rule set (``judging.RULES``), recorded in run.json."""

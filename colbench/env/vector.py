@@ -17,7 +17,7 @@ its action), ``same_step`` (reset at once; the last observation and info go to `
 An infrastructure failure in one sub-env (an endpoint down past its retries, a sandbox that died) never stops the
 others and is never a reward: that sub-env's step returns ``truncated=True``, reward 0 and ``info["error"]``;
 drop truncated episodes from training. The transcript of each sub-env's last finished episode stays readable
-(``finished(i)``) whatever the autoreset mode, for token export (:mod:`colbench.tokens`).
+(``finished(i)``) whatever the autoreset mode, for token export (:mod:`colbench.env.tokens`).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from colbench.episode import TextEnv, Transcript
+from colbench.env.core import TextEnv, Transcript
+from colbench.env.spaces import UnicodeText
 from colbench.errors import ColbenchError, ConfigError, InfraError
-from colbench.spaces import UnicodeText
 
 T = TypeVar("T")
 Step = tuple[str, float, bool, bool, dict[str, Any]]

@@ -28,7 +28,7 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from html.parser import HTMLParser
 
-from colbench.leaks import Labelled
+from colbench.types.leaks import Labelled
 
 THRESHOLD = 0.5
 CLASSES_FOR_LEAK = 8

@@ -26,9 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from colbench.domains.backend.judging import degenerate_answers, plan
-from colbench.domains.backend.unit_tests import BackendScorer, same_outcome
+from colbench.domains.backend.scorer import BackendScorer, same_outcome
 from colbench.errors import InfraError
-from colbench.tasks.record import Task
+from colbench.types.task import Task
 
 KINDS = (
     "reference cannot pass",

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from colbench.errors import ConfigError
 
 if TYPE_CHECKING:
-    from colbench.episode import Transcript
-    from colbench.llm.client import Message
+    from colbench.env.core import Transcript
+    from colbench.types.chat import Message
 
 
 @dataclass(frozen=True)

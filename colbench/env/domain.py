@@ -1,33 +1,34 @@
 """What a domain is: everything that differs between backend (Python functions) and frontend (web pages).
 
 Code outside ``colbench/domains/<name>/`` never compares domain names: it asks the task's (or run's) domain, found
-with :func:`colbench.domains.get_domain`. A domain owns its task schema, its prompt templates (``envs/<name>/``),
+with :func:`colbench.env.domain.get_domain`. A domain owns its task schema, its prompt templates (``envs/<name>/``),
 how its simulated human is built and what it is shown, its scorer, whether its answers are rendered pages, and
 how its results read in progress lines, run records and leaderboards. Adding a domain means adding one package
-that subclasses :class:`Domain` and registering it (:func:`colbench.domains.register_domain`).
+that subclasses :class:`Domain` and registering it (:func:`colbench.tasks.domain_registry.register_domain`).
 """
 
 from __future__ import annotations
 
 import argparse
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
+from colbench._util.prompts import fill, template_text
+from colbench._util.storage import sha256_text
 from colbench.errors import ConfigError
-from colbench.prompts import fill, template_text
-from colbench.storage import sha256_text
-from colbench.tasks.record import Task
+from colbench.tasks.domain_registry import DOMAINS, domain_names, task_schema
+from colbench.types.task import Task
 
 if TYPE_CHECKING:  # the LLM layer is imported when a simulator is made: scoring alone never loads openai
-    from colbench.leaks import Labelled
+    from colbench.humans.simulator import Simulator
+    from colbench.humans.spec import SpecWriter
     from colbench.llm.client import LLMClient
     from colbench.llm.limits import EndpointLimits
     from colbench.llm.specs import Spec
-    from colbench.simulators import Simulator
-    from colbench.spec_human import SpecWriter
+    from colbench.types.leaks import Labelled
 
 SIMULATOR_CACHE = "simulator.sqlite"
 SPEC_WRITER_CACHE = "spec-writer.sqlite"
@@ -159,12 +160,12 @@ class Domain(ABC):
         """The simulated human of a spec (``openai:MODEL``, ``llamacpp[:PATH]``, ``scripted[:leaky]``): ``options`` are
         endpoint fields (``base_url``, ``temperature``, ...), this domain's simulator options and the view options
         (``view``: ``hidden``, the default, or ``spec``: the human answers from a specification of the hidden
-        information, :mod:`colbench.spec_human`; ``specs``: a pinned specs file; ``spec_model``: who writes them,
+        information, :mod:`colbench.humans.spec`; ``specs``: a pinned specs file; ``spec_model``: who writes them,
         default the simulator's model). Replies are cached in ``cache_dir/simulator.sqlite`` when given, specs in
         ``cache_dir/specs/``, and requests obey ``limits``."""
+        from colbench.humans.simulator import ScriptedSimulator, truncate
         from colbench.llm.client import ENDPOINT_FIELDS
         from colbench.llm.specs import Spec, connect, parse_spec
-        from colbench.simulators import ScriptedSimulator, truncate
 
         parsed = spec if isinstance(spec, Spec) else parse_spec(spec, "simulator")
         own = {k: v for k, v in options.items() if k in self.simulator_options}
@@ -191,7 +192,7 @@ class Domain(ABC):
         client = connect(parsed, "simulator", cache_path=cache_path, limits=limits, **endpoint)
         if seen == "hidden":
             return self.chat_simulator(client, parsed, **own)
-        from colbench.spec_human import SpecSimulator
+        from colbench.humans.spec import SpecSimulator
 
         writer = self.spec_writer(
             view.get("spec_model") or parsed,
@@ -214,9 +215,9 @@ class Domain(ABC):
         """Who turns this domain's hidden information into specifications: ``model`` (a model spec) with the
         domain's ``spec-writer`` prompt, or the pinned ``specs`` file alone. Specs are cached in ``cache_dir/specs``
         (default: colbench's cache folder), the writer's replies in ``cache_dir/spec-writer.sqlite``."""
+        from colbench._util.storage import colbench_home
+        from colbench.humans.spec import SpecWriter, load_specs
         from colbench.llm.specs import Spec, connect, parse_spec
-        from colbench.spec_human import SpecWriter, load_specs
-        from colbench.storage import colbench_home
 
         prompt = self.prompt_template("spec-writer")
         if specs:
@@ -241,14 +242,14 @@ class Domain(ABC):
 
     def chat_simulator(self, client: LLMClient, spec: Spec, **options: Any) -> Simulator:
         """The human played by a chat model behind ``client`` (domains that show it more override this)."""
-        from colbench.simulators import ChatSimulator
+        from colbench.humans.simulator import ChatSimulator
 
         return ChatSimulator(client, self.simulator_prompt, max_chars=self.max_reply_chars)
 
     def spec_chat_simulator(self, client: LLMClient, spec: Spec, **options: Any) -> Simulator:
         """The human of ``view="spec"``: shown tasks whose hidden information is the spec, with the domain's
         ``simulator-spec`` prompt (domains that show it more override this)."""
-        from colbench.simulators import ChatSimulator
+        from colbench.humans.simulator import ChatSimulator
 
         return ChatSimulator(client, self.spec_simulator_prompt, max_chars=self.max_reply_chars)
 
@@ -262,8 +263,8 @@ class Domain(ABC):
 
     def describe_simulator(self, spec: str, simulator: Simulator) -> dict[str, Any]:
         """The simulator's section of run.json (everything that could change its replies)."""
-        from colbench.simulators import ChatSimulator
-        from colbench.spec_human import SpecSimulator
+        from colbench.humans.simulator import ChatSimulator
+        from colbench.humans.spec import SpecSimulator
 
         shown = simulator.inner if isinstance(simulator, SpecSimulator) else simulator
         view = "spec" if isinstance(simulator, SpecSimulator) else "hidden"
@@ -293,7 +294,7 @@ class Domain(ABC):
             )
         return described
 
-    # -- leaks: the simulated human giving the hidden information away (colbench/leaks.py) ---------------------
+    # -- leaks: the simulated human giving the hidden information away (colbench/types/leaks.py) ---------------------
     leak_threshold: ClassVar[float] = 0.5
     """A reply whose ``leak_score`` reaches this is flagged as a leak."""
     leak_detector: ClassVar[str] = "word-overlap/1"
@@ -302,7 +303,7 @@ class Domain(ABC):
     def leak_score(self, task: Task, reply: str) -> float:
         """How much of ``task.hidden_information`` the human's ``reply`` gives away, in [0, 1]. The default, for a
         domain without its own detector, is the longest run of the hidden text's words the reply repeats."""
-        from colbench.leaks import word_overlap
+        from colbench.types.leaks import word_overlap
 
         return word_overlap(reply, task.hidden_information, task.problem_description)
 
@@ -322,7 +323,7 @@ class Domain(ABC):
     def labelled_for(self, task: Task, other: Task | None, seed: int) -> list[Labelled]:
         """The labelled replies of one task (``other``: another task, whose answer is not a leak of this one). By
         default the hidden text whole and in part (leaks), the description and a short answer (honest)."""
-        from colbench.leaks import Labelled
+        from colbench.types.leaks import Labelled
 
         words = task.hidden_information.split()
         return [
@@ -385,3 +386,30 @@ class Domain(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
+
+
+def get_domain(name: str | Domain) -> Domain:
+    """The domain called ``name`` (a Domain is returned as it is); unknown names are a ConfigError listing the
+    known ones (the registry is :mod:`colbench.tasks.domain_registry`)."""
+    if isinstance(name, Domain):
+        return name
+    target = task_schema(name)
+    if not isinstance(target, Domain):
+        raise ConfigError(f"domain {name!r}: {DOMAINS.entry_point(name)} is not a Domain named {name!r}")
+    return target
+
+
+def all_domains() -> list[Domain]:
+    return [get_domain(name) for name in domain_names()]
+
+
+def check_tasks(tasks: Sequence[Task], options: Mapping[str, Any]) -> Iterator[str]:
+    """``colbench tasks check``: each task's domain says whether its tasks can be judged fairly (backend: run the
+    references in the sandbox against their own tests; frontend: render the reference pages); one line per problem
+    found, domain by domain in order of first appearance. ``options``: what the checks may use (``sandbox``,
+    ``jobs``); each domain reads its own."""
+    groups: dict[str, list[Task]] = {}
+    for task in tasks:
+        groups.setdefault(task.domain, []).append(task)
+    for name, group in groups.items():
+        yield from get_domain(name).check_tasks(group, options)

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from colbench.dialogue import after_marker, is_answer
 from colbench.errors import ConfigError
-from colbench.llm.client import Usage
 from colbench.runs import ROLES, EpisodeRecord, Run, load_run
+from colbench.types.chat import Usage
+from colbench.types.dialogue import after_marker, is_answer
 
 WIDTH = 100
 _NAMES = {"agent": "AGENT", "human": "HUMAN"}

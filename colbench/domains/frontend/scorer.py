@@ -34,12 +34,12 @@ import numpy as np
 import numpy.typing as npt
 from cachetools import LRUCache
 
+from colbench._util.storage import sha256_text
 from colbench.domains.frontend.embed import Embedder, make_embedder
 from colbench.domains.frontend.extract import extract_html
 from colbench.errors import ConfigError, DataError
 from colbench.render import Renderer, RenderResult, RenderStatus
-from colbench.storage import sha256_text
-from colbench.tasks.record import Task
+from colbench.types.task import Task
 
 FrontendStatus = Literal["ok", "no_answer", "render_failed", "infra_error"]
 FLOOR = 0.0
