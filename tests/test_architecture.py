@@ -123,7 +123,7 @@ def test_one_basename_one_role() -> None:
 
 def test_model_specs_are_parsed_in_one_place() -> None:
     pattern = re.compile(r"""startswith\(\s*["'](openai|local|llamacpp|scripted)\b""")
-    assert pattern.search('if spec.startswith("openai:") or spec == "local":')  # what a second parser looks like
+    assert pattern.search('if spec.startswith("openai:") or spec == "llamacpp":')  # what a second parser looks like
     offenders = [
         f"{path.relative_to(REPO)}"
         for name, path in modules().items()

@@ -99,7 +99,7 @@ def test_score_backend_reports_a_broken_sandbox_as_infrastructure(tmp_path: Path
             "--out",
             str(tmp_path / "o.jsonl"),
             "--sandbox",
-            "local",
+            "bwrap",
         ],
         capture_output=True,
         text=True,
@@ -107,8 +107,6 @@ def test_score_backend_reports_a_broken_sandbox_as_infrastructure(tmp_path: Path
         timeout=120,
     )
     assert res.returncode == 3 and "bubblewrap" in res.stderr and "infrastructure" in res.stderr
-    # the old name of the runtime still works, and says so once
-    assert res.stderr.count("deprecated: the sandbox runtime 'local' is now 'bwrap'") == 1
 
 
 def test_tasks_check_runs_references() -> None:

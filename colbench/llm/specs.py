@@ -8,7 +8,7 @@
   offline checks (``scripted:leaky`` pastes the hidden information: a human that always leaks, to test guards).
 - ``module.path:Attr``: a third-party agent.
 
-``local`` / ``local:PATH`` still mean ``llamacpp`` (one deprecation line). :func:`connect` turns a model spec into a
+:func:`connect` turns a model spec into a
 ready :class:`~colbench.llm.client.LLMClient`; agents and simulators receive clients, they never parse specs.
 """
 
@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from colbench._util.deprecation import renamed
 from colbench.errors import ConfigError
 from colbench.llm.cache import ResponseCache
 from colbench.llm.client import ENDPOINT_FIELDS, Endpoint, LLMClient
@@ -87,9 +86,6 @@ def parse_spec(spec: str, role: str, *, models_only: bool = False) -> Spec:
 
 def _parse(spec: str) -> Spec | None:
     head, sep, rest = spec.partition(":")
-    if head == "local":
-        renamed("local" + sep, "llamacpp" + sep, "the model spec")
-        head = "llamacpp"
     if head == "openai":
         return Spec("openai", rest.strip(), spec) if sep and rest.strip() else None
     if head == "llamacpp":

@@ -3,8 +3,7 @@
 Two runtimes behind one protocol (:class:`~colbench.sandbox.contract.Sandbox`): ``docker`` (containers from the sandbox
 image) and ``bwrap`` (bubblewrap namespaces on this machine); ``auto`` picks Docker when its daemon answers and the
 image is built. ``shared_sandbox(kind)`` hands out one pooled sandbox per runtime and process, so every env and
-scorer in a process shares its warm workers; it is closed at interpreter exit. The old name ``local`` still means
-``bwrap`` (one deprecation line).
+scorer in a process shares its warm workers; it is closed at interpreter exit.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ import atexit
 import logging
 import threading
 
-from colbench._util.deprecation import renamed
 from colbench.errors import ConfigError
 from colbench.sandbox.contract import ExecResult, Limits, Sandbox, TestOutcome
 
@@ -28,9 +26,6 @@ _lock = threading.Lock()
 
 def resolve_kind(kind: str) -> str:
     """``auto`` is Docker when its daemon answers and the sandbox image is there, else bwrap (with a warning)."""
-    if kind == "local":
-        renamed("local", "bwrap", "the sandbox runtime")
-        kind = "bwrap"
     if kind not in KINDS:
         raise ConfigError(f"unknown sandbox {kind!r}; expected one of: {', '.join(KINDS)}")
     if kind != "auto":
