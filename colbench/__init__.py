@@ -1,13 +1,85 @@
 """colbench: ColBench as Gymnasium environments with sandboxed, unhackable scoring.
 
-Importing the package registers the environments, so ``gym.make("ColBench-Backend-v0")`` works after
-``import colbench`` and ``gym.make("colbench:ColBench-Backend-v0")`` works without it.
+Importing the package registers the environments, so ``gym.make("ColBench-Backend-v1")`` works after
+``import colbench`` and ``gym.make("colbench:ColBench-Backend-v1")`` works without it. The names below are the
+public API (docs/api.md); each is imported on first use, so ``import colbench`` (and any submodule) stays cheap.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from colbench.env.registration import register_envs
 
+if TYPE_CHECKING:
+    from colbench.domains.backend.env import BackendEnv, BackendVectorEnv
+    from colbench.domains.frontend.env import FrontendEnv, FrontendVectorEnv
+    from colbench.env.core import ColbenchEnv, Transcript
+    from colbench.env.dataset import prompt_dataset, prompt_rows
+    from colbench.env.domain import Domain, get_domain
+    from colbench.env.human import HumanEnv, HumanVectorEnv
+    from colbench.env.registration import env_ids
+    from colbench.env.tokens import TokenizedEpisode, TurnSpan, tokenize_chat, tokenize_transcript
+    from colbench.env.vector import ColbenchVectorEnv
+    from colbench.errors import ColbenchError, ConfigError, DataError, InfraError, LLMError, SandboxError
+    from colbench.tasks import get_task, iter_tasks, known_splits, load, register_domain
+    from colbench.types.task import Task
+
 __version__ = "0.1.0"
+
+_HOME = {
+    # envs (gym.make("ColBench-Backend-v1") is the usual way in; the classes are for subclassing and typing)
+    "ColbenchEnv": "colbench.env.core",
+    "Transcript": "colbench.env.core",
+    "BackendEnv": "colbench.domains.backend.env",
+    "BackendVectorEnv": "colbench.domains.backend.env",
+    "FrontendEnv": "colbench.domains.frontend.env",
+    "FrontendVectorEnv": "colbench.domains.frontend.env",
+    "HumanEnv": "colbench.env.human",
+    "HumanVectorEnv": "colbench.env.human",
+    "ColbenchVectorEnv": "colbench.env.vector",
+    "env_ids": "colbench.env.registration",
+    # domains
+    "Domain": "colbench.env.domain",
+    "get_domain": "colbench.env.domain",
+    "register_domain": "colbench.tasks",
+    # tasks and trainer data
+    "Task": "colbench.types.task",
+    "load": "colbench.tasks",
+    "get_task": "colbench.tasks",
+    "iter_tasks": "colbench.tasks",
+    "known_splits": "colbench.tasks",
+    "prompt_dataset": "colbench.env.dataset",
+    "prompt_rows": "colbench.env.dataset",
+    # token export with the learner's mask
+    "tokenize_chat": "colbench.env.tokens",
+    "tokenize_transcript": "colbench.env.tokens",
+    "TokenizedEpisode": "colbench.env.tokens",
+    "TurnSpan": "colbench.env.tokens",
+    # errors
+    "ColbenchError": "colbench.errors",
+    "ConfigError": "colbench.errors",
+    "DataError": "colbench.errors",
+    "InfraError": "colbench.errors",
+    "LLMError": "colbench.errors",
+    "SandboxError": "colbench.errors",
+}
+
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'colbench' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOME])
+
 
 register_envs()

@@ -23,7 +23,7 @@ def test_grpo_trainer_trains_on_colbench_episodes(exported_model: Path, tmp_path
 
     from colbench.humans.simulator import ScriptedSimulator
     from colbench.integrations.trl import ColbenchRollout, reward_functions
-    from colbench.tasks import prompt_dataset
+    from colbench import prompt_dataset
 
     rollout = ColbenchRollout(
         "ColBench-Backend-v1",

@@ -515,7 +515,7 @@ def test_agent_answer_gets_the_long_cap_and_the_prefill(monkeypatch: pytest.Monk
 
 
 def test_embedded_agent_gets_the_answer_settings_unless_max_tokens_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
-    from colbench.agents import chat as agents
+    from colbench.agents import agent as agents
 
     monkeypatch.setattr(llamacpp, "server_endpoint", lambda gguf=None, **overrides: Endpoint(model="fake", **overrides))
     default = agents.make_agent("llamacpp", options={"extra_body": {"top_k": 3}})

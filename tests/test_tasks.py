@@ -148,7 +148,7 @@ def test_prompt_dataset_rows_are_the_envs_first_observations(bundled_tasks: list
     import gymnasium as gym
 
     import colbench  # noqa: F401 (registers the ids)
-    from colbench.tasks import prompt_dataset
+    from colbench import prompt_dataset
 
     data = prompt_dataset("backend-sample", max_turns=4)
     assert data.column_names == ["task_id", "domain", "prompt"] and len(data) == len(bundled_tasks)

@@ -11,7 +11,7 @@ text appended after a turn is the simulated human's reply in the chat template's
     # and in the trainer's environment (the instances take no arguments):
     COLBENCH_OPENRLHF='{"tasks": "backend-test", "max_turns": 10, "tokenizer": "/path/to/policy",
                        "simulator": "openai:MODEL", "simulator_options": {"base_url": "http://human:8000/v1"}}'
-    # the dataset: colbench.tasks.prompt_rows(...) with --input_key prompt --label_key task_id --apply_chat_template
+    # the dataset: colbench.prompt_rows(...) with --input_key prompt --label_key task_id --apply_chat_template
 
 Tested with openrlhf 0.11.2 installed with ``--no-deps`` (its own dependencies include a flash-attn build that
 needs a GPU machine); the executor runs against a fake engine in the tests.

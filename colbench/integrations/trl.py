@@ -16,7 +16,7 @@ reward functions below.
     trainer = GRPOTrainer(model=..., reward_funcs=reward_functions("reward"), train_dataset=prompt_dataset(
         "backend-sample", max_turns=4), rollout_func=rollout, args=GRPOConfig(...))
 
-The dataset must be ``colbench.tasks.prompt_dataset`` of the same tasks and ``max_turns``: a prompt is matched to its
+The dataset must be ``colbench.prompt_dataset`` of the same tasks and ``max_turns``: a prompt is matched to its
 task by its text. Tested with trl 1.16.0 (the ``trl`` extra).
 """
 
@@ -141,7 +141,7 @@ class ColbenchRollout:
         if not isinstance(text, str) or text not in self._task_of_prompt:
             raise ConfigError(
                 f"a prompt does not match any task of {self.tasks!r} with max_turns={self.max_turns}: build the "
-                "dataset with colbench.tasks.prompt_dataset(tasks, max_turns=...) of the same tasks and turn cap"
+                "dataset with colbench.prompt_dataset(tasks, max_turns=...) of the same tasks and turn cap"
             )
         return self._task_of_prompt[text]
 

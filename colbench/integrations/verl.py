@@ -10,7 +10,7 @@ becomes ``reward_score`` (so verl's reward manager is skipped).
     # verl config: actor_rollout_ref.rollout.agent.agent_loop_config_path: colbench_loops.yaml, containing
     #   - name: colbench
     #     _target_: colbench.integrations.verl.ColbenchAgentLoop
-    # the dataset: colbench.tasks.prompt_rows(...) with agent_name "colbench" and extra_info {"task_id": ...}
+    # the dataset: colbench.prompt_rows(...) with agent_name "colbench" and extra_info {"task_id": ...}
     # the env's options: $COLBENCH_VERL, a JSON object (tasks, max_turns, simulator, simulator_options, ...)
 
 Tested with verl 0.9.1 installed with ``--no-deps`` next to its pure-Python needs (ray, tensordict, hydra-core,

@@ -460,7 +460,7 @@ class LlamaCppServer:
             command += ["--chat-template", cfg.chat_template]
         env = dict(os.environ)
         env["COLBENCH_LLAMACPP_API_KEY"] = self.api_key  # not on the command line, where ps would show it
-        package_root = str(Path(__file__).resolve().parents[1])
+        package_root = str(Path(__file__).resolve().parents[2])  # the folder that holds the colbench package
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         started = time.monotonic()
         with self._logfile.open("wb") as logfile:
