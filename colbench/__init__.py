@@ -66,7 +66,38 @@ _HOME = {
     "SandboxError": "colbench.errors",
 }
 
-__all__ = sorted(_HOME)
+__all__ = [
+    "BackendEnv",
+    "BackendVectorEnv",
+    "ColbenchEnv",
+    "ColbenchError",
+    "ColbenchVectorEnv",
+    "ConfigError",
+    "DataError",
+    "Domain",
+    "FrontendEnv",
+    "FrontendVectorEnv",
+    "HumanEnv",
+    "HumanVectorEnv",
+    "InfraError",
+    "LLMError",
+    "SandboxError",
+    "Task",
+    "TokenizedEpisode",
+    "Transcript",
+    "TurnSpan",
+    "env_ids",
+    "get_domain",
+    "get_task",
+    "iter_tasks",
+    "known_splits",
+    "load",
+    "prompt_dataset",
+    "prompt_rows",
+    "register_domain",
+    "tokenize_chat",
+    "tokenize_transcript",
+]
 
 
 def __getattr__(name: str) -> Any:

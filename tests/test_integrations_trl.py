@@ -21,9 +21,9 @@ def test_grpo_trainer_trains_on_colbench_episodes(exported_model: Path, tmp_path
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
+    from colbench import prompt_dataset
     from colbench.humans.simulator import ScriptedSimulator
     from colbench.integrations.trl import ColbenchRollout, reward_functions
-    from colbench import prompt_dataset
 
     rollout = ColbenchRollout(
         "ColBench-Backend-v1",
