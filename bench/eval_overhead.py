@@ -36,7 +36,7 @@ from stub_server import start_stub
 
 from colbench.agents.agent import AgentReply, EpisodeContext
 from colbench.domains.backend.scorer import BackendScore
-from colbench.eval import EvalConfig, run_eval
+from colbench.eval import RunPlan, run_eval
 from colbench.runs import load_run
 from colbench.tasks import Task
 from colbench.types.chat import Message
@@ -84,7 +84,7 @@ def measure(n: int, path: str, args: argparse.Namespace, base_url: str, root: Pa
     per_task = 1 if n == 1 else 16
     out = root / f"{path}-n{n}-t{args.turns}"
     stub_simulator = args.simulator == "stub" and path == "http"
-    config = EvalConfig(
+    config = RunPlan.resolve(
         env_id="ColBench-Backend-v1",
         agent="openai:bench",
         simulator="openai:bench-human" if stub_simulator else "scripted",

@@ -35,7 +35,7 @@ from pathlib import Path
 from stub_server import start_stub
 
 from colbench.cli import main as cli_main
-from colbench.eval import EvalConfig, run_eval
+from colbench.eval import RunPlan, run_eval
 from colbench.ray.score_actors import RayScoring
 from colbench.runs import load_run
 from colbench.tasks import load_jsonl, load_split
@@ -49,7 +49,7 @@ def eval_rate(
     """Episodes per second over the whole run and after the first episode started (the actors' start-up)."""
     # one episode per task: trials of one task would ask the human the same questions, answered from the cache
     trials = -(-args.episodes // count)
-    config = EvalConfig(
+    config = RunPlan.resolve(
         env_id="ColBench-Backend-v1",
         agent="scripted:ask",
         simulator="openai:bench-human",

@@ -170,3 +170,31 @@ def test_scoring_alone_loads_neither_the_llm_layer_nor_validation() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def _loaded_after(statement: str, modules: tuple[str, ...]) -> list[str]:
+    import subprocess
+    import sys
+
+    code = f"import sys; {statement}; print(sorted(m for m in {modules!r} if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return list(ast.literal_eval(done.stdout.strip()))
+
+
+def test_reading_run_directories_loads_no_llm_client() -> None:
+    """The run-directory layer uses the shared records (types/chat.py), not the client: no openai, no HTTP stack."""
+    heavy = ("openai", "httpx2", "h11", "tenacity")
+    assert _loaded_after("import colbench.runs", heavy) == []
+    assert _loaded_after("import colbench.llm.client", heavy) == sorted(heavy)  # the check sees them when loaded
+
+
+def test_the_public_api_is_lazy_and_whole() -> None:
+    import colbench
+
+    assert _loaded_after("import colbench", ("openai", "colbench.env.core", "colbench.domains.backend.env")) == []
+    for name in colbench.__all__:
+        assert getattr(colbench, name) is not None, name
+    assert colbench.ColbenchEnv.__module__ == "colbench.env.core" and issubclass(colbench.ConfigError, ValueError)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = colbench.nope

@@ -15,7 +15,7 @@ import pytest
 
 from colbench.cli import main as cli_main
 from colbench.errors import DataError
-from colbench.eval import EvalConfig, run_eval
+from colbench.eval import RunPlan, run_eval
 from colbench.report import load_run
 from colbench.report.compare import _rank_correlations, compare, mcnemar_exact
 
@@ -30,7 +30,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, s
     for simulator in SIMULATORS:
         for agent in AGENTS:
             out = root / f"{agent}-{simulator.replace(':', '-')}"
-            config = EvalConfig(
+            config = RunPlan.resolve(
                 env_id="ColBench-Backend-v1",
                 agent=f"scripted:{agent}",
                 simulator=simulator,
@@ -108,7 +108,7 @@ def test_runs_of_two_domains_or_no_common_task_are_one_line_errors(
     with pytest.raises(DataError, match="at least two"):
         compare([load_run(runs["reference", "scripted"])])
     other = tmp_path / "other"
-    config = EvalConfig(
+    config = RunPlan.resolve(
         env_id="ColBench-Backend-v1",
         agent="scripted:reference",
         simulator="scripted",

@@ -3,6 +3,8 @@ request limits, the connection pool and progress output. Fault injection and kil
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import io
 import json
 import subprocess
@@ -20,18 +22,18 @@ from colbench.agents.agent import AgentReply, EpisodeContext
 from colbench.domains.backend.scorer import BackendScore, BackendScorer
 from colbench.env.domain import get_domain
 from colbench.errors import ConfigError, DataError, LLMError
-from colbench.eval import EvalConfig, run_eval
+from colbench.eval import RunPlan, run_eval
 from colbench.eval.progress import Progress, Tally
 from colbench.humans.simulator import ScriptedSimulator
 from colbench.llm import EndpointLimits
 from colbench.runs import final_records, first_difference, read_episode_log, read_run_json
-from colbench.tasks import Task
+from colbench.tasks import Task, load
 from colbench.types.chat import Message, Usage
 
 BACKEND = "ColBench-Backend-v1"
 
 
-def config(out: Path, agent: str = "scripted:reference", **overrides: Any) -> EvalConfig:
+def config(out: Path, agent: str = "scripted:reference", **overrides: Any) -> RunPlan:
     settings: dict[str, Any] = {
         "env_id": BACKEND,
         "agent": agent,
@@ -42,7 +44,7 @@ def config(out: Path, agent: str = "scripted:reference", **overrides: Any) -> Ev
         "progress": "off",
     }
     settings.update(overrides)
-    return EvalConfig(**settings)
+    return RunPlan.resolve(**settings)
 
 
 def read_episodes(path: Path, *, repair: bool = False) -> list[dict[str, Any]]:
@@ -168,8 +170,9 @@ def test_endpoint_settings_are_recorded_but_never_the_key(tmp_path: Path, scorer
     with StubOpenAIServer(default=lambda request: "Use a list.") as server:
         options = {"base_url": server.base_url, "api_key": secret, "temperature": 0.3, "max_tokens": 77}
         out = tmp_path / "run"
-        cfg = config(out, "scripted:ask", limit=1, max_turns=2, simulator="openai:stub-human")
-        cfg.simulator_options = options
+        cfg = config(
+            out, "scripted:ask", limit=1, max_turns=2, simulator="openai:stub-human", simulator_options=options
+        )
         result = run_eval(cfg, scorer=scorer)
         assert server.headers[0]["authorization"] == f"Bearer {secret}"
         base_url = server.base_url
@@ -290,12 +293,14 @@ def test_resume_replays_the_simulators_replies_from_the_cache(
 
     out = tmp_path / "run"
     with StubOpenAIServer(default=lambda request: f"Reply to: {request['messages'][-1]['content']}") as server:
-        cfg = config(out, limit=3, simulator="openai:human")
-        cfg.simulator_options = {"base_url": server.base_url, "api_key": "k"}
+        cfg = config(
+            out, limit=3, simulator="openai:human", simulator_options={"base_url": server.base_url, "api_key": "k"}
+        )
         first = run_eval(cfg, agent=FailsAtTurn3(bundled_tasks, answer_at=3), scorer=scorer)
         assert first.overall.infra == 3 and server.request_count == 6  # two human replies per episode
-        cfg.resume = True
-        second = run_eval(cfg, agent=RecordingAgent(bundled_tasks, answer_at=3), scorer=scorer)
+        second = run_eval(
+            dataclasses.replace(cfg, resume=True), agent=RecordingAgent(bundled_tasks, answer_at=3), scorer=scorer
+        )
         assert second.overall.ok == 3 and server.request_count == 6  # the same replies, from DIR/cache
     rows = [r for r in records(out) if r["status"] == "ok"]
     assert all(r["usage"]["simulator"]["calls"] == 0 for r in rows)
@@ -386,8 +391,8 @@ def test_empty_agent_text_is_a_normal_turn(tmp_path: Path, scorer: BackendScorer
 def test_empty_completion_from_an_agent_endpoint_is_the_agents_turn(tmp_path: Path, scorer: BackendScorer) -> None:
     with StubOpenAIServer() as server:
         server.enqueue(("empty",), ("empty",))
-        cfg = config(tmp_path / "run", "openai:policy", limit=1, max_turns=2, concurrency=1)
-        cfg.agent_options = {"base_url": server.base_url, "api_key": "k", "max_retries": 0}
+        options = {"base_url": server.base_url, "api_key": "k", "max_retries": 0}
+        cfg = config(tmp_path / "run", "openai:policy", limit=1, max_turns=2, concurrency=1, agent_options=options)
         result = run_eval(cfg, scorer=scorer)
     row = records(tmp_path / "run")[0]
     assert result.exit_code == 0 and row["status"] == "ok" and row["termination"] == "turn_limit"
@@ -401,9 +406,14 @@ def test_endpoint_limits_apply_to_agent_and_simulator(tmp_path: Path, bundled_ta
     slow = InFlight("Sure.", 0.05)
     agent = RecordingAgent(bundled_tasks, answer_at=2)
     with StubOpenAIServer(default=slow) as server:
-        cfg = config(tmp_path / "run", limit=10, concurrency=8, simulator="openai:human")
-        cfg.simulator_options = {"base_url": server.base_url, "api_key": "k"}
-        cfg.simulator_limits = EndpointLimits(max_concurrency=2)
+        cfg = config(
+            tmp_path / "run",
+            limit=10,
+            concurrency=8,
+            simulator="openai:human",
+            simulator_options={"base_url": server.base_url, "api_key": "k"},
+            simulator_limits=EndpointLimits(max_concurrency=2),
+        )
         result = run_eval(cfg, agent=agent, scorer=QuickScorer())
     assert result.overall.ok == 10 and server.request_count == 10 and slow.most <= 2
 
@@ -434,8 +444,8 @@ def test_concurrency_is_not_capped_by_the_connection_pool(
         return "I WANT TO ANSWER:\n" + task.ground_truth
 
     with StubOpenAIServer(default=answer) as server:
-        cfg = config(tmp_path / "run", "openai:policy", trials=7, concurrency=128)
-        cfg.agent_options = {"base_url": server.base_url, "api_key": "k"}
+        options = {"base_url": server.base_url, "api_key": "k"}
+        cfg = config(tmp_path / "run", "openai:policy", trials=7, concurrency=128, agent_options=options)
         result = run_eval(cfg, scorer=QuickScorer())
     assert result.overall.ok == 140 and result.overall.success == 140
     assert most[0] == 128, most[0]
@@ -560,3 +570,34 @@ def test_frontend_eval_scores_similarity_and_keeps_the_final_pages(tmp_path: Pat
     for row in records(tmp_path / "ask"):  # no page ever: the documented floor, and no screenshot
         assert row["status"] == "ok" and row["termination"] == "turn_limit" and row["reward"] == 0.0
         assert row["screenshot"] is None
+
+
+def test_an_eval_parses_each_model_spec_once(
+    tmp_path: Path, scorer: BackendScorer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan is resolved once (one parse per model role); the driver, the player, the forecast, the progress
+    line's prices and run.json all read the resolved specs."""
+    from colbench.llm import specs
+
+    parsed: list[str] = []
+    real = specs._parse
+
+    def counting(spec: str) -> specs.Spec | None:
+        parsed.append(spec)
+        return real(spec)
+
+    monkeypatch.setattr(specs, "_parse", counting)
+    with StubOpenAIServer(default=lambda request: "Use a list.") as server:
+        human = {"base_url": server.base_url, "api_key": "k"}
+        plan = config(
+            tmp_path / "run", "scripted:ask", limit=2, max_turns=2, simulator="openai:human", simulator_options=human
+        )
+        assert parsed == ["scripted:ask", "openai:human"]
+        result = run_eval(plan, scorer=scorer)
+    assert result.overall.ok == 2 and parsed == ["scripted:ask", "openai:human"]
+    # a player built from the plan elsewhere (what each Ray actor does) parses nothing either
+    from colbench.eval.player import EpisodePlayer
+
+    player = EpisodePlayer.from_config(plan, get_domain("backend"), load("backend-sample")[:2], scorer=scorer)
+    asyncio.run(player.aclose())
+    assert parsed == ["scripted:ask", "openai:human"]

@@ -19,7 +19,7 @@ from openai_stub import StubOpenAIServer
 
 from colbench.domains.backend.scorer import BackendScorer
 from colbench.env.domain import get_domain
-from colbench.eval import EvalConfig, run_eval
+from colbench.eval import RunPlan, run_eval
 from colbench.runs import final_records, read_episode_log
 from colbench.tasks import Task
 
@@ -93,7 +93,7 @@ def check_never_scored_for_infra(rows: list[dict[str, Any]], wrong: set[str]) ->
             assert row["reward"] == 1.0 and row["success"] is True, row
 
 
-def eval_config(out: Path, agent_url: str, simulator_url: str, max_retries: int, **overrides: Any) -> EvalConfig:
+def eval_config(out: Path, agent_url: str, simulator_url: str, max_retries: int, **overrides: Any) -> RunPlan:
     settings: dict[str, Any] = {
         "env_id": BACKEND,
         "agent": "openai:policy",
@@ -106,7 +106,7 @@ def eval_config(out: Path, agent_url: str, simulator_url: str, max_retries: int,
         "simulator_options": {"base_url": simulator_url, "api_key": "k", "max_retries": max_retries, **FAST_RETRIES},
     }
     settings.update(overrides)
-    return EvalConfig(**settings)
+    return RunPlan.resolve(**settings)
 
 
 def test_retries_absorb_every_kind_of_fault(tmp_path: Path, bundled_tasks: list[Task], scorer: BackendScorer) -> None:

@@ -10,7 +10,7 @@ from openai_stub import StubOpenAIServer
 
 from colbench.cli import main as cli_main
 from colbench.env.domain import get_domain
-from colbench.eval import EvalConfig, run_eval
+from colbench.eval import RunPlan, run_eval
 from colbench.eval.forecast import AGENT_TOKENS, CALL_BASE_S, TOKENS_PER_S, forecast, tokens
 from colbench.eval.harness import dry_run
 from colbench.llm.limits import EndpointLimits
@@ -19,7 +19,7 @@ from colbench.report.costs import LIST_PRICES, Price, Prices
 from colbench.tasks import load_split
 
 
-def _config(**overrides: object) -> EvalConfig:
+def _config(**overrides: object) -> RunPlan:
     values: dict[str, object] = {
         "env_id": "ColBench-Backend-v1",
         "agent": "openai:gpt-4o-mini",
@@ -27,7 +27,7 @@ def _config(**overrides: object) -> EvalConfig:
         "out": "unused",
         **overrides,
     }
-    return EvalConfig(**values)  # type: ignore[arg-type]
+    return RunPlan.resolve(**values)  # type: ignore[arg-type]
 
 
 def test_the_arithmetic_by_hand() -> None:
@@ -100,7 +100,7 @@ def test_a_dry_run_needs_no_run_directory_but_a_run_and_a_resume_do(
 
 def test_a_run_records_its_forecast_and_the_report_sets_it_beside_the_actual(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    config = EvalConfig(
+    config = RunPlan.resolve(
         env_id="ColBench-Backend-v1",
         agent="scripted:reference",
         simulator="scripted",
@@ -114,11 +114,11 @@ def test_a_run_records_its_forecast_and_the_report_sets_it_beside_the_actual(tmp
     run_eval(config)
     recorded = json.loads((out / "run.json").read_text())["forecast"]
     assert recorded["scenario"] == "typical" and recorded["episodes"] == 8
-    assert run_eval(EvalConfig(**{**config.__dict__, "resume": True})).overall.ok == 8  # not compared on resume
+    assert run_eval(RunPlan.resolve(**{**config.__dict__, "resume": True})).overall.ok == 8  # not compared on resume
     assert cli_main(["report", str(out), "--html"]) == 0
     html = (out / "report.html").read_text()
     assert "Forecast and actual" in html and "forecast (5 turns per episode)" in html
     # a dry run of a resume forecasts only the episodes without a record
     assert len(load_run(out).episodes) == 8
-    more = EvalConfig(**{**config.__dict__, "resume": True, "limit": 6, "agent": "openai:gpt-4o-mini"})
+    more = RunPlan.resolve(**{**config.__dict__, "resume": True, "limit": 6, "agent": "openai:gpt-4o-mini"})
     assert "forecast for 4 episodes" in dry_run(more)

@@ -29,7 +29,7 @@ import pytest
 from openai_stub import StubOpenAIServer
 
 from colbench.cli import main as cli_main
-from colbench.eval import EvalConfig, EvalResult, run_eval
+from colbench.eval import EvalResult, RunPlan, run_eval
 from colbench.ray.eval_actors import run_eval as run_eval_on_ray
 from colbench.tasks import load_split
 from colbench.types.task import Task
@@ -100,7 +100,7 @@ def stub(tasks: list[Task]) -> Iterator[StubOpenAIServer]:
         yield server
 
 
-def _config(out: Path, stub: StubOpenAIServer, **overrides: Any) -> EvalConfig:
+def _config(out: Path, stub: StubOpenAIServer, **overrides: Any) -> RunPlan:
     values: dict[str, Any] = {
         "env_id": "ColBench-Backend-v1",
         "agent": "openai:stub-agent",
@@ -114,7 +114,7 @@ def _config(out: Path, stub: StubOpenAIServer, **overrides: Any) -> EvalConfig:
         "progress": "off",
         **overrides,
     }
-    return EvalConfig(**values)
+    return RunPlan.resolve(**values)
 
 
 def _rows(run: Path) -> list[dict[str, Any]]:
@@ -137,11 +137,18 @@ def local_run(tmp_path_factory: pytest.TempPathFactory, stub: StubOpenAIServer) 
 
 
 def test_per_task_scores_are_the_same_with_and_without_ray(
-    cluster: Cluster, stub: StubOpenAIServer, local_run: Path, tmp_path: Path
+    cluster: Cluster, stub: StubOpenAIServer, local_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from colbench.llm import specs
+
+    parsed: list[str] = []
+    real = specs._parse
+    monkeypatch.setattr(specs, "_parse", lambda spec: parsed.append(spec) or real(spec))
     out = tmp_path / "ray"
-    result = run_eval_on_ray(_config(out, stub, trials=2, ray=cluster.address))
+    plan = _config(out, stub, trials=2, ray=cluster.address)
+    result = run_eval_on_ray(plan)
     assert result.overall.ok == 40
+    assert parsed == [plan.agent.text, plan.simulator.text]  # once per role; the actors get the parsed plan
     assert _scores(out) == _scores(local_run)
     rewards = Counter(r["reward"] for r in _rows(out))
     assert rewards[1.0] >= 7 and rewards[0.0] >= 14  # the answers differ: the comparison is not all-equal

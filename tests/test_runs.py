@@ -3,6 +3,7 @@ colbench.runs: the first ``ok`` record; with none, the last record."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from colbench.domains.backend.scorer import BackendScore
 from colbench.env.domain import get_domain
-from colbench.eval import EvalConfig, run_eval
+from colbench.eval import RunPlan, run_eval
 from colbench.report import build_report
 from colbench.runs import EpisodeRecord, counted, final_records, load_run, parse_record
 from colbench.tasks import Task
@@ -68,8 +69,8 @@ OK_HALF = row("t", "ok", 0.5, False)
 OK_FULL = row("t", "ok", 1.0, True)
 
 
-def config(out: Path, limit: int) -> EvalConfig:
-    return EvalConfig(
+def config(out: Path, limit: int) -> RunPlan:
+    return RunPlan.resolve(
         env_id="ColBench-Backend-v1",
         agent="scripted:reference",
         simulator="scripted",
@@ -107,9 +108,8 @@ def test_resume_report_and_leaderboard_count_the_same_record(tmp_path: Path, ord
     (out / "episodes.jsonl").write_text("\n".join([other_row, *written]) + "\n")
 
     # resume: the episode is done (it has an ok record), its counted reward is the first ok one
-    cfg.resume = True
     agent = ForbiddenAgent({target, other})
-    resumed = run_eval(cfg, agent=agent, scorer=QuickScorer())
+    resumed = run_eval(dataclasses.replace(cfg, resume=True), agent=agent, scorer=QuickScorer())
     assert agent.ran == [] and resumed.session.finished == 0
     assert resumed.overall.ok == 2 and resumed.overall.reward_sum == pytest.approx(1.0 + expected["reward"])
     assert resumed.overall.success == 1 + int(expected["success"])
@@ -139,9 +139,8 @@ def test_an_episode_with_only_infrastructure_errors_runs_again(tmp_path: Path) -
     counted_before = load_run(out).episodes[(task_id, 0)]
     assert counted_before.status == "infra_error" and counted_before.where.endswith(":2")  # the last one
     assert build_report([load_run(out)]).tables[0].rows[0].infra == 1
-    cfg.resume = True
     agent = ForbiddenAgent(set())
-    result = run_eval(cfg, agent=agent, scorer=QuickScorer())
+    result = run_eval(dataclasses.replace(cfg, resume=True), agent=agent, scorer=QuickScorer())
     assert agent.ran == [task_id] and result.overall.ok == 1
     after = load_run(out).episodes[(task_id, 0)]
     assert after.ok and after.attempts == 3

@@ -13,8 +13,9 @@ import pytest
 from colbench.agents.agent import AgentReply, EpisodeContext
 from colbench.env.domain import get_domain
 from colbench.errors import ConfigError, DataError
-from colbench.eval import EvalConfig, run_eval
+from colbench.eval import RunPlan, run_eval
 from colbench.humans.simulator import ScriptedSimulator
+from colbench.llm.specs import Spec
 from colbench.report import build_report
 from colbench.runs import load_run
 from colbench.tasks import load_jsonl
@@ -75,7 +76,9 @@ def test_the_domain_runs_as_an_env_through_eval_and_into_the_leaderboard(toy: Pa
     assert terminated and reward == 1.0 and info["success"] is True
 
     out = tmp_path / "run"
-    config = EvalConfig(env_id="Toy-v0", agent="guesser", simulator="scripted", tasks=str(toy), out=out, progress="off")
+    config = RunPlan.resolve(
+        env_id="Toy-v0", agent=Spec.named("guesser"), simulator="scripted", tasks=str(toy), out=out, progress="off"
+    )
     result = run_eval(config, agent=Guesser(), simulator=human)
     assert result.overall.ok == 3 and result.overall.success == 3
     assert "success 3/3 (100.0%)" in result.summary_line()

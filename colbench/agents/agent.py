@@ -26,7 +26,7 @@ from colbench._util.plugins import load_object
 from colbench.errors import ConfigError
 from colbench.llm.client import LLMClient
 from colbench.llm.limits import EndpointLimits
-from colbench.llm.specs import connect, parse_spec
+from colbench.llm.specs import SCRIPTED_AGENTS, Spec, connect, parse_spec
 from colbench.types.chat import ChatReply, Message, Usage
 from colbench.types.dialogue import ANSWER_MARKER, is_answer
 from colbench.types.task import Task
@@ -157,7 +157,9 @@ class ScriptedAgent:
     looks like code (``def`` or ``<html``), or the last reply at the turn cap."""
 
     def __init__(self, mode: str, tasks: Sequence[Task] = ()) -> None:
-        self.mode = parse_spec(f"scripted:{mode}", "agent").value
+        if mode not in SCRIPTED_AGENTS:
+            parse_spec(f"scripted:{mode}", "agent")  # raises the one error message of an unknown scripted agent
+        self.mode = mode
         self.name = f"scripted:{mode}"
         self._tasks = {t.task_id: t for t in tasks}
 
@@ -185,7 +187,7 @@ class ScriptedAgent:
 
 
 def make_agent(
-    spec: str,
+    spec: str | Spec,
     *,
     tasks: Sequence[Task] = (),
     options: Mapping[str, Any] | None = None,
@@ -195,7 +197,9 @@ def make_agent(
     (``base_url``, ``api_key``, ``temperature``, ``max_tokens``, ``extra_body``, ...) or a plug-in's arguments;
     ``limits`` cap the requests of a model agent (a plug-in calls its own endpoint)."""
     options = dict(options or {})
-    parsed = parse_spec(spec, "agent")
+    parsed = spec if isinstance(spec, Spec) else parse_spec(spec, "agent")
+    if parsed.kind == "named":
+        raise ConfigError(f"agent {parsed.text!r} is known by name only: pass the agent object itself")
     if parsed.kind == "scripted":
         return ScriptedAgent(parsed.value, tasks)
     if parsed.is_model:
@@ -207,10 +211,12 @@ def make_agent(
             answer = AnswerSettings(**agent_answer(options.get("extra_body")))
         client = connect(parsed, "agent", limits=limits, **options)
         return ChatAgent(client, system_prompt=system, answer=answer)
-    target = load_object(spec, f"agent spec {spec!r}")
+    target = load_object(parsed.value, f"agent spec {parsed.text!r}")
     agent = target(**options) if inspect.isclass(target) or inspect.isfunction(target) else target
     if options and agent is target:
-        raise ConfigError(f"agent spec {spec!r} names an object, not a class or factory: it takes no options")
+        raise ConfigError(f"agent spec {parsed.text!r} names an object, not a class or factory: it takes no options")
     if not isinstance(agent, Agent):
-        raise ConfigError(f"agent spec {spec!r} gave a {type(agent).__name__}, which lacks name/act/aact of Agent")
+        raise ConfigError(
+            f"agent spec {parsed.text!r} gave a {type(agent).__name__}, which lacks name/act/aact of Agent"
+        )
     return agent

@@ -82,7 +82,7 @@ def cmd_tasks_build_frontend(args: argparse.Namespace) -> int:
 # -- eval -------------------------------------------------------------------------------------------------------
 def cmd_eval(args: argparse.Namespace) -> int:
     """Run an agent with a simulated human on tasks into a run directory (docs/evaluation.md, docs/run-format.md)."""
-    from colbench.eval import EvalConfig, run_eval
+    from colbench.eval import RunPlan, run_eval
     from colbench.llm.limits import EndpointLimits
     from colbench.report import load_prices
 
@@ -96,7 +96,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if getattr(args, f"simulator_{name}"):
             simulator_options[name] = getattr(args, f"simulator_{name}")
     given = {name: getattr(args, name) for name in ("tasks", "limit", "max_turns", "max_consecutive_errors")}
-    config = EvalConfig(
+    config = RunPlan.resolve(
         env_id=args.env,
         agent=args.agent,
         simulator=args.simulator,

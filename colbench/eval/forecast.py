@@ -16,9 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from colbench.env.domain import Domain
-from colbench.errors import ConfigError
-from colbench.eval.config import EvalConfig
-from colbench.llm.specs import parse_spec
+from colbench.eval.plan import RunPlan
+from colbench.llm.specs import Spec
 from colbench.report.costs import LIST_PRICES, Prices
 from colbench.types.task import Task
 
@@ -63,7 +62,7 @@ def tokens(text: str) -> int:
 
 
 def forecast(
-    config: EvalConfig,
+    config: RunPlan,
     domain: Domain,
     first_prompts: Mapping[str, str],
     episodes: Sequence[Task],
@@ -80,25 +79,22 @@ def forecast(
     ]
 
 
-def _out_tokens(config: EvalConfig, role: str, default: int) -> int:
+def _out_tokens(config: RunPlan, role: str, default: int) -> int:
     options = config.agent_options if role == "agent" else config.simulator_options
     cap = options.get("max_tokens")
     return min(default, int(cap)) if isinstance(cap, int) and cap > 0 else default
 
 
-def _model(spec: str, role: str) -> tuple[str, bool]:
-    """The model name a price is looked up by, and whether the role calls a model at all."""
-    try:
-        parsed = parse_spec(spec, role)
-    except ConfigError:  # an agent object given with a name of its own: what it calls is its business
-        return spec, False
-    return (parsed.value or parsed.text), parsed.is_model
+def _model(spec: Spec) -> tuple[str, bool]:
+    """The model name a price is looked up by, and whether the role calls a model at all (an agent object given
+    with a name of its own: what it calls is its business)."""
+    return (spec.value or spec.text), spec.is_model
 
 
 def _scenario(
     name: str,
     turns: float,
-    config: EvalConfig,
+    config: RunPlan,
     domain: Domain,
     first_prompts: Mapping[str, str],
     episodes: Sequence[Task],
@@ -120,8 +116,8 @@ def _scenario(
             hidden += 2 * SCREENSHOT_TOKENS
         human_in += replies * hidden + per_turn * replies * (replies + 1) / 2
     n = len(episodes)
-    agent_model, agent_calls_model = _model(config.agent, "agent")
-    human_model, human_calls_model = _model(config.simulator, "simulator")
+    agent_model, agent_calls_model = _model(config.agent)
+    human_model, human_calls_model = _model(config.simulator)
     roles = (
         _role("agent", agent_model, agent_calls_model, n * turns, agent_in, n * turns * agent_out, prices),
         _role("simulator", human_model, human_calls_model, n * replies, human_in, n * replies * human_out, prices),

@@ -40,12 +40,12 @@ from colbench.env.core import ColbenchEnv
 from colbench.env.domain import Domain, Scorer, get_domain
 from colbench.env.registration import env_specs
 from colbench.errors import ColbenchError, ConfigError, InfraError
-from colbench.eval.config import EvalConfig
 from colbench.eval.forecast import forecast, forecast_text
+from colbench.eval.plan import RunPlan
 from colbench.eval.player import EpisodePlayer, Played, jsonable
 from colbench.eval.progress import Pricing, Progress, Tally
-from colbench.humans.simulator import Simulator
-from colbench.llm.specs import parse_spec
+from colbench.humans.simulator import ScriptedSimulator, Simulator
+from colbench.llm.specs import Spec
 from colbench.report.costs import LIST_PRICES, Prices
 from colbench.runs import (
     EPISODES,
@@ -67,7 +67,6 @@ from colbench.runs import (
     write_run_json,
 )
 from colbench.tasks.sources import describe_source, load
-from colbench.types.leaks import LeakPolicy
 from colbench.types.task import Task
 
 log = logging.getLogger(__name__)
@@ -131,12 +130,12 @@ class RemoteEpisodes(Protocol):
     def close(self) -> None: ...
 
 
-RemoteFactory = Callable[[EvalConfig, str, list[Task], EpisodePlayer], RemoteEpisodes]
+RemoteFactory = Callable[[RunPlan, str, list[Task], EpisodePlayer], RemoteEpisodes]
 """Builds the remote players of a run: (config, domain name, the run's tasks, the driver's own player)."""
 
 
 def run_eval(
-    config: EvalConfig,
+    config: RunPlan,
     *,
     agent: Agent | None = None,
     simulator: Simulator | None = None,
@@ -150,37 +149,13 @@ def run_eval(
     Ray layer's (``colbench.ray.eval_actors.run_eval`` passes it)."""
     started = time.monotonic()
     if config.ray is not None and remote is None:
-        raise ConfigError(
-            "EvalConfig.ray is set: run it with colbench.ray.eval_actors.run_eval (or colbench eval --ray)"
-        )
+        raise ConfigError("RunPlan.ray is set: run it with colbench.ray.eval_actors.run_eval (or colbench eval --ray)")
     runner = _Runner.build(config, agent=agent, simulator=simulator, scorer=scorer)
     runner.remote = remote
     return runner.run(stderr=stderr, started=started)
 
 
 # ------------------------------------------------------------------------------------------------- set-up
-
-
-def _check_numbers(config: EvalConfig) -> None:
-    for name, value, least in (
-        ("--trials", config.trials, 1),
-        ("--concurrency", config.concurrency, 1),
-        ("--max-turns", config.max_turns, 1),
-    ):
-        if not isinstance(value, int) or value < least:
-            raise ConfigError(f"{name} must be an integer >= {least}, got {value!r}")
-    if config.ray_workers is not None and (not isinstance(config.ray_workers, int) or config.ray_workers < 1):
-        raise ConfigError(f"--ray-workers must be an integer >= 1, got {config.ray_workers!r}")
-    if config.limit is not None and (not isinstance(config.limit, int) or config.limit < 1):
-        raise ConfigError(f"--limit must be an integer >= 1, got {config.limit!r}")
-    if config.max_consecutive_errors is not None and config.max_consecutive_errors < 0:
-        raise ConfigError(f"--max-consecutive-errors must be >= 0, got {config.max_consecutive_errors}")
-    config.agent_limits.check("agent")
-    config.simulator_limits.check("simulator")
-    try:
-        LeakPolicy.parse(config.leak_policy)
-    except ConfigError as exc:
-        raise ConfigError(f"--leak-policy: {exc}") from None
 
 
 def env_class(env_id: str) -> type[ColbenchEnv]:
@@ -203,7 +178,7 @@ def env_class(env_id: str) -> type[ColbenchEnv]:
     return creator
 
 
-def _selected_tasks(config: EvalConfig, domain: Domain) -> tuple[str, list[Task]]:
+def _selected_tasks(config: RunPlan, domain: Domain) -> tuple[str, list[Task]]:
     """The task spec and the tasks the run covers (a ConfigError for tasks of another domain)."""
     tasks_spec = config.tasks or domain.default_tasks
     available = load(tasks_spec)
@@ -215,7 +190,7 @@ def _selected_tasks(config: EvalConfig, domain: Domain) -> tuple[str, list[Task]
     return tasks_spec, available[: config.limit] if config.limit else available
 
 
-def _episode_tasks(config: EvalConfig, selected: Sequence[Task], done: Collection[EpisodeKey] = ()) -> list[Task]:
+def _episode_tasks(config: RunPlan, selected: Sequence[Task], done: Collection[EpisodeKey] = ()) -> list[Task]:
     """One task per episode still to run."""
     return [t for trial in range(config.trials) for t in selected if (t.task_id, trial) not in done]
 
@@ -224,7 +199,7 @@ def first_prompts(env_id: str, tasks: Sequence[Task]) -> dict[str, str]:
     """Each task's first observation, as the agent will see it (a scripted human: no model is called)."""
     prompts = {}
     for task in tasks:
-        env = gym.make(env_id, disable_env_checker=True, tasks=[task], simulator="scripted").unwrapped
+        env = gym.make(env_id, disable_env_checker=True, tasks=[task], simulator=ScriptedSimulator()).unwrapped
         try:
             prompts[task.task_id] = env.reset(options={"task_id": task.task_id})[0]
         finally:
@@ -232,9 +207,9 @@ def first_prompts(env_id: str, tasks: Sequence[Task]) -> dict[str, str]:
     return prompts
 
 
-def dry_run(config: EvalConfig, *, prices: Prices | None = None, turns: float | None = None) -> str:
+def dry_run(config: RunPlan, *, prices: Prices | None = None, turns: float | None = None) -> str:
     """The forecast of ``config``'s run (what a ``--resume`` has left to run), without calling any model."""
-    _check_numbers(config)
+    config.check()
     domain = get_domain(env_class(config.env_id).domain_name)
     _, selected = _selected_tasks(config, domain)
     done: set[EpisodeKey] = set()
@@ -247,16 +222,16 @@ def dry_run(config: EvalConfig, *, prices: Prices | None = None, turns: float | 
     return forecast_text(forecasts, prices or LIST_PRICES)
 
 
-def _ray_runtime(config: EvalConfig) -> dict[str, Any]:
+def _ray_runtime(config: RunPlan) -> dict[str, Any]:
     """run.json's note of where episodes ran (never compared on resume: a run may go on with or without Ray)."""
     if config.ray is None:
         return {}
     return {"ray": config.ray or "default", "ray_workers": config.ray_workers}
 
 
-def describe_agent(spec: str, agent: Agent, options: Mapping[str, Any]) -> dict[str, Any]:
+def describe_agent(spec: Spec, agent: Agent, options: Mapping[str, Any]) -> dict[str, Any]:
     described: dict[str, Any] = {
-        "spec": spec,
+        "spec": spec.text,
         "name": str(getattr(agent, "name", type(agent).__name__)),
         "base_url": None,
         "temperature": None,
@@ -274,16 +249,9 @@ def describe_agent(spec: str, agent: Agent, options: Mapping[str, Any]) -> dict[
         )
         if agent.answer is not None:  # the final answer's own settings (the embedded model's defaults)
             described["answer"] = jsonable(dataclasses.asdict(agent.answer))
-    elif _kind(spec) != "scripted":  # a plug-in (or an agent object given with a name of its own)
+    elif spec.kind != "scripted":  # a plug-in (or an agent object given with a name of its own)
         described["options"] = {k: jsonable(v) for k, v in sorted(options.items()) if not _SECRET.search(k)}
     return described
-
-
-def _kind(spec: str) -> str | None:
-    try:
-        return parse_spec(spec, "agent").kind
-    except ConfigError:
-        return None
 
 
 def _describe_scoring(scorer: Scorer) -> dict[str, Any]:
@@ -296,7 +264,7 @@ def _describe_scoring(scorer: Scorer) -> dict[str, Any]:
 
 @dataclass
 class _Runner:
-    config: EvalConfig
+    config: RunPlan
     out: Path
     domain: Domain
     tasks: dict[str, Task]
@@ -311,9 +279,9 @@ class _Runner:
 
     @classmethod
     def build(
-        cls, config: EvalConfig, *, agent: Agent | None, simulator: Simulator | None, scorer: Scorer | None
+        cls, config: RunPlan, *, agent: Agent | None, simulator: Simulator | None, scorer: Scorer | None
     ) -> _Runner:
-        _check_numbers(config)
+        config.check()
         env_cls = env_class(config.env_id)
         domain = get_domain(env_cls.domain_name)
         out = Path(config.out)
@@ -341,10 +309,10 @@ class _Runner:
                 "source": describe_source(tasks_spec),
             },
             "agent": describe_agent(config.agent, player.agent, config.agent_options),
-            "simulator": domain.describe_simulator(config.simulator, player.simulator),
+            "simulator": domain.describe_simulator(config.simulator.text, player.simulator),
             "scoring": _describe_scoring(player.env_kwargs["scorer"]),
             "leaks": {
-                "policy": str(LeakPolicy.parse(config.leak_policy)),
+                "policy": str(config.leak_policy),
                 "detector": domain.leak_detector,
                 "threshold": domain.leak_threshold,
             },
@@ -411,7 +379,9 @@ class _Runner:
             domain=self.domain,
             stream=None if self.config.progress == "off" else stderr,
             mode=self.config.progress,
-            pricing=Pricing.for_run(self.run_json, self.config.prices),
+            pricing=Pricing.for_run(
+                self.run_json, self.config.prices, {"agent": self.config.agent, "simulator": self.config.simulator}
+            ),
         )
         handler = logging.FileHandler(self.out / LOG_FILE, encoding="utf-8", delay=True)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -439,7 +409,7 @@ class _Runner:
             out=self.out,
             env_id=self.config.env_id,
             domain=self.domain,
-            agent=self.config.agent,
+            agent=self.config.agent.text,
             total=len(self.keys),
             kept=kept.ok,
             session=progress.session,

@@ -3,7 +3,7 @@
 The driver (:mod:`colbench.eval.harness`) owns the run directory and decides what runs; an :class:`EpisodePlayer`
 only plays: it makes the env, talks to the agent, and returns the record and the page screenshot (if any) as
 plain data. The same player runs in the driver's process or in a Ray actor on another node
-(:mod:`colbench.ray.eval_actors`), built there from the same :class:`EvalConfig`, so a record does not depend on where
+(:mod:`colbench.ray.eval_actors`), built there from the same :class:`RunPlan`, so a record does not depend on where
 it was played.
 """
 
@@ -23,14 +23,12 @@ from colbench.agents.agent import Agent, AgentReply, EpisodeContext, make_agent
 from colbench.env.core import ColbenchEnv
 from colbench.env.domain import Domain, Scorer
 from colbench.errors import ColbenchError, ConfigError, InfraError
-from colbench.eval.config import EvalConfig
+from colbench.eval.plan import RunPlan
 from colbench.humans.simulator import Simulator
 from colbench.llm.client import LLMClient
 from colbench.llm.limits import EndpointLimits
-from colbench.llm.specs import parse_spec
 from colbench.runs import CACHE, reference_screenshot_name, screenshot_name
 from colbench.types.chat import Message, Usage
-from colbench.types.leaks import LeakPolicy
 from colbench.types.task import Task
 
 log = logging.getLogger(__name__)
@@ -62,7 +60,7 @@ class EpisodePlayer:
     @classmethod
     def from_config(
         cls,
-        config: EvalConfig,
+        config: RunPlan,
         domain: Domain,
         tasks: Sequence[Task],
         *,
@@ -79,7 +77,7 @@ class EpisodePlayer:
             env_kwargs={
                 "max_turns": config.max_turns,
                 "scorer": scorer if scorer is not None else domain.shared_scorer(config.scoring_options),
-                "leak_policy": LeakPolicy.parse(config.leak_policy),
+                "leak_policy": config.leak_policy,
             },
         )
 
@@ -235,33 +233,33 @@ class EpisodePlayer:
         }
 
 
-def pool_size(config: EvalConfig, limits: EndpointLimits) -> int:
+def pool_size(config: RunPlan, limits: EndpointLimits) -> int:
     """HTTP connections an endpoint needs: one per request in flight, never fewer than the client's usual 100
     kept alive (so nothing queues in the pool or reconnects below ``concurrency``)."""
     in_flight = min(config.concurrency, limits.max_concurrency or config.concurrency)
     return max(in_flight, 100)
 
 
-def make_agent_for(config: EvalConfig, tasks: Sequence[Task]) -> Agent:
+def make_agent_for(config: RunPlan, tasks: Sequence[Task]) -> Agent:
     options = dict(config.agent_options)
-    if parse_spec(config.agent, "agent").is_model:
+    if config.agent.is_model:
         # An empty completion is the agent's (wrong) turn, not an endpoint fault to retry into an infra error.
         options.setdefault("accept_empty", True)
         options.setdefault("max_connections", pool_size(config, config.agent_limits))
     elif config.agent_limits.active:
-        log.warning("agent %s calls no colbench endpoint: its request limits are ignored", config.agent)
+        log.warning("agent %s calls no colbench endpoint: its request limits are ignored", config.agent.text)
     try:
         return make_agent(config.agent, tasks=tasks, options=options, limits=config.agent_limits)
     except TypeError as exc:  # a plug-in that does not take the given options
-        raise ConfigError(f"agent spec {config.agent!r}: {exc}") from exc
+        raise ConfigError(f"agent spec {config.agent.text!r}: {exc}") from exc
 
 
-def make_simulator_for(config: EvalConfig, domain: Domain, out: Path) -> Simulator:
+def make_simulator_for(config: RunPlan, domain: Domain, out: Path) -> Simulator:
     options = dict(config.simulator_options)
-    if parse_spec(config.simulator, "simulator").is_model:
+    if config.simulator.is_model:
         options.setdefault("max_connections", pool_size(config, config.simulator_limits))
     elif config.simulator_limits.active:
-        log.warning("simulator %s calls no endpoint: its request limits are ignored", config.simulator)
+        log.warning("simulator %s calls no endpoint: its request limits are ignored", config.simulator.text)
     return domain.make_simulator(config.simulator, cache_dir=out / CACHE, limits=config.simulator_limits, **options)
 
 

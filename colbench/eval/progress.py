@@ -29,6 +29,7 @@ from rich.progress import Progress as RichProgress
 from rich.table import Column
 
 from colbench.env.domain import Domain
+from colbench.llm.specs import Spec
 from colbench.report.costs import LIST_PRICES, Price, Prices, price_names
 from colbench.runs import ROLES
 from colbench.runs.episodes import usage_by_role
@@ -83,12 +84,15 @@ class Pricing:
     roles: Mapping[str, Price | None] = field(default_factory=dict)
 
     @classmethod
-    def for_run(cls, run_json: Mapping[str, Any], prices: Prices | None = None) -> Pricing:
-        """Look each role's model up as run.json names it (``name`` / ``model``, the spec's model, the spec)."""
+    def for_run(
+        cls, run_json: Mapping[str, Any], prices: Prices | None = None, specs: Mapping[str, Spec] | None = None
+    ) -> Pricing:
+        """Look each role's model up as run.json names it (``name`` / ``model``, the spec's model, the spec);
+        ``specs``: each role's spec, already parsed."""
         table = prices or LIST_PRICES
         roles: dict[str, Price | None] = {}
         for role in ROLES:
-            found = table.find(price_names(run_json.get(role), role))
+            found = table.find(price_names(run_json.get(role), role, (specs or {}).get(role)))
             roles[role] = found[1] if found else None
         return cls(roles)
 

@@ -25,7 +25,7 @@ from colbench.llm.cache import ResponseCache
 from colbench.llm.client import ENDPOINT_FIELDS, Endpoint, LLMClient
 from colbench.llm.limits import EndpointLimits
 
-SpecKind = Literal["openai", "llamacpp", "scripted", "plugin"]
+SpecKind = Literal["openai", "llamacpp", "scripted", "plugin", "named"]
 
 FORMS: Mapping[str, str] = {
     "agent": (
@@ -52,6 +52,11 @@ class Spec:
     kind: SpecKind
     value: str
     text: str
+
+    @classmethod
+    def named(cls, name: str) -> Spec:
+        """An agent given as an object (to ``run_eval``), known by its name alone: nothing is built from it."""
+        return cls("named", name, name)
 
     @property
     def is_model(self) -> bool:
@@ -127,12 +132,22 @@ def endpoint_for(spec: str | Spec, role: str, *, defaults_for: str | None = None
             return server_endpoint(parsed.value or None, **with_role_defaults(defaults_for or role, overrides))
         except ConfigError as exc:
             raise ConfigError(f"bad {role} spec {parsed.text!r}: {exc} (expected {FORMS['model']})") from None
+    return Endpoint(model=parsed.value, **with_environment_endpoint(parsed, role, overrides))
+
+
+def with_environment_endpoint(spec: Spec, role: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with an ``openai:`` endpoint's ``base_url`` / ``api_key`` filled in where not given: from
+    ``COLBENCH_<ROLE>_BASE_URL`` / ``COLBENCH_<ROLE>_API_KEY``, else ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``. Other
+    kinds keep their options as they are (the embedded server has its own URL and key)."""
+    out = dict(options)
+    if spec.kind != "openai":
+        return out
     prefix = f"COLBENCH_{role.upper()}_"
     for name in ("base_url", "api_key"):
-        if overrides.get(name) is None:
+        if out.get(name) is None:
             env = name.upper()
-            overrides[name] = os.environ.get(prefix + env) or os.environ.get(f"OPENAI_{env}") or None
-    return Endpoint(model=parsed.value, **overrides)
+            out[name] = os.environ.get(prefix + env) or os.environ.get(f"OPENAI_{env}") or None
+    return out
 
 
 def connect(

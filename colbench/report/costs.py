@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from colbench._util.schema import validate
 from colbench.errors import ConfigError, DataError
-from colbench.llm.specs import parse_spec
+from colbench.llm.specs import Spec, parse_spec
 from colbench.runs import ROLES, Run
 from colbench.types.chat import Usage
 
@@ -118,18 +118,19 @@ class RoleCost:
         return None if value is None or not self.episodes else value / self.episodes
 
 
-def price_names(section: Any, role: str) -> list[str]:
+def price_names(section: Any, role: str, parsed: Spec | None = None) -> list[str]:
     """Every name a price table may list a role's model under (``section``: the role in run.json), most specific
-    first."""
+    first. ``parsed``: the section's spec, already parsed (a run being written has it; a stored run is read)."""
     if not isinstance(section, dict):
         return []
     names = [section.get(key) for key in ("name", "model")]
     spec = section.get("spec")
     if isinstance(spec, str):
-        try:
-            parsed = parse_spec(spec, role)
-        except ConfigError:  # a plug-in agent given with a name of its own
-            parsed = None
+        if parsed is None:
+            try:
+                parsed = parse_spec(spec, role)
+            except ConfigError:  # a plug-in agent given with a name of its own
+                parsed = None
         if parsed is not None:
             names.append(parsed.value)
         names.append(spec)

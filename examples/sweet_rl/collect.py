@@ -67,7 +67,7 @@ class CollectConfig:
 
 def run_colbench_eval(config: CollectConfig) -> Path:
     """k trials per task through the eval harness; returns the run directory (docs/run-format.md)."""
-    from colbench.eval import EvalConfig, run_eval
+    from colbench.eval import RunPlan, run_eval
     from colbench.llm import parse_spec
 
     agent = config.agent
@@ -86,7 +86,7 @@ def run_colbench_eval(config: CollectConfig) -> Path:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in agent)
     run_dir = Path(config.run_dir or Path(config.out).parent / f"run-{safe}")
     result = run_eval(
-        EvalConfig(
+        RunPlan.resolve(
             env_id=config.env,
             agent=agent,
             simulator=config.simulator,
