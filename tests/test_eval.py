@@ -26,7 +26,7 @@ from colbench.eval import RunPlan, run_eval
 from colbench.eval.progress import Progress, Tally
 from colbench.humans.simulator import ScriptedSimulator
 from colbench.llm import EndpointLimits
-from colbench.runs import final_records, first_difference, read_episode_log, read_run_json
+from colbench.runs import EpisodeRecord, final_records, first_difference, read_episode_log, read_run_json
 from colbench.tasks import Task, load
 from colbench.types.chat import Message, Usage
 
@@ -463,11 +463,11 @@ def test_progress_on_a_terminal_and_in_a_log(monkeypatch: pytest.MonkeyPatch) ->
             total=4, kept=Tally(ok=1, success=1, reward_sum=1.0), domain=get_domain("backend"), stream=stream
         )
         progress.episode_started()
-        progress.episode_finished(
-            {"status": "ok", "reward": 0.5, "success": False, "usage": {"agent": {"prompt_tokens": 1500}}}
-        )
+        scored = {"status": "ok", "reward": 0.5, "success": False, "usage": {"agent": {"prompt_tokens": 1500}}}
+        progress.episode_finished(EpisodeRecord.model_validate({"task_id": "t", "trial": 0, **scored}))
         progress.episode_started()
-        progress.episode_finished({"status": "infra_error", "reward": None, "usage": {}})
+        lost = {"task_id": "t", "trial": 1, "status": "infra_error", "reward": None, "usage": {}}
+        progress.episode_finished(EpisodeRecord.model_validate(lost))
         progress.draw()
         progress.close()
         text = stream.getvalue()

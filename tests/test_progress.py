@@ -11,6 +11,7 @@ from rich.console import Console
 from colbench.env.domain import get_domain
 from colbench.eval.progress import LINE_EVERY_S, Pricing, Progress, Tally
 from colbench.report.costs import Price, Prices
+from colbench.runs import EpisodeRecord
 
 BACKEND = get_domain("backend")
 
@@ -23,12 +24,13 @@ class FakeClock:
         return self.now
 
 
-def ok(success: bool = True, agent: tuple[int, int] = (0, 0), simulator: tuple[int, int] = (0, 0)) -> dict:
+def ok(success: bool = True, agent: tuple[int, int] = (0, 0), simulator: tuple[int, int] = (0, 0)) -> EpisodeRecord:
     usage = {
         role: {"prompt_tokens": p, "completion_tokens": c}
         for role, (p, c) in (("agent", agent), ("simulator", simulator))
     }
-    return {"status": "ok", "reward": float(success), "success": success, "usage": usage}
+    row = {"task_id": "t", "trial": 0, "status": "ok", "reward": float(success), "success": success, "usage": usage}
+    return EpisodeRecord.model_validate(row)
 
 
 def lines_of(stream: io.StringIO) -> list[str]:

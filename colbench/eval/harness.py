@@ -371,7 +371,7 @@ class _Runner:
         kept = Tally()
         for key in self.keys:
             if key in self.final and self.final[key].ok:
-                kept.add(self.final[key].row)
+                kept.add(self.final[key])
         pending = [key for key in self.keys if key not in self.final or not self.final[key].ok]
         progress = Progress(
             total=len(self.keys),
@@ -404,7 +404,7 @@ class _Runner:
         overall = Tally()
         for key in self.keys:
             if key in self.final:
-                overall.add(self.final[key].row)
+                overall.add(self.final[key])
         return EvalResult(
             out=self.out,
             env_id=self.config.env_id,
@@ -439,22 +439,19 @@ class _Runner:
                 task_id, trial = queue.popleft()
                 progress.episode_started()
                 played = await play(self.tasks[task_id], trial)
-                row = played.row
+                record = played.record.at(str(writer.path))
                 try:
-                    if played.png is not None:
-                        await writer.save_file(row["screenshot"], played.png)
-                    reference = row.get("reference_screenshot")
-                    if isinstance(reference, str) and played.reference_png and reference not in references_saved:
+                    if played.png is not None and record.screenshot is not None:
+                        await writer.save_file(record.screenshot, played.png)
+                    reference = record.reference_screenshot
+                    if reference is not None and played.reference_png and reference not in references_saved:
                         references_saved.add(reference)  # one file per task, whatever the trials
                         await writer.save_file(reference, played.reference_png)
-                    await writer.append(row)
+                    await writer.append(record)
                 except OSError as exc:
                     raise InfraError(f"cannot write in {self.out}: {exc}") from exc
-                record = EpisodeRecord(
-                    task_id, trial, row["status"], row["reward"], row["success"], str(writer.path), row
-                )
                 self.final[record.key] = counted(self.final.get(record.key), record)
-                progress.episode_finished(row)
+                progress.episode_finished(record)
                 if record.ok:
                     self._consecutive_errors = 0
                 else:
@@ -462,7 +459,7 @@ class _Runner:
                     if limit and self._consecutive_errors >= limit and self.stop_reason is None:
                         self.stop_reason = (
                             f"stopped after {self._consecutive_errors} infrastructure errors in a row "
-                            f"(last: {row['error']})"
+                            f"(last: {record.error})"
                         )
                         log.error("%s", self.stop_reason)
 

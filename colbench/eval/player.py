@@ -27,7 +27,7 @@ from colbench.eval.plan import RunPlan
 from colbench.humans.simulator import Simulator
 from colbench.llm.client import LLMClient
 from colbench.llm.limits import EndpointLimits
-from colbench.runs import CACHE, reference_screenshot_name, screenshot_name
+from colbench.runs import CACHE, EpisodeRecord, reference_screenshot_name, screenshot_name
 from colbench.types.chat import Message, Usage
 from colbench.types.task import Task
 
@@ -39,7 +39,7 @@ class Played:
     """An episode's record (one line of episodes.jsonl) and the PNGs its ``screenshot`` and
     ``reference_screenshot`` name, for the driver to write."""
 
-    row: dict[str, Any]
+    record: EpisodeRecord
     png: bytes | None = None
     reference_png: bytes | None = None
 
@@ -168,7 +168,7 @@ class EpisodePlayer:
         finally:
             if env is not None:
                 env.close()
-        return Played(record, png, reference_png)
+        return Played(EpisodeRecord.model_validate(record), png, reference_png)
 
     async def _reference_png(self, env: ColbenchEnv, task: Task) -> bytes | None:
         """The task's reference page for the run directory, the first time this player plays the task; never an

@@ -32,7 +32,7 @@ from colbench.env.domain import Domain
 from colbench.llm.specs import Spec
 from colbench.report.costs import LIST_PRICES, Price, Prices, price_names
 from colbench.runs import ROLES
-from colbench.runs.episodes import usage_by_role
+from colbench.runs.episodes import EpisodeRecord
 from colbench.types.chat import Usage
 
 ProgressMode = Literal["auto", "tty", "lines", "off"]
@@ -50,13 +50,13 @@ class Tally:
     reward_sum: float = 0.0
     usage: dict[str, Usage] = field(default_factory=dict)
 
-    def add(self, record: Mapping[str, Any]) -> None:
-        for role, spent in usage_by_role(record).items():
+    def add(self, record: EpisodeRecord) -> None:
+        for role, spent in record.usage_by_role().items():
             self.usage.setdefault(role, Usage()).add(spent)
-        if record.get("status") == "ok":
+        if record.ok:
             self.ok += 1
-            self.success += bool(record.get("success"))
-            self.reward_sum += float(record.get("reward") or 0.0)
+            self.success += bool(record.success)
+            self.reward_sum += float(record.reward or 0.0)
         else:
             self.infra += 1
 
@@ -192,10 +192,10 @@ class Progress:
     def episode_started(self) -> None:
         self.running += 1
 
-    def episode_finished(self, record: Mapping[str, Any]) -> None:
+    def episode_finished(self, record: EpisodeRecord) -> None:
         self.running -= 1
         self.session.add(record)
-        if record.get("status") == "ok":
+        if record.ok:
             self.overall.add(record)
         if self.mode == "lines" and self.done < self.total and self._step(self.done) > self._last_step:
             self._write_line()

@@ -230,7 +230,7 @@ class _Runner:
             while queue:
                 view, task, probe = queue.pop()
                 row = await self._probe(view, task, probe)
-                await writer.append(row)
+                await writer.append_row(row)
                 self.ran += 1
                 if self.ran % 10 == 0 or not queue:
                     log.info("probe: %d/%d rows in %.0fs", self.ran, len(pending), time.monotonic() - started)

@@ -214,7 +214,7 @@ def _span_minutes(run: Run) -> str:
     """From the first episode's start to the last one's end (sessions of a resumed run and the gaps between them)."""
     spans = []
     for record in run.episodes.values():
-        timings = record.row.get("timings") or {}
+        timings = record.timings or {}
         try:
             start = datetime.fromisoformat(str(timings["started"])).timestamp()
             spans.append((start, start + float(timings["duration_s"])))

@@ -176,7 +176,7 @@ def _tests(tests: Any) -> str:
 
 
 def _screenshot(run: Run, episode: EpisodeRecord) -> str:
-    path = episode.row.get("screenshot")
+    path = episode.screenshot
     if path is None:
         return "<p class='meta'>no screenshot recorded (no page, or the episode did not finish)</p>"
     link = safe_relative(path)
@@ -192,9 +192,8 @@ def _screenshot(run: Run, episode: EpisodeRecord) -> str:
 def reference_path(run: Run, episode: EpisodeRecord) -> str | None:
     """The reference page's screenshot in the run directory: the record's ``reference_screenshot`` (``colbench eval``
     stores one per task), else ``screens/reference/<task id>.png`` if present (runs written before it did)."""
-    given = episode.row.get("reference_screenshot")
-    if isinstance(given, str):
-        return given
+    if episode.reference_screenshot is not None:
+        return episode.reference_screenshot
     candidate = reference_screenshot_name(episode.task_id)
     return candidate if (run.path / candidate).is_file() else None
 
@@ -219,11 +218,11 @@ def screenshot_gallery(run: Run) -> str:
         return "<p class='meta'>no scored episode: no screenshots</p>"
     figures = []
     for episode in episodes:
-        answer = episode.row.get("screenshot")
+        answer = episode.screenshot
         figures.append(
             '<figure class="pair">'
             + _thumb(run, reference_path(run, episode), "reference", episode.task_id)
-            + _thumb(run, answer if isinstance(answer, str) else None, "final page", episode.task_id)
+            + _thumb(run, answer, "final page", episode.task_id)
             + f"<figcaption>task {e(episode.task_id)}, trial {e(episode.trial)}: cosine "
             + f"{e(_fmt_reward(episode))}</figcaption></figure>"
         )
@@ -231,34 +230,33 @@ def screenshot_gallery(run: Run) -> str:
 
 
 def _episode_section(run: Run, index: int, episode: EpisodeRecord) -> str:
-    row = episode.row
     facts = [
         ("status", _status(episode)),
         ("reward", e(_fmt_reward(episode))),
         ("success", e(episode.success)),
-        ("turns", e(row.get("turns"))),
-        ("termination", e(row.get("termination"))),
-        ("leaks", e(row.get("leaks") if isinstance(row.get("leaks"), int) else "not measured")),
+        ("turns", e(episode.turns)),
+        ("termination", e(episode.termination)),
+        ("leaks", e(episode.leaks if episode.leaks is not None else "not measured")),
         ("attempts", e(episode.attempts)),
         ("record", e(episode.where)),
     ]
-    if row.get("error"):
-        facts.append(("error", f"<span class='infra'>{e(row['error'])}</span>"))
-    if isinstance(row.get("timings"), dict):
-        facts.append(("timings", e(json.dumps(row["timings"], ensure_ascii=False))))
-    if isinstance(row.get("usage"), dict):
-        facts.append(("usage", e(json.dumps(row["usage"], ensure_ascii=False))))
+    if episode.error:
+        facts.append(("error", f"<span class='infra'>{e(episode.error)}</span>"))
+    if episode.timings is not None:
+        facts.append(("timings", e(json.dumps(episode.timings, ensure_ascii=False))))
+    if episode.usage is not None:
+        facts.append(("usage", e(json.dumps(episode.usage, ensure_ascii=False))))
     parts = [
         f'<section class="episode" id="{_anchor(index)}">',
         f"<h3>task {e(episode.task_id)}, trial {e(episode.trial)}</h3>",
         '<a class="top" href="#episodes">back to the episode table</a>',
         _table(["field", "value"], [[e(k), v] for k, v in facts]),
         "<h4>Dialogue</h4>",
-        _dialogue(row.get("dialogue")),
+        _dialogue(episode.dialogue),
         "<h4>Answer</h4>",
-        f"<pre>{e(row['answer'])}</pre>" if isinstance(row.get("answer"), str) else "<p class='meta'>no answer</p>",
+        f"<pre>{e(episode.answer)}</pre>" if episode.answer is not None else "<p class='meta'>no answer</p>",
     ]
-    score = row.get("score")
+    score = episode.score
     if isinstance(score, dict):
         parts.append(_tests(score.get("tests")))
         rest = {k: v for k, v in score.items() if k != "tests"}
@@ -323,9 +321,9 @@ def render_run(run: Run, report: Report) -> str:
             f'<a href="#{_anchor(i)}">{e(ep.task_id)}</a>',
             e(ep.trial),
             e(_fmt_reward(ep)),
-            e(ep.row.get("turns")),
-            e(ep.row.get("termination")),
-            e(ep.row.get("leaks") if isinstance(ep.row.get("leaks"), int) else "-"),
+            e(ep.turns),
+            e(ep.termination),
+            e(ep.leaks if ep.leaks is not None else "-"),
             _status(ep),
         ]
         for i, ep in enumerate(episodes)

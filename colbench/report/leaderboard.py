@@ -70,7 +70,7 @@ def _task_leaks(run: Run) -> dict[str, list[bool]]:
     """Per task, whether each scored episode had a human reply flagged as a leak (episodes that measured it)."""
     leaks: dict[str, list[bool]] = {}
     for task, eps in run.scored().items():
-        measured = [e.row.get("leaks") for e in eps if isinstance(e.row.get("leaks"), int)]
+        measured = [e.leaks for e in eps if e.leaks is not None]
         if measured:
             leaks[task] = [bool(count) for count in measured]
     return leaks

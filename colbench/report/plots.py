@@ -312,10 +312,8 @@ def human_replies(run: Run) -> list[dict[str, Any]]:
     out = []
     for episodes in run.scored().values():
         for episode in episodes:
-            dialogue = episode.row.get("dialogue")
-            if not isinstance(dialogue, list):
-                continue
-            out += [t for t in dialogue if isinstance(t, dict) and t.get("role") == "human" and "text" in t]
+            dialogue = episode.dialogue or []
+            out += [t for t in dialogue if t.get("role") == "human" and "text" in t]
     return out
 
 
@@ -351,8 +349,8 @@ def distributions_figure(run: Run) -> Figure:
     """This run's turns to answer, answer length and human reply length: a run whose agent always answers at once,
     or whose human replies are empty, looks different here long before its scores say why."""
     scored = [e for eps in run.scored().values() for e in eps]
-    turns = [t for e in scored if isinstance(t := e.row.get("turns"), int) and not isinstance(t, bool)]
-    answers = [len(a) for e in scored if isinstance(a := e.row.get("answer"), str)]
+    turns = [e.turns for e in scored if e.turns is not None]
+    answers = [len(e.answer) for e in scored if e.answer is not None]
     replies = [len(str(t["text"])) for t in human_replies(run)]
     fig = new_figure(9.5, 2.6)
     axes = fig.subplots(1, 3)

@@ -63,32 +63,31 @@ def _request(run: Run, task_id: str) -> str | None:
     return task.problem_description.strip() if task is not None else None
 
 
-def _score_line(row: Mapping[str, Any]) -> str:
-    if row.get("status") != "ok":
-        return f"not scored: infrastructure error: {row.get('error')}"
-    parts = [f"reward {float(row.get('reward') or 0):.3f}"]
-    given = row.get("score")
-    score: Mapping[str, Any] = given if isinstance(given, dict) else {}
+def _score_line(episode: EpisodeRecord) -> str:
+    if not episode.ok:
+        return f"not scored: infrastructure error: {episode.error}"
+    parts = [f"reward {float(episode.reward or 0):.3f}"]
+    score: Mapping[str, Any] = episode.score if isinstance(episode.score, dict) else {}
     if isinstance(score.get("tests_total"), int):
         parts.append(f"tests passed {score.get('tests_passed', 0)}/{score['tests_total']}")
-    if row.get("success") is not None:
-        parts.append("success" if row.get("success") else "no success")
+    if episode.success is not None:
+        parts.append("success" if episode.success else "no success")
     return ", ".join(parts)
 
 
 def render_episode(run: Run, episode: EpisodeRecord, *, width: int = WIDTH, request: bool = True) -> str:
     """One episode as text: a header, the request, each turn, the scored answer and the score."""
-    row = episode.row
     agent, human = run.role_model("agent") or "?", run.role_model("simulator") or "?"
-    turns = row.get("dialogue") or []
+    turns = episode.dialogue or []
+    count = "?" if episode.turns is None else episode.turns
     out = [
         f"{run.env_id}  task {episode.task_id}  trial {episode.trial}  ({run.path})",
         f"agent: {agent}   human: {human}   "
-        f"{row.get('turns', '?')} agent turns, ended by {row.get('termination') or row.get('status')}",
+        f"{count} agent turns, ended by {episode.termination or episode.status}",
     ]
-    timings = row.get("timings") or {}
+    timings = episode.timings or {}
     if timings.get("duration_s") is not None:
-        usage = episode.usage()
+        usage = episode.usage_by_role()
         tokens = ", ".join(f"{role} {usage.get(role, Usage()).completion_tokens}" for role in ROLES)
         out.append(f"{float(timings['duration_s']):.1f} s; tokens written: {tokens}")
     text = _request(run, episode.task_id) if request else None
@@ -103,11 +102,11 @@ def render_episode(run: Run, episode: EpisodeRecord, *, width: int = WIDTH, requ
         if role == "human" and turn.get("leak"):
             label += f"  [leak flagged: {turn.get('leak_action', 'shown')}]"
         out += ["", label, _block(str(turn.get("text") or ""), width)]
-    answer = row.get("answer")
-    if isinstance(answer, str):
+    answer = episode.answer
+    if answer is not None:
         how = "after the answer marker" if is_answer(answer) else "the last turn, at the turn cap"
         out += ["", f"ANSWER SCORED ({how})", _block(after_marker(answer).strip(), width)]
-    out += ["", f"SCORE: {_score_line(row)}"]
+    out += ["", f"SCORE: {_score_line(episode)}"]
     return "\n".join(out) + "\n"
 
 

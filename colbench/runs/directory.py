@@ -110,7 +110,7 @@ def load_run(path: str | Path) -> Run:
     log = read_episode_log(episodes, run.spec.metrics)
     run.records = len(log.records)
     for record in log.records:
-        for role, counts in record.usage().items():
+        for role, counts in record.usage_by_role().items():
             run.usage.setdefault(role, Usage()).add(counts)
     run.episodes = final_records(log.records)
     if log.torn_line is not None:

@@ -19,7 +19,7 @@ import math
 import os
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,11 +27,10 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     StrictInt,
-    StrictStr,
     ValidationInfo,
     field_validator,
-    model_validator,
 )
 
 from colbench._util.schema import FieldError, validate
@@ -45,19 +44,42 @@ Status = Literal["ok", "infra_error"]
 USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "calls")
 
 
-@dataclass(frozen=True)
-class EpisodeRecord:
-    """One record of ``episodes.jsonl``: the fields computed from, where it is (``file:line``), the whole row, and
-    (for a counted record) how many records its episode has."""
+class EpisodeRecord(BaseModel):
+    """One record of ``episodes.jsonl``: written by the eval player and read by resume, report, show and compare,
+    through this one class. Fields a reader computes from are typed and validated; a field this colbench does not
+    know is kept as written (``extra``). ``where`` (``file:line``) and, for a counted record, ``attempts`` (how many
+    records its episode has) say where it was read; they are not written."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     task_id: str
-    trial: int
+    trial: StrictInt = Field(ge=0)
     status: Status
-    reward: float | None
-    success: bool | None
-    where: str
-    row: Mapping[str, Any]
-    attempts: int = 1
+    reward: float | None = Field(default=None, validate_default=True)
+    success: bool | None = Field(default=None, validate_default=True)
+    termination: str | None = None
+    turns: int | None = None
+    score: Any = None
+    dialogue: list[dict[str, Any]] | None = None
+    leaks: StrictInt | None = Field(default=None, ge=0)
+    answer: str | None = None
+    usage: dict[str, dict[str, StrictInt | None] | None] | None = None
+    timings: dict[str, Any] | None = None
+    screenshot: str | None = None
+    error: str | None = None
+    reference_screenshot: str | None = None
+    answer_html: str | None = None
+
+    _where: str = PrivateAttr(default="")
+    _attempts: int = PrivateAttr(default=1)
+
+    @property
+    def where(self) -> str:
+        return self._where
+
+    @property
+    def attempts(self) -> int:
+        return self._attempts
 
     @property
     def key(self) -> EpisodeKey:
@@ -67,48 +89,72 @@ class EpisodeRecord:
     def ok(self) -> bool:
         return self.status == "ok"
 
-    def usage(self) -> dict[str, Usage]:
-        """Tokens per role (validated when the record was read)."""
-        return usage_by_role(self.row)
+    def usage_by_role(self) -> dict[str, Usage]:
+        """Tokens per role; roles without counts are left out."""
+        return usage_by_role(self.usage)
 
+    @property
+    def row(self) -> dict[str, Any]:
+        """The record as one line of ``episodes.jsonl`` holds it (the optional page fields only when set)."""
+        row = self.model_dump(mode="json", exclude={"reference_screenshot", "answer_html"})
+        for name in ("reference_screenshot", "answer_html"):
+            value = getattr(self, name)
+            if value is not None:
+                row[name] = value
+        return row
 
-def usage_by_role(row: Mapping[str, Any]) -> dict[str, Usage]:
-    """A record's ``usage`` field as a :class:`Usage` per role; roles without counts are left out."""
-    usage = row.get("usage")
-    if not isinstance(usage, Mapping):
-        return {}
-    return {
-        str(role): Usage(*(int(counts.get(name) or 0) for name in USAGE_FIELDS))
-        for role, counts in usage.items()
-        if isinstance(counts, Mapping)
-    }
+    def line(self) -> bytes:
+        return (json.dumps(self.row, ensure_ascii=False) + "\n").encode("utf-8")
 
+    def at(self, where: str, attempts: int = 1) -> EpisodeRecord:
+        """This record, read at ``where`` (and counted with ``attempts`` records of its episode)."""
+        record = self.model_copy()
+        record._where, record._attempts = where, attempts
+        return record
 
-class _Row(BaseModel):
-    """What a record must hold to be counted; the rest of the row is kept as written."""
-
-    model_config = ConfigDict(extra="allow")
-
-    task_id: StrictStr | StrictInt
-    trial: StrictInt = Field(ge=0)
-    status: str
-    reward: Any = None
-    success: Any = None
-    usage: dict[str, dict[str, StrictInt | None] | None] | None = None
-    leaks: StrictInt | None = Field(default=None, ge=0)
-
-    @field_validator("task_id")
+    @field_validator("task_id", mode="before")
     @classmethod
-    def _non_empty(cls, value: str | int) -> str | int:
+    def _task_id(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            raise FieldError("task_id", f"{value!r} is not a string")
         if value == "":
             raise ValueError("'' is not a task id")
         return value
 
-    @field_validator("status")
+    @field_validator("status", mode="before")
     @classmethod
-    def _status(cls, value: str) -> str:
+    def _status(cls, value: Any) -> Any:
         if value not in ("ok", "infra_error"):
             raise ValueError(f"{value!r} is not 'ok' or 'infra_error'")
+        return value
+
+    @field_validator("reward", mode="before")
+    @classmethod
+    def _reward(cls, value: Any, info: ValidationInfo) -> Any:
+        """An ``ok`` record's reward is a finite number in the domain's range; an infrastructure error has none."""
+        if info.data.get("status") != "ok":
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise FieldError("reward", f"{value!r} is not a finite number (status is 'ok')")
+        metrics: Metrics | None = (info.context or {}).get("metrics")
+        if metrics is not None:
+            low, high = metrics.reward_range
+            if not low <= value <= high:
+                raise FieldError("reward", f"{value!r} is outside {low:g} to {high:g} ({metrics.reward_name})")
+        return float(value)
+
+    @field_validator("success", mode="before")
+    @classmethod
+    def _success(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.data.get("status") != "ok":
+            return None
+        metrics: Metrics | None = (info.context or {}).get("metrics")
+        if metrics is not None and metrics.has_success and not isinstance(value, bool):
+            raise FieldError("success", f"{value!r} is not true or false (status 'ok')")
+        if value is not None and not isinstance(value, bool):
+            raise FieldError("success", f"{value!r} is not true, false or null")
         return value
 
     @field_validator("usage")
@@ -121,39 +167,23 @@ class _Row(BaseModel):
                     raise FieldError(f"usage.{role}.{name}", f"{count!r} is not a non-negative integer")
         return value
 
-    @model_validator(mode="after")
-    def _scored(self, info: ValidationInfo) -> _Row:
-        if self.status != "ok":
-            return self
-        metrics: Metrics = (info.context or {})["metrics"]
-        reward = self.reward
-        if isinstance(reward, bool) or not isinstance(reward, int | float) or not math.isfinite(reward):
-            raise FieldError("reward", f"{reward!r} is not a finite number (status is 'ok')")
-        low, high = metrics.reward_range
-        if not low <= reward <= high:
-            raise FieldError("reward", f"{reward!r} is outside {low:g} to {high:g} ({metrics.reward_name})")
-        if metrics.has_success and not isinstance(self.success, bool):
-            raise FieldError("success", f"{self.success!r} is not true or false (status 'ok')")
-        if self.success is not None and not isinstance(self.success, bool):
-            raise FieldError("success", f"{self.success!r} is not true, false or null")
-        return self
+
+def usage_by_role(usage: Any) -> dict[str, Usage]:
+    """A record's ``usage`` field as a :class:`Usage` per role; roles without counts are left out."""
+    if not isinstance(usage, Mapping):
+        return {}
+    return {
+        str(role): Usage(*(int(counts.get(name) or 0) for name in USAGE_FIELDS))
+        for role, counts in usage.items()
+        if isinstance(counts, Mapping)
+    }
 
 
 def parse_record(row: Any, where: str, metrics: Metrics) -> EpisodeRecord:
     """Validate one decoded line of ``episodes.jsonl`` (a DataError naming ``where`` and the field)."""
     if not isinstance(row, dict):
         raise DataError(f"{where}: expected a JSON object")
-    valid = validate(_Row, row, where, context={"metrics": metrics})
-    scored = valid.status == "ok"
-    return EpisodeRecord(
-        task_id=str(valid.task_id),
-        trial=valid.trial,
-        status="ok" if scored else "infra_error",
-        reward=float(valid.reward) if scored else None,
-        success=valid.success if scored else None,
-        where=where,
-        row=row,
-    )
+    return validate(EpisodeRecord, row, where, context={"metrics": metrics}).at(where)
 
 
 @dataclass(frozen=True)
@@ -228,7 +258,7 @@ def final_records(records: Iterable[EpisodeRecord]) -> dict[EpisodeKey, EpisodeR
         key = record.key
         attempts[key] = attempts.get(key, 0) + 1
         chosen[key] = counted(chosen.get(key), record)
-    return {key: replace(record, attempts=attempts[key]) for key, record in chosen.items()}
+    return {key: record.at(record.where, attempts[key]) for key, record in chosen.items()}
 
 
 class EpisodeWriter:
@@ -245,8 +275,14 @@ class EpisodeWriter:
         self._pending: list[tuple[bytes, asyncio.Future[None]]] = []
         self._flusher: asyncio.Task[None] | None = None
 
-    async def append(self, record: Mapping[str, Any]) -> None:
-        line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+    async def append(self, record: EpisodeRecord) -> None:
+        await self._append(record.line())
+
+    async def append_row(self, row: Mapping[str, Any]) -> None:
+        """Another kind of JSONL row (a probe's reply), written the same way."""
+        await self._append((json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8"))
+
+    async def _append(self, line: bytes) -> None:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append((line, done))
         if self._flusher is None:
