@@ -82,8 +82,7 @@ def render_episode(run: Run, episode: EpisodeRecord, *, width: int = WIDTH, requ
     count = "?" if episode.turns is None else episode.turns
     out = [
         f"{run.env_id}  task {episode.task_id}  trial {episode.trial}  ({run.path})",
-        f"agent: {agent}   human: {human}   "
-        f"{count} agent turns, ended by {episode.termination or episode.status}",
+        f"agent: {agent}   human: {human}   {count} agent turns, ended by {episode.termination or episode.status}",
     ]
     timings = episode.timings or {}
     if timings.get("duration_s") is not None:
