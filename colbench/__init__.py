@@ -7,9 +7,9 @@ public API (docs/api.md); each is imported on first use, so ``import colbench`` 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from colbench._util.lazy import lazy_exports
 from colbench.env.registration import register_envs
 
 if TYPE_CHECKING:
@@ -100,17 +100,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'colbench' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_HOME])
+__getattr__, __dir__ = lazy_exports("colbench", _HOME, globals())
 
 
 register_envs()

@@ -13,8 +13,9 @@ worker's host side) does not load the manifest's validation.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from colbench._util.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from colbench.tasks.domain_registry import domain_names, register_domain
@@ -25,23 +26,23 @@ if TYPE_CHECKING:
     from colbench.types.task import Task, TaskSchema, content_id
 
 _HOME = {
-    "SplitSpec": "manifest",
-    "known_splits": "manifest",
-    "split_spec": "manifest",
-    "UnverifiedPinWarning": "pins",
+    "SplitSpec": "colbench.tasks.manifest",
+    "known_splits": "colbench.tasks.manifest",
+    "split_spec": "colbench.tasks.manifest",
+    "UnverifiedPinWarning": "colbench.tasks.pins",
     "Task": "colbench.types.task",
     "content_id": "colbench.types.task",
     "TaskSchema": "colbench.types.task",
-    "domain_names": "domain_registry",
-    "register_domain": "domain_registry",
-    "load_jsonl": "rows",
-    "task_from_row": "rows",
-    "describe_source": "sources",
-    "get_task": "sources",
-    "iter_tasks": "sources",
-    "load": "sources",
-    "load_shared": "sources",
-    "load_split": "sources",
+    "domain_names": "colbench.tasks.domain_registry",
+    "register_domain": "colbench.tasks.domain_registry",
+    "load_jsonl": "colbench.tasks.rows",
+    "task_from_row": "colbench.tasks.rows",
+    "describe_source": "colbench.tasks.sources",
+    "get_task": "colbench.tasks.sources",
+    "iter_tasks": "colbench.tasks.sources",
+    "load": "colbench.tasks.sources",
+    "load_shared": "colbench.tasks.sources",
+    "load_split": "colbench.tasks.sources",
 }
 
 __all__ = [
@@ -65,14 +66,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'colbench.tasks' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module if "." in module else f"colbench.tasks.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_HOME])
+__getattr__, __dir__ = lazy_exports("colbench.tasks", _HOME, globals())
