@@ -1,8 +1,8 @@
 """Leaks of the hidden information through the simulated human, and what an episode does about them.
 
 Each domain scores a reply against its task's hidden information (``Domain.leak_score``, in [0, 1]) and flags it
-at ``Domain.leak_threshold``. The detectors live with their domains (``domains/backend/code_leaks.py``,
-``domains/frontend/markup_leaks.py``); this module holds what every domain shares: the policy an env applies to
+at ``Domain.leak_threshold``. The detectors live with their domains (``domains/backend/leaks.py``,
+``domains/frontend/leaks.py``); this module holds what every domain shares: the policy an env applies to
 a flagged reply before the agent sees it, and the record of a labelled reply the detectors are measured on.
 
 Policies (``--leak-policy``, env kwarg ``leak_policy``):

@@ -1,5 +1,5 @@
 """The backend domain: write a Python function with a simulated human who knows the reference function; the answer
-is judged by running the task's call expressions in a sandbox (``unit_tests``), values compared in the host
+is judged by running the task's call expressions in a sandbox (``scorer.py``), values compared in the host
 (``values``). The env is ``ColBench-Backend-v0`` (``env``)."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class BackendDomain(Domain):
     sample_tasks = "backend-sample"
     metrics = Metrics(reward_label="tests passed %", reward_name="tests passed", has_success=True)
     max_reply_chars = 400  # the original release's cut
-    leak_detector = "code-overlap/1"  # code_leaks: bump when its scores change
+    leak_detector = "code-overlap/1"  # leaks.py: bump when its scores change
     score_help: ClassVar[str] = "score Python answers with the tasks' unit tests"
 
     def __init__(self) -> None:
@@ -74,7 +74,7 @@ class BackendDomain(Domain):
 
     # -- leaks ----------------------------------------------------------------------------------------------
     def leak_score(self, task: Task, reply: str) -> float:
-        """Code overlap with the reference function, robust to renaming and layout (``code_leaks``)."""
+        """Code overlap with the reference function, robust to renaming and layout (``leaks.py``)."""
         from colbench.domains.backend.leaks import leak_score
 
         return leak_score(reply, task.hidden_information, task.problem_description)

@@ -43,7 +43,7 @@ class FrontendDomain(Domain):
     )
     simulator_options = frozenset({"image_mode"})
     max_reply_chars = 1000  # the original release's cap for the page-seeing human
-    leak_detector = "markup-overlap/1"  # markup_leaks: bump when its scores change
+    leak_detector = "markup-overlap/1"  # leaks.py: bump when its scores change
     score_help: ClassVar[str] = "score HTML answers by the similarity of their screenshots"
 
     def __init__(self) -> None:
@@ -76,7 +76,7 @@ class FrontendDomain(Domain):
     # -- leaks ----------------------------------------------------------------------------------------------
     def leak_score(self, task: Task, reply: str) -> float:
         """Markup overlap with the reference page (tags, attributes, classes, styles), never its visible words
-        (``markup_leaks``)."""
+        (``leaks.py``)."""
         from colbench.domains.frontend.leaks import leak_score
 
         return leak_score(reply, task.hidden_information, task.problem_description)

@@ -29,10 +29,10 @@ class _PageEpisode(Episode):
 
 
 class FrontendEnv(ColbenchEnv):
-    """Each agent turn may hold one HTML page (``colbench.scoring.html.extract_html`` finds it); the page is
+    """Each agent turn may hold one HTML page (``colbench.domains.frontend.extract.extract_html`` finds it); the page is
     rendered and the simulated human, who sees it next to the reference page, says what differs. The episode ends
     at ``I WANT TO ANSWER:`` or at the ``max_turns``-th agent turn; the answer is the last page the agent produced
-    (in that turn or earlier), and the reward is its similarity to the reference (``colbench.scoring.frontend``:
+    (in that turn or earlier), and the reward is its similarity to the reference (``colbench.domains.frontend.scorer``:
     no page or a page that fails to render scores the floor, 0). Infrastructure failures (Chromium, the
     embedder, the reference page itself, the LLM endpoint) raise ``InfraError``: they are never a reward.
 

@@ -2,9 +2,9 @@
 
 Semantics (docs/frontend.md has the reasons):
 
-* The page an answer delivers is ``extract_html(answer_text)`` (``colbench.scoring.html``).
-* ``similarity`` is the cosine of the two pages' embeddings (``colbench.scoring.embed``; CLIP ViT-B-32 by default),
-  rounded to [-1, 1].
+* The page an answer delivers is ``extract_html(answer_text)`` (``colbench.domains.frontend.extract``).
+* ``similarity`` is the cosine of the two pages' embeddings (``colbench.domains.frontend.embed``; CLIP ViT-B-32 by
+  default), rounded to [-1, 1].
 * Floor: an answer with no page (``no_answer``) or whose page does not render (``render_failed``: timeout, crash,
   empty) scores 0.0. The original release rendered a black 224x224 image instead, and CLIP rates a black square as
   fairly similar to many pages, so an agent got a reward for answering nothing. 0.0 is below what any two rendered
