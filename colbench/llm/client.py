@@ -15,13 +15,9 @@ once as :class:`LLMRequestRejected`. The wait between attempts is the server's `
 Requests go through the ``openai`` client (its auth, headers, JSON encoding, status-error mapping) as plain JSON
 bodies posted to ``/chat/completions``, read back as plain JSON: the typed ``chat.completions.create`` spends
 milliseconds per request transforming the body against its TypedDicts and building pydantic models from the reply,
-none of which colbench reads. Underneath, async requests use :class:`Http11Transport`, a small HTTP/1.1 keep-alive
-pool that writes a request to an open connection at once, without handing the event loop to anyone else first.
-That matters with many episodes at once: through httpx's own pool (anyio checkpoints) or aiohttp (a task writes the
-body), a request reaches the wire only after every other ready task has run, so N requests answered together go out
-together, come back together and keep the whole batch in lockstep: every turn pays for the CPU of all N (at N=256,
-a quarter of the throughput). Written at once, they spread out and stay spread. Proxies from the environment still
-go through httpx's own transport.
+none of which colbench reads. Underneath, async requests use :class:`~colbench.llm.http11.Http11Transport`, which
+writes a request to the wire at once so that many episodes do not fall into lockstep (its module says why; the
+measurement is in docs/scale.md). Proxies from the environment still go through httpx's own transport.
 """
 
 from __future__ import annotations
@@ -345,7 +341,7 @@ def _count(value: object) -> int:
 
 def _know_platform(client: openai.AsyncOpenAI) -> None:
     """Tell a new client its platform now. Otherwise its first requests, all of them while it is unknown, each ask a
-    worker thread (the openai client avoids the blocking call on the loop): at N=256 that is 256 thread hops."""
+    worker thread (the openai client avoids the blocking call on the loop): one thread hop per episode at once."""
     try:
         from openai._base_client import get_platform
 

@@ -31,8 +31,7 @@ MAX_LINE = 4 * 1024 * 1024
 
 def default_workers() -> int:
     """The workers (jobs at once) a pool has unless told: one more than the CPUs, so they stay busy while jobs are
-    handed between the harness, a runner and its test process (on 2 CPUs, about 15% more cold scoring throughput
-    than one per CPU)."""
+    handed between the harness, a runner and its test process (docs/sandbox.md has the measurement)."""
     return (os.cpu_count() or 1) + 1
 
 
