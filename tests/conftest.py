@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from openai_stub import StubOpenAIServer
+from paths import REPO, SHARED_DATA
 
 from colbench.domains.backend.scorer import BackendScorer
 from colbench.sandbox.bwrap import BwrapSandbox
 from colbench.sandbox.contract import Limits, Sandbox
 from colbench.tasks import Task, load_jsonl
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data" / "colbench"
 BUNDLED_SAMPLE = REPO / "tasks" / "samples" / "backend-sample.jsonl"
 
 
@@ -99,3 +100,25 @@ def exported_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(out)
     return out
+
+
+@pytest.fixture
+def make_stub() -> Iterator[Callable[..., StubOpenAIServer]]:
+    """Start local OpenAI-compatible stub servers (tests/openai_stub.py) with the given responder and options;
+    every one started is stopped after the test."""
+    started: list[StubOpenAIServer] = []
+
+    def make(*args: Any, **kwargs: Any) -> StubOpenAIServer:
+        server = StubOpenAIServer(*args, **kwargs).__enter__()
+        started.append(server)
+        return server
+
+    yield make
+    for server in reversed(started):
+        server.__exit__(None, None, None)
+
+
+@pytest.fixture
+def stub(make_stub: Callable[..., StubOpenAIServer]) -> StubOpenAIServer:
+    """One stub server with its default replies."""
+    return make_stub()

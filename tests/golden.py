@@ -17,7 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-GOLDEN = Path(__file__).resolve().parent / "data" / "golden"
+from paths import TESTS
+
+GOLDEN = TESTS / "data" / "golden"
 
 # Fields (dotted paths into run.json and episode records) that differ between two runs of the same commands, or
 # name the Python module a class lives in. Everything else must be equal.

@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import REPO
 
 from colbench.tasks.domain_registry import domain_names
 
-REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "colbench"
 
 

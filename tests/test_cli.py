@@ -7,9 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from paths import REPO
+
 from colbench.tasks import Task
 
-BUNDLED = Path(__file__).resolve().parents[1] / "tasks" / "samples" / "backend-sample.jsonl"
+BUNDLED = REPO / "tasks" / "samples" / "backend-sample.jsonl"
 
 
 def colbench(*args: str) -> subprocess.CompletedProcess[str]:

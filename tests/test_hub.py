@@ -13,6 +13,7 @@ from typing import Any
 import hub_cache
 import pytest
 from hub_cache import sha
+from paths import REPO
 
 from colbench._util import storage
 from colbench.errors import ConfigError, DataError, InfraError
@@ -31,7 +32,7 @@ SAMPLE_NAME = "backend_test_sample.jsonl"
 
 
 def _sample_path() -> Path | None:
-    root = Path(__file__).resolve().parents[1]
+    root = REPO
     for folder in (root.parent / "shared" / "data" / "colbench", Path("/work/shared/data/colbench")):
         if (folder / SAMPLE_NAME).is_file():
             return folder / SAMPLE_NAME

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import REPO
 
 from colbench.errors import ConfigError
 
@@ -97,7 +98,7 @@ def test_the_grpo_example_runs_two_steps(exported_model: Path, tmp_path: Path) -
     import subprocess
     import sys
 
-    script = Path(__file__).resolve().parents[1] / "examples" / "trl_grpo" / "train_grpo.py"
+    script = REPO / "examples" / "trl_grpo" / "train_grpo.py"
     args = ["--model", str(exported_model), "--max_steps", "2", "--cpu", "--sandbox", "bwrap", "--limit", "2"]
     done = subprocess.run(
         [sys.executable, str(script), *args, "--turn_tokens", "8", "--out", str(tmp_path / "run")],

@@ -10,10 +10,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from paths import REPO
 
 from colbench.tasks import Task
 
-REPO = Path(__file__).resolve().parents[1]
 VERL_PYTHON = REPO / ".venv-verl" / "bin" / "python"
 
 SCRIPT = r"""

@@ -34,12 +34,6 @@ from colbench.types.chat import ChatReply, Usage
 HELLO = [{"role": "user", "content": "hello there"}]
 
 
-@pytest.fixture
-def stub() -> Iterator[StubOpenAIServer]:
-    with StubOpenAIServer() as server:
-        yield server
-
-
 def client_for(stub: StubOpenAIServer, **options: object) -> LLMClient:
     settings: dict[str, object] = {"timeout_s": 5.0, "max_retries": 4, "backoff_s": 0.01}
     settings.update(options)

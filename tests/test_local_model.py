@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from local_model import needs_model
+from paths import REPO
 
 from colbench.env.domain import get_domain
 from colbench.errors import ConfigError, InfraError
@@ -33,7 +34,6 @@ from colbench.llm import Endpoint, LLMClient, endpoint_for, llamacpp
 from colbench.tasks import Task
 from colbench.types.dialogue import Turn
 
-REPO = Path(__file__).resolve().parents[1]
 HELLO = [{"role": "user", "content": "Name one colour of the rainbow."}]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -33,9 +33,8 @@ AGENT_PAGE = '<html><body class="bg-red-500"><h1>Cakes</h1></body></html>'
 
 
 @pytest.fixture
-def stub() -> Iterator[StubOpenAIServer]:
-    with StubOpenAIServer(lambda request: "Make the header blue and call it Bakery.") as server:
-        yield server
+def stub(make_stub: Callable[..., StubOpenAIServer]) -> StubOpenAIServer:
+    return make_stub(lambda request: "Make the header blue and call it Bakery.")
 
 
 def _client(stub: StubOpenAIServer, cache: ResponseCache | None = None) -> LLMClient:

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pytest
+from paths import SHARED
 from PIL import Image
 
 from colbench.errors import ConfigError, InfraError
@@ -39,7 +40,7 @@ from colbench.render.stylesheet import StylesheetIndex, required_classes
 
 _T = TypeVar("_T")
 
-SHARED_FRONTEND = Path(__file__).resolve().parents[2] / "shared" / "data" / "colbench" / "frontend_test_sample.jsonl"
+SHARED_FRONTEND = SHARED / "data" / "colbench" / "frontend_test_sample.jsonl"
 TAILWIND = "https://cdn.jsdelivr.net/npm/tailwindcss@2.2.19/dist/tailwind.min.css"
 RED_500 = (239, 68, 68)
 GREEN = (0, 255, 0)

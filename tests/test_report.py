@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from paths import REPO, TESTS
 
 from colbench.errors import ConfigError, DataError
 from colbench.report import build_report, load_prices, load_run, render_run, write_run_report
@@ -34,7 +35,7 @@ from colbench.report.stats import (
     win_outcomes,
 )
 
-RUNS = Path(__file__).resolve().parent / "data" / "run_dirs"
+RUNS = TESTS / "data" / "run_dirs"
 
 
 # -- helpers ----------------------------------------------------------------------------------------------------
@@ -545,5 +546,5 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path, args: list[str], me
 
 
 def test_bootstrap_constant_is_documented() -> None:
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "report.md").read_text()
+    doc = (REPO / "docs" / "report.md").read_text()
     assert f"{BOOTSTRAP_RESAMPLES:,}" in doc or str(BOOTSTRAP_RESAMPLES) in doc

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import REPO
 
 from colbench.cli import main as cli_main
 from colbench.errors import ConfigError
@@ -22,7 +23,6 @@ from colbench.sandbox import image as sandbox_image
 from colbench.sandbox.image import IMAGE, LABEL_CONTRACT, LABEL_SANDBOX, build_image, doctor, run_argv
 from colbench.sandbox.pool import outcome_of
 
-REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "sandbox" / "build-offline.sh"
 
 

@@ -11,11 +11,11 @@ import math
 import re
 import threading
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from paths import REPO
 from test_embed import encode_png, page_like
 
 from colbench.domains.frontend.embed import TestEmbedder
@@ -25,7 +25,6 @@ from colbench.render import RenderConfig, Renderer, RenderResult
 from colbench.report.stats import WinRate, win_rate
 from colbench.tasks import Task, load_jsonl
 
-REPO = Path(__file__).resolve().parents[1]
 SHARED_FRONTEND = REPO.parent / "shared" / "data" / "colbench" / "frontend_test_sample.jsonl"
 CONFIG = RenderConfig(load_timeout_s=4.0, screenshot_timeout_s=3.0, close_timeout_s=3.0)
 

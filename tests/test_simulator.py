@@ -7,12 +7,13 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from openai_stub import StubOpenAIServer
+from paths import REPO
 
 from colbench.env.domain import get_domain
 from colbench.errors import ConfigError, LLMError
@@ -25,7 +26,6 @@ BACKEND = get_domain("backend")
 system_prompt = BACKEND.simulator_prompt
 make_simulator = BACKEND.make_simulator
 
-REPO = Path(__file__).resolve().parents[1]
 
 # Braces, f-strings and dollar signs: everything a str.format or a naive template would choke on.
 HIDDEN = textwrap.dedent(
@@ -46,12 +46,6 @@ TASK = Task(
     hidden_information=HIDDEN,
     test_cases=(("test1", "price(['apple'])"),),
 )
-
-
-@pytest.fixture
-def stub() -> Iterator[StubOpenAIServer]:
-    with StubOpenAIServer() as server:
-        yield server
 
 
 def sim_for(

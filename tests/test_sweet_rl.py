@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import REPO
 
 torch = pytest.importorskip("torch")
 
-REPO = Path(__file__).resolve().parents[1]
 SWEET = REPO / "examples" / "sweet_rl"
 sys.path.insert(0, str(SWEET))
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BUNDLED_SAMPLE
+from paths import REPO, SHARED
 
 from colbench.errors import ConfigError, DataError
 from colbench.tasks import (
@@ -87,7 +88,7 @@ def test_the_real_sample_loads(shared_backend_sample: list[object]) -> None:
     assert len({t.task_id for t in shared_backend_sample}) == 300  # type: ignore[attr-defined]
 
 
-SAMPLES = Path(__file__).resolve().parents[1] / "tasks" / "samples"
+SAMPLES = REPO / "tasks" / "samples"
 
 
 def test_bundled_frontend_sample_loads_as_frontend() -> None:
@@ -107,7 +108,7 @@ def test_bundled_frontend_sample_loads_as_frontend() -> None:
 
 
 def test_bundled_frontend_sample_is_the_start_of_the_shared_sample() -> None:
-    shared = Path(__file__).resolve().parents[2] / "shared" / "data" / "colbench" / "frontend_test_sample.jsonl"
+    shared = SHARED / "data" / "colbench" / "frontend_test_sample.jsonl"
     if not shared.is_file():
         pytest.skip(f"the ColBench frontend sample is not present at {shared}")
     bundled = SAMPLES / "frontend-sample.jsonl"

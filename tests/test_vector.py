@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, VectorEnv
 from openai_stub import InFlight, StubOpenAIServer
+from paths import REPO
 
 import colbench  # noqa: F401 (registers the ids)
 from colbench.domains.backend.scorer import BackendScorer
@@ -325,9 +326,8 @@ def test_frontend_vector_env(tmp_path: Any) -> None:
 def test_the_rollout_example_runs(exported_model: Any) -> None:
     import subprocess
     import sys
-    from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "examples" / "rollouts" / "rollout_loop.py"
+    script = REPO / "examples" / "rollouts" / "rollout_loop.py"
     done = subprocess.run(
         [sys.executable, str(script), "--tokenizer", str(exported_model), "--num-envs", "4", "--episodes", "8"],
         capture_output=True,
