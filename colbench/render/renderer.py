@@ -510,10 +510,8 @@ class Renderer:
                 phase, limit = "taking the screenshot", cfg.screenshot_timeout_s
                 png = await asyncio.wait_for(self._capture(slot.cdp), limit)
                 status = "ok"
-            except (PlaywrightTimeout, TimeoutError):
-                status, error = "timeout", f"{phase} did not finish within {limit:g} s"
-            except Error as exc:
-                status, error = "error", f"render failed: {exc.message.splitlines()[0] if exc.message else exc}"
+            except (PlaywrightTimeout, TimeoutError, Error) as exc:
+                status, error = _failure(exc, phase, limit)
             finally:
                 if slot is not None:
                     slot.document = None
@@ -614,10 +612,8 @@ class Renderer:
             phase, limit = "taking the screenshot", cfg.screenshot_timeout_s
             png = await asyncio.wait_for(self._shoot(page), limit)
             status = "ok"
-        except (PlaywrightTimeout, TimeoutError):
-            status, error = "timeout", f"{phase} did not finish within {limit:g} s"
-        except Error as exc:
-            status, error = "error", f"render failed: {exc.message.splitlines()[0] if exc.message else exc}"
+        except (PlaywrightTimeout, TimeoutError, Error) as exc:
+            status, error = _failure(exc, phase, limit)
         finally:
             if context is not None and not await self._close_context(context):
                 await self._kill_and_drop()
@@ -741,3 +737,13 @@ class Renderer:
     async def _shutdown(self) -> None:
         await self._drop_browser()
         await self._stop_playwright()
+
+
+def _failure(exc: BaseException, phase: str, limit: float) -> tuple[str, str]:
+    """A render's status and one-line error for what stopped it in ``phase`` (a timeout, or Chromium's error)."""
+    from playwright.async_api import TimeoutError as PlaywrightTimeout  # loaded already: the render imported it
+
+    if isinstance(exc, PlaywrightTimeout | TimeoutError):
+        return "timeout", f"{phase} did not finish within {limit:g} s"
+    message = getattr(exc, "message", "") or ""
+    return "error", f"render failed: {message.splitlines()[0] if message else exc}"

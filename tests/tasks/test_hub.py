@@ -71,20 +71,12 @@ def put_snapshot(cache: Path, commit: str, files: dict[str, bytes], *, ref: str 
 
 @pytest.fixture(autouse=True)
 def offline_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "colbench-home"
-    monkeypatch.setenv("COLBENCH_HOME", str(home))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    # huggingface_hub reads HF_HUB_OFFLINE once, at import: set its constant too, so nothing goes online
-    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "default-hf-cache-unused"))
-    return home
+    return hub_cache.go_offline(tmp_path, monkeypatch)
 
 
 @pytest.fixture
 def cache(tmp_path: Path) -> Path:
-    path = tmp_path / "hf-cache"
-    path.mkdir()
-    return path
+    return hub_cache.empty_cache(tmp_path)
 
 
 @pytest.fixture

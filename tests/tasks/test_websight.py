@@ -78,19 +78,12 @@ def shards() -> dict[str, bytes]:
 
 @pytest.fixture(autouse=True)
 def offline_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "colbench-home"
-    monkeypatch.setenv("COLBENCH_HOME", str(home))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)  # read at import: nothing may go online
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "default-hf-cache-unused"))
-    return home
+    return hub_cache.go_offline(tmp_path, monkeypatch)
 
 
 @pytest.fixture
 def cache(tmp_path: Path) -> Path:
-    path = tmp_path / "hf-cache"
-    path.mkdir()
-    return path
+    return hub_cache.empty_cache(tmp_path)
 
 
 @pytest.fixture
