@@ -20,6 +20,7 @@ from colbench._util.prompts import fill, template_text
 from colbench._util.storage import sha256_text
 from colbench.errors import ConfigError
 from colbench.tasks.domain_registry import DOMAINS, domain_names, task_schema
+from colbench.types.dialogue import ANSWER_MARKER
 from colbench.types.task import Task
 
 if TYPE_CHECKING:  # the LLM layer is imported when a simulator is made: scoring alone never loads openai
@@ -117,6 +118,15 @@ class Domain(ABC):
     """Options of this domain's simulated human besides the endpoint's fields."""
     max_reply_chars: ClassVar[int] = 400
     """The simulated human's replies are cut to this many characters."""
+    answer_prefill: ClassVar[str] = f"{ANSWER_MARKER}\n"
+    """The start of the agent's last turn where the harness writes it for the model (the embedded agent): the
+    answer marker and the opening of an answer in the form the domain's agent prompt asks for, so that a model
+    which never writes the marker still delivers an answer the domain can score."""
+    human_banned: ClassVar[tuple[str, ...]] = ()
+    """What the embedded model playing this domain's human may not write (every token of each string is banned):
+    the start of a paste of the hidden answer, which the simulator prompt forbids and a small model writes anyway."""
+    human_stops: ClassVar[tuple[str, ...]] = ()
+    """Where the embedded human's reply is cut: a second guard for what ``human_banned`` lets through."""
 
     # -- tasks ----------------------------------------------------------------------------------------------
     @abstractmethod
@@ -189,7 +199,15 @@ class Domain(ABC):
             return ScriptedSimulator()
         endpoint = {k: v for k, v in options.items() if k in ENDPOINT_FIELDS}
         cache_path = Path(cache_dir) / SIMULATOR_CACHE if cache_dir is not None else None
-        client = connect(parsed, "simulator", cache_path=cache_path, limits=limits, **endpoint)
+        client = connect(
+            parsed,
+            "simulator",
+            cache_path=cache_path,
+            limits=limits,
+            banned=self.human_banned,
+            stop=self.human_stops,
+            **endpoint,
+        )
         if seen == "hidden":
             return self.chat_simulator(client, parsed, **own)
         from colbench.humans.spec import SpecSimulator

@@ -74,7 +74,7 @@ class EpisodePlayer:
         return cls(
             env_id=config.env_id,
             domain=domain,
-            agent=agent if agent is not None else make_agent_for(config, tasks),
+            agent=agent if agent is not None else make_agent_for(config, domain, tasks),
             simulator=simulator if simulator is not None else make_simulator_for(config, domain, Path(config.out)),
             env_kwargs={
                 "max_turns": config.max_turns,
@@ -242,7 +242,8 @@ def pool_size(config: EvalConfig, limits: EndpointLimits) -> int:
     return max(in_flight, 100)
 
 
-def make_agent_for(config: EvalConfig, tasks: Sequence[Task]) -> Agent:
+def make_agent_for(config: EvalConfig, domain: Domain, tasks: Sequence[Task]) -> Agent:
+    """The agent ``config`` names, for ``domain``'s tasks (an embedded agent's answer starts in the domain's format)."""
     options = dict(config.agent_options)
     if parse_spec(config.agent, "agent").is_model:
         # An empty completion is the agent's (wrong) turn, not an endpoint fault to retry into an infra error.
@@ -251,7 +252,13 @@ def make_agent_for(config: EvalConfig, tasks: Sequence[Task]) -> Agent:
     elif config.agent_limits.active:
         log.warning("agent %s calls no colbench endpoint: its request limits are ignored", config.agent)
     try:
-        return make_agent(config.agent, tasks=tasks, options=options, limits=config.agent_limits)
+        return make_agent(
+            config.agent,
+            tasks=tasks,
+            options=options,
+            limits=config.agent_limits,
+            answer_prefill=domain.answer_prefill,
+        )
     except TypeError as exc:  # a plug-in that does not take the given options
         raise ConfigError(f"agent spec {config.agent!r}: {exc}") from exc
 

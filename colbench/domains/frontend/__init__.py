@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from colbench.env.domain import Domain, Metrics, Score, Scorer
+from colbench.types.dialogue import ANSWER_MARKER
 from colbench.types.task import Task
 
 if TYPE_CHECKING:
@@ -43,6 +44,14 @@ class FrontendDomain(Domain):
     )
     simulator_options = frozenset({"image_mode"})
     max_reply_chars = 1000  # the original release's cap for the page-seeing human
+    # The agent prompt's answer: the marker, then one bare <html> ... </html> document (no fence), as the reference
+    # pages are written; the prefill alone is already a page to extract_html (an unclosed document).
+    answer_prefill = f"{ANSWER_MARKER}\n<html>\n"
+    # The human must not write HTML (its prompt says so; the embedded one is shown both pages' HTML): no fence, and
+    # no tag, whose every opening is one of these tokens ("<div" is "<" "div") in SmolLM2's vocabulary; the stop at
+    # any "<" cuts a tag that another vocabulary spells with a token of its own.
+    human_banned = ("```", "<", " <", "</")
+    human_stops = ("```", "<")
     leak_detector = "markup-overlap/1"  # markup_leaks: bump when its scores change
     score_help: ClassVar[str] = "score HTML answers by the similarity of their screenshots"
 
