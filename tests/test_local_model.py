@@ -27,6 +27,7 @@ import pytest
 from local_model import needs_model
 
 from colbench.env.domain import get_domain
+from colbench.env.simulators import make_simulator, spec_writer
 from colbench.errors import ConfigError, InfraError
 from colbench.humans.simulator import ChatSimulator
 from colbench.llm import Endpoint, LLMClient, endpoint_for, llamacpp
@@ -224,7 +225,7 @@ def test_one_server_per_process(endpoint: Endpoint) -> None:
 @needs_model
 def test_simulator_answers_a_backend_turn(endpoint: Endpoint, bundled_tasks: list[Task]) -> None:
     task = next(t for t in bundled_tasks if t.domain == "backend")
-    simulator = get_domain("backend").make_simulator("llamacpp", max_tokens=32)
+    simulator = make_simulator(get_domain("backend"), "llamacpp", max_tokens=32)
     assert isinstance(simulator, ChatSimulator)
     assert simulator.client.endpoint.base_url == endpoint.base_url
     dialogue = [Turn("agent", "What should the function return when the input list is empty?")]
@@ -462,7 +463,7 @@ def test_role_defaults_apply_to_llamacpp_endpoints_only(monkeypatch: pytest.Monk
     assert human.extra_body is not None and "logit_bias" in human.extra_body
     agent = endpoint_for("llamacpp", "agent", max_tokens=1000)
     assert agent.max_tokens == 1000 and agent.extra_body == llamacpp.ROLE_DEFAULTS["agent"]["extra_body"]
-    writer = get_domain("backend").spec_writer("llamacpp", cache_dir=Path(tempfile.mkdtemp()))
+    writer = spec_writer(get_domain("backend"), "llamacpp", cache_dir=Path(tempfile.mkdtemp()))
     assert writer.client is not None and writer.client.endpoint.extra_body is None  # not the human's defaults
     assert not writer.client.endpoint.accept_empty and writer.client.endpoint.max_tokens not in (None, 64)
     monkeypatch.setenv("OPENAI_API_KEY", "k")
@@ -586,7 +587,7 @@ def test_backend_embedded_requests_are_unchanged(monkeypatch: pytest.MonkeyPatch
     from colbench.agents.agent import ChatAgent, EpisodeContext
 
     fake_embedded_server(monkeypatch)
-    human = get_domain("backend").make_simulator("llamacpp")
+    human = make_simulator(get_domain("backend"), "llamacpp")
     assert isinstance(human, ChatSimulator) and human.client.endpoint.accept_empty
     sent = human.client.request([{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]).body
     assert json.dumps(sent) == json.dumps(BACKEND_HUMAN_BODY)
@@ -653,7 +654,7 @@ def test_the_embedded_humans_ban_comes_from_the_domain(monkeypatch: pytest.Monke
 
     fake_embedded_server(monkeypatch)
     frontend = get_domain("frontend")
-    page_human = frontend.make_simulator("llamacpp")
+    page_human = make_simulator(frontend, "llamacpp")
     assert isinstance(page_human, PageSimulator) and page_human.client.endpoint.extra_body is not None
     body = page_human.client.endpoint.extra_body
     assert body["logit_bias"] == [[text, False] for text in frontend.human_banned]
@@ -664,14 +665,14 @@ def test_the_embedded_humans_ban_comes_from_the_domain(monkeypatch: pytest.Monke
         human_banned = ("secret",)
         human_stops = ("\n\n",)
 
-    human = Quiet().make_simulator("llamacpp")
+    human = make_simulator(Quiet(), "llamacpp")
     assert isinstance(human, ChatSimulator) and human.client.endpoint.extra_body is not None
     assert human.client.endpoint.extra_body["logit_bias"] == [["secret", False]]
     assert human.client.endpoint.extra_body["stop"] == ["\n\n"]
-    given = frontend.make_simulator("llamacpp", extra_body={"stop": ["X"]})  # the caller's own wins, as before
+    given = make_simulator(frontend, "llamacpp", extra_body={"stop": ["X"]})  # the caller's own wins, as before
     assert given.client.endpoint.extra_body is not None and given.client.endpoint.extra_body["stop"] == ["X"]
     monkeypatch.setenv("OPENAI_API_KEY", "k")
-    remote = frontend.make_simulator("openai:gpt-x")  # the ban is llama.cpp's: other servers are sent none
+    remote = make_simulator(frontend, "openai:gpt-x")  # the ban is llama.cpp's: other servers are sent none
     assert isinstance(remote, ChatSimulator) and remote.client.endpoint.extra_body is None
 
 

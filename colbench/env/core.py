@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 
 from colbench.env.domain import Domain, Scorer, get_domain
+from colbench.env.simulators import make_simulator
 from colbench.env.spaces import UnicodeText
 from colbench.errors import ColbenchError, ConfigError
 from colbench.humans.simulator import SimReply, Simulator
@@ -194,7 +195,7 @@ class ColbenchEnv(TextEnv):
             raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
         super().__init__(self.domain.default_tasks if tasks is None else tasks, render_mode)
         if isinstance(simulator, str):
-            self.simulator = self.domain.make_simulator(simulator, **(simulator_options or {}))
+            self.simulator = make_simulator(self.domain, simulator, **(simulator_options or {}))
         elif simulator_options:
             raise ConfigError("simulator_options apply to a simulator spec string, not to a Simulator instance")
         else:
@@ -216,8 +217,8 @@ class ColbenchEnv(TextEnv):
         shared = dict(kwargs)
         spec = shared.get("simulator", "scripted")
         if isinstance(spec, str):
-            shared["simulator"] = get_domain(cls.domain_name).make_simulator(
-                spec, **(shared.pop("simulator_options", None) or {})
+            shared["simulator"] = make_simulator(
+                get_domain(cls.domain_name), spec, **(shared.pop("simulator_options", None) or {})
             )
         return shared
 

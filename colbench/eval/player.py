@@ -22,6 +22,7 @@ from colbench._util.storage import canonical_json, utc_timestamp
 from colbench.agents.agent import Agent, AgentReply, EpisodeContext, make_agent
 from colbench.env.core import ColbenchEnv
 from colbench.env.domain import Domain, Scorer
+from colbench.env.simulators import make_simulator
 from colbench.errors import ColbenchError, ConfigError, InfraError
 from colbench.eval.config import EvalConfig
 from colbench.humans.simulator import Simulator
@@ -269,7 +270,7 @@ def make_simulator_for(config: EvalConfig, domain: Domain, out: Path) -> Simulat
         options.setdefault("max_connections", pool_size(config, config.simulator_limits))
     elif config.simulator_limits.active:
         log.warning("simulator %s calls no endpoint: its request limits are ignored", config.simulator)
-    return domain.make_simulator(config.simulator, cache_dir=out / CACHE, limits=config.simulator_limits, **options)
+    return make_simulator(domain, config.simulator, cache_dir=out / CACHE, limits=config.simulator_limits, **options)
 
 
 def jsonable(value: Any) -> Any:

@@ -4,8 +4,9 @@ The env asks a :class:`Simulator` for the human's answer to the agent's latest t
 a chat model (through a ready :class:`~colbench.llm.LLMClient`, which owns caching and rate limits) the domain's
 system prompt with the task's hidden information, and the dialogue as real chat messages (agent turns are ``user``,
 earlier human turns ``assistant``), so the model continues the conversation as the human instead of completing a
-flattened transcript. :class:`ScriptedSimulator` serves tests and offline env checks. Each domain builds its own
-(``Domain.make_simulator``): what the human is shown differs, the protocol does not.
+flattened transcript. :class:`ScriptedSimulator` serves tests and offline env checks. Each domain says what its
+human becomes (``Domain.chat_simulator``, built by :func:`colbench.env.simulators.make_simulator`): what the human
+is shown differs, the protocol does not.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from colbench import __version__
 from colbench._util.storage import sha256_text, utc_timestamp, write_json_atomic
 from colbench.env.core import ColbenchEnv
 from colbench.env.domain import Domain, get_domain
+from colbench.env.simulators import describe_simulator, make_simulator
 from colbench.errors import ColbenchError, ConfigError, DataError, InfraError
 from colbench.humans.simulator import Simulator
 from colbench.humans.spec import SpecWriter
@@ -148,7 +149,7 @@ def _simulator(config: ProbeConfig, domain: Domain, view: str, out: Path) -> Sim
     options: dict[str, Any] = {**config.simulator_options, "view": view}
     if view == "spec":
         options.update(config.spec_options)
-    return domain.make_simulator(config.simulator, cache_dir=out / CACHE, limits=config.limits, **options)
+    return make_simulator(domain, config.simulator, cache_dir=out / CACHE, limits=config.limits, **options)
 
 
 def _describe(
@@ -167,7 +168,7 @@ def _describe(
             "ids_sha256": sha256_text("\n".join(t.task_id for t in tasks)),
         },
         "suite": {"sha256": suite.sha256, "probes": len(suite.probes)},
-        "simulators": {view: domain.describe_simulator(config.simulator, sim) for view, sim in simulators.items()},
+        "simulators": {view: describe_simulator(domain, config.simulator, sim) for view, sim in simulators.items()},
         "leaks": {"detector": domain.leak_detector, "threshold": domain.leak_threshold},
     }
 
