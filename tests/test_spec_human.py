@@ -156,6 +156,44 @@ def test_the_spec_human_never_sees_the_code(tasks: list[Task], scorer: BackendSc
         assert described["prompt_sha256"] == BACKEND.prompt_sha256("simulator-spec")
 
 
+def test_closing_an_env_closes_the_spec_writers_client_too(
+    tasks: list[Task], scorer: BackendScorer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The env opened the spec human from a spec: its aclose closes every client behind it (the human's and the
+    spec writer's HTTP pools on the running loop), through the simulator's aclose, not by looking for clients."""
+    from colbench.llm.client import LLMClient
+
+    closed: list[tuple[LLMClient, Any]] = []
+    real_aclose = LLMClient.aclose
+
+    async def spy(self: LLMClient) -> None:
+        closed.append((self, self._async[1] if self._async is not None else None))  # the pool it had open
+        await real_aclose(self)
+
+    monkeypatch.setattr(LLMClient, "aclose", spy)
+    human = Human(tasks)
+    with StubOpenAIServer(default=human) as server:
+        options = {"base_url": server.base_url, "api_key": "k", "view": "spec", "cache_dir": str(tmp_path)}
+        env = gym.make(
+            "ColBench-Backend-v1", tasks=tasks, simulator="openai:stub", simulator_options=options, scorer=scorer
+        ).unwrapped
+        sim = env.simulator
+        assert isinstance(sim, SpecSimulator) and sim.writer.client is not None and sim.client is not None
+
+        async def episode() -> None:
+            await env.areset(options={"task_id": tasks[0].task_id})
+            await env.astep("What should it return for an empty list?")
+            await env.aclose()
+
+        asyncio.run(episode())
+    assert human.spec_requests == 1  # the writer's client did open a pool on that loop
+    pools = {id(client): pool for client, pool in closed}
+    for client in (sim.writer.client, sim.client):
+        assert id(client) in pools, "a client behind the spec human was not closed"
+        pool = pools[id(client)]
+        assert pool is not None and pool.is_closed()
+
+
 def test_the_domain_says_which_simulator_a_chat_model_becomes() -> None:
     """The shared machinery (env.simulators) builds the client and the view; the domain's one hook picks the
     simulator, given the prompt of the view, whether the model reads no images, and the domain's own options."""

@@ -51,13 +51,20 @@ class AgentReply:
 
 @runtime_checkable
 class Agent(Protocol):
-    """Writes the next agent turn given the whole conversation so far (first message: the task prompt)."""
+    """Writes the next agent turn given the whole conversation so far (first message: the task prompt).
+
+    ``aclose`` releases what the agent holds open on the running event loop (its LLM clients' HTTP pools); the
+    harness awaits it before that loop ends. An agent that holds nothing writes it as ``pass``; it may be used
+    again afterwards (a later call opens what it needs).
+    """
 
     name: str
 
     def act(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply: ...
 
     async def aact(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply: ...
+
+    async def aclose(self) -> None: ...
 
 
 DEFAULT_ANSWER_PREFILL = f"{ANSWER_MARKER}\n"
@@ -137,6 +144,13 @@ class ChatAgent:
             usage.add(more.usage)
         return AgentReply(text, usage)
 
+    async def aclose(self) -> None:
+        """Close the HTTP pools that the agent's clients (questions, the answer, continuations) opened on the
+        running loop."""
+        for client in (self.client, self._answer, self._more):
+            if client is not None:
+                await client.aclose()
+
     def act(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
         client, chat, start = self._request(messages, context)
         reply = client.chat(chat)
@@ -180,6 +194,9 @@ class ScriptedAgent:
     async def aact(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
         return self.act(messages, context)
 
+    async def aclose(self) -> None:
+        """Nothing to close: a scripted agent calls no model."""
+
     @staticmethod
     def _copycat(messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
         said = str(messages[-1].get("content") or "") if context.turn > 1 else ""
@@ -219,5 +236,7 @@ def make_agent(
     if options and agent is target:
         raise ConfigError(f"agent spec {spec!r} names an object, not a class or factory: it takes no options")
     if not isinstance(agent, Agent):
-        raise ConfigError(f"agent spec {spec!r} gave a {type(agent).__name__}, which lacks name/act/aact of Agent")
+        raise ConfigError(
+            f"agent spec {spec!r} gave a {type(agent).__name__}, which lacks name/act/aact/aclose of Agent"
+        )
     return agent

@@ -323,8 +323,7 @@ def cmd_specs_export(args: argparse.Namespace) -> int:
         try:
             return list(await asyncio.gather(*(one(t) for t in tasks)))
         finally:
-            if writer.client is not None:
-                await writer.client.aclose()
+            await writer.aclose()
 
     specs = asyncio.run(write_all())
     count = write_specs(args.out, specs)

@@ -133,15 +133,11 @@ class TextEnv(gym.Env[str, str]):
     async def aclose(self) -> None:
         """Close the async HTTP pools this env's model clients opened on the running loop (call it before that loop
         ends when you drive the env with ``astep``); then ``close``."""
-        for client in self._model_clients():
-            aclose = getattr(client, "aclose", None)
-            if aclose is not None:
-                await aclose()
+        await self._aclose_models()
         self.close()
 
-    def _model_clients(self) -> list[Any]:
-        """The LLM clients behind this env's simulator or agent (none for scripted ones)."""
-        return []
+    async def _aclose_models(self) -> None:
+        """Close the models this env talks to (its simulator, or its agent): ``aclose`` of their protocols."""
 
     def transcript(self) -> Transcript:
         """The current (or just finished) episode's chat and infos (``colbench.env.tokens`` turns it into token ids
@@ -209,8 +205,8 @@ class ColbenchEnv(TextEnv):
     def domain(self) -> Domain:
         return get_domain(self.domain_name)
 
-    def _model_clients(self) -> list[Any]:
-        return [c for c in [getattr(self.simulator, "client", None)] if c is not None]
+    async def _aclose_models(self) -> None:
+        await self.simulator.aclose()  # every client behind it (the spec human's writer's too)
 
     @classmethod
     def shared_parts(cls, kwargs: Mapping[str, Any]) -> dict[str, Any]:

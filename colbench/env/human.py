@@ -108,8 +108,9 @@ class HumanEnv(TextEnv):
             shared["agent"] = _make_agent(spec, tasks, shared.pop("agent_options", None) or {})
         return shared
 
-    def _model_clients(self) -> list[Any]:
-        return [c for c in [getattr(self._agent, "client", None)] if c is not None]
+    async def _aclose_models(self) -> None:
+        if self._agent is not None:  # never made: nothing opened
+            await self._agent.aclose()
 
     @property
     def agent(self) -> Agent:

@@ -26,7 +26,6 @@ from colbench.env.simulators import make_simulator
 from colbench.errors import ColbenchError, ConfigError, InfraError
 from colbench.eval.config import EvalConfig
 from colbench.humans.simulator import Simulator
-from colbench.llm.client import LLMClient
 from colbench.llm.limits import EndpointLimits
 from colbench.llm.specs import parse_spec
 from colbench.runs import CACHE, reference_screenshot_name, screenshot_name
@@ -190,16 +189,13 @@ class EpisodePlayer:
         return png
 
     async def aclose(self) -> None:
-        """Close the HTTP pools on this loop: a pool left to the garbage collector closes on a dead loop."""
-        writer = getattr(self.simulator, "writer", None)  # the spec human's spec writer
-        clients = [getattr(self.agent, "client", None), getattr(self.simulator, "client", None)]
-        clients.append(getattr(writer, "client", None))
-        for client in clients:
-            if isinstance(client, LLMClient):
-                try:
-                    await client.aclose()
-                except Exception:  # closing is best effort
-                    log.debug("closing %s failed", client.endpoint.where, exc_info=True)
+        """Close the agent's and the simulator's HTTP pools on this loop (the spec human's writer's too): a pool
+        left to the garbage collector closes on a dead loop."""
+        for part in (self.agent, self.simulator):
+            try:
+                await part.aclose()
+            except Exception:  # closing is best effort
+                log.debug("closing %s failed", type(part).__name__, exc_info=True)
 
     def _trail(
         self,

@@ -29,7 +29,6 @@ from colbench.env.simulators import describe_simulator, make_simulator
 from colbench.errors import ColbenchError, ConfigError, DataError, InfraError
 from colbench.humans.simulator import Simulator
 from colbench.humans.spec import SpecWriter
-from colbench.llm.client import LLMClient
 from colbench.llm.limits import EndpointLimits
 from colbench.probe.suite import Probe, Suite, load_suite
 from colbench.probe.verdicts import empty_or_refusal, off_topic
@@ -292,13 +291,10 @@ class _Runner:
 
     async def _close_clients(self) -> None:
         for simulator in self.simulators.values():
-            writer = getattr(simulator, "writer", None)
-            for client in (getattr(simulator, "client", None), getattr(writer, "client", None)):
-                if isinstance(client, LLMClient):
-                    try:
-                        await client.aclose()
-                    except Exception:  # closing is best effort
-                        log.debug("closing %s failed", client.endpoint.where, exc_info=True)
+            try:
+                await simulator.aclose()  # the spec human's writer's client too
+            except Exception:  # closing is best effort
+                log.debug("closing %s failed", type(simulator).__name__, exc_info=True)
 
 
 def _one_line(exc: BaseException) -> str:
