@@ -57,6 +57,9 @@ class SleepAgent:
         await asyncio.sleep(self.latency_s)
         return AgentReply("Could you tell me more about what you need?")
 
+    async def aclose(self) -> None:
+        """Nothing to close: it calls no model."""
+
 
 def _process_cpu(pid: int) -> float:
     """CPU seconds of another process (Linux /proc; 0 elsewhere)."""

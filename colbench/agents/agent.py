@@ -51,13 +51,24 @@ class AgentReply:
 
 @runtime_checkable
 class Agent(Protocol):
-    """Writes the next agent turn given the whole conversation so far (first message: the task prompt)."""
+    """Writes the next agent turn given the whole conversation so far (first message: the task prompt).
+
+    ``aclose`` releases what the agent holds open on the running event loop (its LLM clients' HTTP pools); the
+    harness awaits it before that loop ends. An agent that holds nothing writes it as ``pass``; it may be used
+    again afterwards (a later call opens what it needs).
+    """
 
     name: str
 
     def act(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply: ...
 
     async def aact(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply: ...
+
+    async def aclose(self) -> None: ...
+
+
+DEFAULT_ANSWER_PREFILL = f"{ANSWER_MARKER}\n"
+"""The embedded agent's answer prefill for a caller that names no domain's: the answer marker alone."""
 
 
 @dataclass(frozen=True)
@@ -67,9 +78,9 @@ class AnswerSettings:
     ``max_tokens``: the answer's cap, above the endpoint's (a question's) cap. The last turn is asked for with it,
     and an earlier turn cut at the question cap after the answer marker is continued up to it (the model's own
     text sent back as the start of its reply). ``prefill``: the start of the last turn, written for the model,
-    which continues it (e.g. the answer marker and a code fence: the format the agent prompt asks for, so that a
-    model which never writes the marker still delivers code). ``extra_body``: the answer's request fields instead
-    of the endpoint's (None: the endpoint's).
+    which continues it (the answer marker and the opening of an answer in the format the domain's agent prompt asks
+    for, e.g. a code fence, so that a model which never writes the marker still delivers an answer).
+    ``extra_body``: the answer's request fields instead of the endpoint's (None: the endpoint's).
     """
 
     max_tokens: int
@@ -80,7 +91,7 @@ class AnswerSettings:
 class ChatAgent:
     """A chat model behind any OpenAI-compatible endpoint; sampling settings live in its ``Endpoint``, and the final
     answer's in ``answer`` (:class:`AnswerSettings`; the embedded model's defaults use it: questions are short,
-    code is not, :func:`colbench.llm.llamacpp.agent_answer`)."""
+    code is not, :func:`colbench.llm.llamacpp.agent_answer`, with the domain's prefill)."""
 
     def __init__(
         self, client: LLMClient, *, system_prompt: str | None = None, answer: AnswerSettings | None = None
@@ -133,6 +144,13 @@ class ChatAgent:
             usage.add(more.usage)
         return AgentReply(text, usage)
 
+    async def aclose(self) -> None:
+        """Close the HTTP pools that the agent's clients (questions, the answer, continuations) opened on the
+        running loop."""
+        for client in (self.client, self._answer, self._more):
+            if client is not None:
+                await client.aclose()
+
     def act(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
         client, chat, start = self._request(messages, context)
         reply = client.chat(chat)
@@ -178,6 +196,9 @@ class ScriptedAgent:
     async def aact(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
         return self.act(messages, context)
 
+    async def aclose(self) -> None:
+        """Nothing to close: a scripted agent calls no model."""
+
     @staticmethod
     def _copycat(messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
         said = str(messages[-1].get("content") or "") if context.turn > 1 else ""
@@ -192,10 +213,13 @@ def make_agent(
     tasks: Sequence[Task] = (),
     options: Mapping[str, Any] | None = None,
     limits: EndpointLimits | None = None,
+    answer_prefill: str = DEFAULT_ANSWER_PREFILL,
 ) -> Agent:
     """Build an agent from a spec string (see the module docstring); ``options`` are endpoint fields
     (``base_url``, ``api_key``, ``temperature``, ``max_tokens``, ``extra_body``, ...) or a plug-in's arguments;
-    ``limits`` cap the requests of a model agent (a plug-in calls its own endpoint)."""
+    ``limits`` cap the requests of a model agent (a plug-in calls its own endpoint). ``answer_prefill``: how the
+    embedded agent's last turn starts when nothing else is asked for (:class:`AnswerSettings`), the answer format
+    of the tasks' domain (``Domain.answer_prefill``); by default the answer marker alone."""
     options = dict(options or {})
     parsed = spec if isinstance(spec, Spec) else parse_spec(spec, "agent")
     if parsed.kind == "named":
@@ -208,7 +232,7 @@ def make_agent(
         if parsed.is_embedded and answer is None and options.get("max_tokens") is None:
             from colbench.llm.llamacpp import agent_answer
 
-            answer = AnswerSettings(**agent_answer(options.get("extra_body")))
+            answer = AnswerSettings(**agent_answer(prefill=answer_prefill, extra_body=options.get("extra_body")))
         client = connect(parsed, "agent", limits=limits, **options)
         return ChatAgent(client, system_prompt=system, answer=answer)
     target = load_object(parsed.value, f"agent spec {parsed.text!r}")
@@ -217,6 +241,6 @@ def make_agent(
         raise ConfigError(f"agent spec {parsed.text!r} names an object, not a class or factory: it takes no options")
     if not isinstance(agent, Agent):
         raise ConfigError(
-            f"agent spec {parsed.text!r} gave a {type(agent).__name__}, which lacks name/act/aact of Agent"
+            f"agent spec {parsed.text!r} gave a {type(agent).__name__}, which lacks name/act/aact/aclose of Agent"
         )
     return agent

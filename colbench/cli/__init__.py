@@ -303,6 +303,7 @@ def cmd_specs_export(args: argparse.Namespace) -> int:
     """Write (or read from the cache) the spec of every task, as a pinned specs file (docs/leaks.md)."""
     import asyncio
 
+    from colbench.env.simulators import spec_writer
     from colbench.humans.spec import write_specs
 
     tasks = load(args.tasks)
@@ -310,7 +311,7 @@ def cmd_specs_export(args: argparse.Namespace) -> int:
     if len(names) != 1:
         raise ConfigError(f"{args.tasks}: specs are exported for the tasks of one domain, got {', '.join(names)}")
     domain = get_domain(names[0])
-    writer = domain.spec_writer(args.model, **_endpoint_options(args, "simulator"))
+    writer = spec_writer(domain, args.model, **_endpoint_options(args, "simulator"))
 
     async def write_all() -> list[Any]:
         gate = asyncio.Semaphore(args.concurrency)
@@ -322,8 +323,7 @@ def cmd_specs_export(args: argparse.Namespace) -> int:
         try:
             return list(await asyncio.gather(*(one(t) for t in tasks)))
         finally:
-            if writer.client is not None:
-                await writer.client.aclose()
+            await writer.aclose()
 
     specs = asyncio.run(write_all())
     count = write_specs(args.out, specs)

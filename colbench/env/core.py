@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 
 from colbench.env.domain import Domain, Scorer, get_domain
+from colbench.env.simulators import make_simulator
 from colbench.env.spaces import UnicodeText
 from colbench.errors import ColbenchError, ConfigError
 from colbench.humans.simulator import SimReply, Simulator
@@ -132,15 +133,11 @@ class TextEnv(gym.Env[str, str]):
     async def aclose(self) -> None:
         """Close the async HTTP pools this env's model clients opened on the running loop (call it before that loop
         ends when you drive the env with ``astep``); then ``close``."""
-        for client in self._model_clients():
-            aclose = getattr(client, "aclose", None)
-            if aclose is not None:
-                await aclose()
+        await self._aclose_models()
         self.close()
 
-    def _model_clients(self) -> list[Any]:
-        """The LLM clients behind this env's simulator or agent (none for scripted ones)."""
-        return []
+    async def _aclose_models(self) -> None:
+        """Close the models this env talks to (its simulator, or its agent): ``aclose`` of their protocols."""
 
     def transcript(self) -> Transcript:
         """The current (or just finished) episode's chat and infos (``colbench.env.tokens`` turns it into token ids
@@ -194,7 +191,7 @@ class ColbenchEnv(TextEnv):
             raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
         super().__init__(self.domain.default_tasks if tasks is None else tasks, render_mode)
         if isinstance(simulator, str):
-            self.simulator = self.domain.make_simulator(simulator, **(simulator_options or {}))
+            self.simulator = make_simulator(self.domain, simulator, **(simulator_options or {}))
         elif simulator_options:
             raise ConfigError("simulator_options apply to a simulator spec string, not to a Simulator instance")
         else:
@@ -208,16 +205,16 @@ class ColbenchEnv(TextEnv):
     def domain(self) -> Domain:
         return get_domain(self.domain_name)
 
-    def _model_clients(self) -> list[Any]:
-        return [c for c in [getattr(self.simulator, "client", None)] if c is not None]
+    async def _aclose_models(self) -> None:
+        await self.simulator.aclose()  # every client behind it (the spec human's writer's too)
 
     @classmethod
     def shared_parts(cls, kwargs: Mapping[str, Any]) -> dict[str, Any]:
         shared = dict(kwargs)
         spec = shared.get("simulator", "scripted")
         if isinstance(spec, str):
-            shared["simulator"] = get_domain(cls.domain_name).make_simulator(
-                spec, **(shared.pop("simulator_options", None) or {})
+            shared["simulator"] = make_simulator(
+                get_domain(cls.domain_name), spec, **(shared.pop("simulator_options", None) or {})
             )
         return shared
 

@@ -2,41 +2,32 @@
 
 Code outside ``colbench/domains/<name>/`` never compares domain names: it asks the task's (or run's) domain, found
 with :func:`colbench.env.domain.get_domain`. A domain owns its task schema, its prompt templates (``envs/<name>/``),
-how its simulated human is built and what it is shown, its scorer, whether its answers are rendered pages, and
-how its results read in progress lines, run records and leaderboards. Adding a domain means adding one package
-that subclasses :class:`Domain` and registering it (:func:`colbench.tasks.domain_registry.register_domain`).
+what its simulated human is shown (the simulator a chat model becomes, its reply cap and options; the shared
+machinery that builds it from a spec is :mod:`colbench.env.simulators`), what a small model must be told (the
+answer's prefill, what the human may not write), its scorer, whether its answers are rendered pages, and how its
+results read in progress lines, run records and leaderboards. Adding a domain means adding one package that
+subclasses :class:`Domain` and registering it (:func:`colbench.tasks.domain_registry.register_domain`).
 """
 
 from __future__ import annotations
 
 import argparse
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from colbench._util.prompts import fill, template_text
 from colbench._util.storage import sha256_text
 from colbench.errors import ConfigError
 from colbench.tasks.domain_registry import DOMAINS, domain_names, task_schema
+from colbench.types.dialogue import ANSWER_MARKER
 from colbench.types.task import Task
 
 if TYPE_CHECKING:  # the LLM layer is imported when a simulator is made: scoring alone never loads openai
     from colbench.humans.simulator import Simulator
-    from colbench.humans.spec import SpecWriter
     from colbench.llm.client import LLMClient
-    from colbench.llm.limits import EndpointLimits
-    from colbench.llm.specs import Spec
     from colbench.types.leaks import Labelled
-
-SIMULATOR_CACHE = "simulator.sqlite"
-SPEC_WRITER_CACHE = "spec-writer.sqlite"
-SPEC_MAX_TOKENS = 320
-"""Tokens a spec may take (the prompt asks for 200 words), whatever the simulator's own cap."""
-VIEWS = ("hidden", "spec")
-VIEW_OPTIONS = frozenset({"view", "specs", "spec_model"})
-"""Simulator options of every domain: what the human is shown (``make_simulator``)."""
 
 
 @runtime_checkable
@@ -114,9 +105,18 @@ class Domain(ABC):
     """Answers are pages: each turn's page is rendered, the final one is saved beside the run record."""
     metrics: ClassVar[Metrics]
     simulator_options: ClassVar[frozenset[str]] = frozenset()
-    """Options of this domain's simulated human besides the endpoint's fields."""
+    """Options of this domain's simulated human besides the endpoint's fields (passed to :meth:`chat_simulator`)."""
     max_reply_chars: ClassVar[int] = 400
     """The simulated human's replies are cut to this many characters."""
+    answer_prefill: ClassVar[str] = f"{ANSWER_MARKER}\n"
+    """The start of the agent's last turn where the harness writes it for the model (the embedded agent): the
+    answer marker and the opening of an answer in the form the domain's agent prompt asks for, so that a model
+    which never writes the marker still delivers an answer the domain can score."""
+    human_banned: ClassVar[tuple[str, ...]] = ()
+    """What the embedded model playing this domain's human may not write (every token of each string is banned):
+    the start of a paste of the hidden answer, which the simulator prompt forbids and a small model writes anyway."""
+    human_stops: ClassVar[tuple[str, ...]] = ()
+    """Where the embedded human's reply is cut: a second guard for what ``human_banned`` lets through."""
 
     # -- tasks ----------------------------------------------------------------------------------------------
     @abstractmethod
@@ -148,110 +148,19 @@ class Domain(ABC):
         """What identifies a prompt in run.json: a changed template is a changed run."""
         return sha256_text(self.prompt_template(name))
 
-    # -- the simulated human --------------------------------------------------------------------------------
-    def make_simulator(
-        self,
-        spec: str | Spec,
-        *,
-        cache_dir: str | Path | None = None,
-        limits: EndpointLimits | None = None,
-        **options: Any,
+    # -- the simulated human (built by colbench.env.simulators) -------------------------------------------------
+    def chat_simulator(
+        self, client: LLMClient, prompt: Callable[[Task], str], *, text_only: bool, spec_view: bool, **options: Any
     ) -> Simulator:
-        """The simulated human of a spec (``openai:MODEL``, ``llamacpp[:PATH]``, ``scripted[:leaky]``): ``options`` are
-        endpoint fields (``base_url``, ``temperature``, ...), this domain's simulator options and the view options
-        (``view``: ``hidden``, the default, or ``spec``: the human answers from a specification of the hidden
-        information, :mod:`colbench.humans.spec`; ``specs``: a pinned specs file; ``spec_model``: who writes them,
-        default the simulator's model). Replies are cached in ``cache_dir/simulator.sqlite`` when given, specs in
-        ``cache_dir/specs/``, and requests obey ``limits``."""
-        from colbench.humans.simulator import ScriptedSimulator, truncate
-        from colbench.llm.client import ENDPOINT_FIELDS
-        from colbench.llm.specs import Spec, connect, parse_spec
-
-        parsed = spec if isinstance(spec, Spec) else parse_spec(spec, "simulator")
-        own = {k: v for k, v in options.items() if k in self.simulator_options}
-        view = {k: v for k, v in options.items() if k in VIEW_OPTIONS}
-        unknown = sorted(set(options) - set(own) - set(view) - ENDPOINT_FIELDS)
-        if unknown:
-            known = sorted(ENDPOINT_FIELDS | self.simulator_options | VIEW_OPTIONS)
-            raise ConfigError(
-                f"unknown simulator option(s) {', '.join(unknown)} for {self.name} tasks; known: {', '.join(known)}"
-            )
-        seen = view.get("view") or "hidden"
-        if seen not in VIEWS:
-            raise ConfigError(f"simulator option view={seen!r}: expected one of {', '.join(VIEWS)}")
-        if seen == "hidden" and (view.get("specs") or view.get("spec_model")):
-            raise ConfigError("simulator options specs and spec_model apply to view='spec' only")
-        if parsed.kind == "scripted":  # calls no endpoint: endpoint options have nothing to act on
-            if seen == "spec":
-                raise ConfigError(f"simulator {parsed.text!r}: view='spec' needs a model simulator (openai:, llamacpp)")
-            if parsed.value == "leaky":
-                return ScriptedSimulator(lambda task, _: truncate(task.hidden_information, self.max_reply_chars))
-            return ScriptedSimulator()
-        endpoint = {k: v for k, v in options.items() if k in ENDPOINT_FIELDS}
-        cache_path = Path(cache_dir) / SIMULATOR_CACHE if cache_dir is not None else None
-        client = connect(parsed, "simulator", cache_path=cache_path, limits=limits, **endpoint)
-        if seen == "hidden":
-            return self.chat_simulator(client, parsed, **own)
-        from colbench.humans.spec import SpecSimulator
-
-        writer = self.spec_writer(
-            view.get("spec_model") or parsed,
-            specs=view.get("specs"),
-            cache_dir=Path(cache_dir) if cache_dir is not None else None,
-            limits=limits,
-            **{k: v for k, v in endpoint.items() if k != "max_tokens"},
-        )
-        return SpecSimulator(self.spec_chat_simulator(client, parsed, **own), writer)
-
-    def spec_writer(
-        self,
-        model: str | Spec,
-        *,
-        specs: str | Path | None = None,
-        cache_dir: Path | None = None,
-        limits: EndpointLimits | None = None,
-        **endpoint: Any,
-    ) -> SpecWriter:
-        """Who turns this domain's hidden information into specifications: ``model`` (a model spec) with the
-        domain's ``spec-writer`` prompt, or the pinned ``specs`` file alone. Specs are cached in ``cache_dir/specs``
-        (default: colbench's cache folder), the writer's replies in ``cache_dir/spec-writer.sqlite``."""
-        from colbench._util.storage import colbench_home
-        from colbench.humans.spec import SpecWriter, load_specs
-        from colbench.llm.specs import Spec, connect, parse_spec
-
-        prompt = self.prompt_template("spec-writer")
-        if specs:
-            return SpecWriter(None, prompt, pinned=load_specs(specs), pinned_from=str(specs))
-        parsed = model if isinstance(model, Spec) else parse_spec(model, "spec writer", models_only=True)
-        endpoint.setdefault("max_tokens", SPEC_MAX_TOKENS)
-        client = connect(
-            parsed,
-            "simulator",
-            defaults_for="spec writer",  # the embedded model's human defaults (short, no code) are not for it
-            cache_path=cache_dir / SPEC_WRITER_CACHE if cache_dir is not None else None,
-            limits=limits,
-            **endpoint,
-        )
-        return SpecWriter(
-            client,
-            prompt,
-            cache_dir=(cache_dir or colbench_home()) / "specs",
-            leak_score=self.leak_score,
-            threshold=self.leak_threshold,
-        )
-
-    def chat_simulator(self, client: LLMClient, spec: Spec, **options: Any) -> Simulator:
-        """The human played by a chat model behind ``client`` (domains that show it more override this)."""
+        """The simulator a chat model behind ``client`` becomes, for this domain's tasks: ``prompt(task)`` is its
+        instructions (:meth:`simulator_prompt`, or :meth:`spec_simulator_prompt` when ``spec_view``: it is then
+        shown tasks whose hidden information is their spec), ``text_only`` says the model reads no images (the
+        embedded one), ``options`` are this domain's ``simulator_options``. By default a
+        :class:`~colbench.humans.simulator.ChatSimulator` cut at ``max_reply_chars``; a domain that shows its human
+        more overrides this."""
         from colbench.humans.simulator import ChatSimulator
 
-        return ChatSimulator(client, self.simulator_prompt, max_chars=self.max_reply_chars)
-
-    def spec_chat_simulator(self, client: LLMClient, spec: Spec, **options: Any) -> Simulator:
-        """The human of ``view="spec"``: shown tasks whose hidden information is the spec, with the domain's
-        ``simulator-spec`` prompt (domains that show it more override this)."""
-        from colbench.humans.simulator import ChatSimulator
-
-        return ChatSimulator(client, self.spec_simulator_prompt, max_chars=self.max_reply_chars)
+        return ChatSimulator(client, prompt, max_chars=self.max_reply_chars)
 
     def spec_simulator_prompt(self, task: Task) -> str:
         """The spec human's instructions: ``task.hidden_information`` is the spec."""
@@ -260,39 +169,6 @@ class Domain(ABC):
             problem_description=task.problem_description.strip(),
             specification=task.hidden_information.strip(),
         )
-
-    def describe_simulator(self, spec: str, simulator: Simulator) -> dict[str, Any]:
-        """The simulator's section of run.json (everything that could change its replies)."""
-        from colbench.humans.simulator import ChatSimulator
-        from colbench.humans.spec import SpecSimulator
-
-        shown = simulator.inner if isinstance(simulator, SpecSimulator) else simulator
-        view = "spec" if isinstance(simulator, SpecSimulator) else "hidden"
-        described: dict[str, Any] = {
-            "spec": spec,
-            "class": f"{type(shown).__module__}.{type(shown).__qualname__}",
-            "model": None,
-            "base_url": None,
-            "temperature": None,
-            "max_tokens": None,
-            "extra_body": None,
-            "prompt_sha256": self.prompt_sha256("simulator" if view == "hidden" else "simulator-spec"),
-            "max_chars": None,
-            "image_mode": getattr(shown, "image_mode", None),
-            "view": view,
-            "spec_writer": simulator.writer.describe() if isinstance(simulator, SpecSimulator) else None,
-        }
-        if isinstance(shown, ChatSimulator):
-            endpoint = shown.client.endpoint
-            described.update(
-                model=endpoint.model,
-                base_url=endpoint.identity or endpoint.base_url,
-                temperature=endpoint.temperature,
-                max_tokens=endpoint.max_tokens,
-                extra_body=dict(endpoint.extra_body) if endpoint.extra_body else None,
-                max_chars=shown.max_chars,
-            )
-        return described
 
     # -- leaks: the simulated human giving the hidden information away (colbench/types/leaks.py) ---------------------
     leak_threshold: ClassVar[float] = 0.5

@@ -105,17 +105,18 @@ class HumanEnv(TextEnv):
 
             tasks = shared.get("tasks") or DEFAULT_TASKS
             tasks = load_shared(tasks) if isinstance(tasks, str) else list(tasks)
-            shared["agent"] = make_agent(spec, tasks=tasks, options=shared.pop("agent_options", None) or {})
+            shared["agent"] = _make_agent(spec, tasks, shared.pop("agent_options", None) or {})
         return shared
 
-    def _model_clients(self) -> list[Any]:
-        return [c for c in [getattr(self._agent, "client", None)] if c is not None]
+    async def _aclose_models(self) -> None:
+        if self._agent is not None:  # never made: nothing opened
+            await self._agent.aclose()
 
     @property
     def agent(self) -> Agent:
         if self._agent is None:
             assert isinstance(self._agent_spec, str)
-            self._agent = make_agent(self._agent_spec, tasks=self.tasks, options=self._agent_options)
+            self._agent = _make_agent(self._agent_spec, self.tasks, self._agent_options)
         return self._agent
 
     @property
@@ -245,6 +246,13 @@ class HumanEnv(TextEnv):
             "leaks": episode.leaks,
             "usage": {"agent": episode.usage.as_dict()},
         }
+
+
+def _make_agent(spec: str, tasks: Sequence[Task], options: Mapping[str, Any]) -> Agent:
+    """The agent of ``spec`` for ``tasks`` (of one domain: an embedded agent's answer starts in its format)."""
+    if not tasks:  # no domain: the env's own check of its tasks says what is wrong
+        return make_agent(spec, tasks=tasks, options=options)
+    return make_agent(spec, tasks=tasks, options=options, answer_prefill=get_domain(tasks[0].domain).answer_prefill)
 
 
 class HumanVectorEnv(ColbenchVectorEnv):

@@ -39,6 +39,7 @@ from colbench.agents.agent import Agent, ChatAgent
 from colbench.env.core import ColbenchEnv
 from colbench.env.domain import Domain, Scorer, get_domain
 from colbench.env.registration import env_specs
+from colbench.env.simulators import describe_simulator
 from colbench.errors import ColbenchError, ConfigError, InfraError
 from colbench.eval.forecast import forecast, forecast_text
 from colbench.eval.plan import RunPlan
@@ -309,7 +310,7 @@ class _Runner:
                 "source": describe_source(tasks_spec),
             },
             "agent": describe_agent(config.agent, player.agent, config.agent_options),
-            "simulator": domain.describe_simulator(config.simulator.text, player.simulator),
+            "simulator": describe_simulator(domain, config.simulator.text, player.simulator),
             "scoring": _describe_scoring(player.env_kwargs["scorer"]),
             "leaks": {
                 "policy": str(config.leak_policy),

@@ -22,10 +22,10 @@ from colbench._util.storage import canonical_json, utc_timestamp
 from colbench.agents.agent import Agent, AgentReply, EpisodeContext, make_agent
 from colbench.env.core import ColbenchEnv
 from colbench.env.domain import Domain, Scorer
+from colbench.env.simulators import make_simulator
 from colbench.errors import ColbenchError, ConfigError, InfraError
 from colbench.eval.plan import RunPlan
 from colbench.humans.simulator import Simulator
-from colbench.llm.client import LLMClient
 from colbench.llm.limits import EndpointLimits
 from colbench.runs import CACHE, EpisodeRecord, reference_screenshot_name, screenshot_name
 from colbench.types.chat import Message, Usage
@@ -72,7 +72,7 @@ class EpisodePlayer:
         return cls(
             env_id=config.env_id,
             domain=domain,
-            agent=agent if agent is not None else make_agent_for(config, tasks),
+            agent=agent if agent is not None else make_agent_for(config, domain, tasks),
             simulator=simulator if simulator is not None else make_simulator_for(config, domain, Path(config.out)),
             env_kwargs={
                 "max_turns": config.max_turns,
@@ -187,16 +187,13 @@ class EpisodePlayer:
         return png
 
     async def aclose(self) -> None:
-        """Close the HTTP pools on this loop: a pool left to the garbage collector closes on a dead loop."""
-        writer = getattr(self.simulator, "writer", None)  # the spec human's spec writer
-        clients = [getattr(self.agent, "client", None), getattr(self.simulator, "client", None)]
-        clients.append(getattr(writer, "client", None))
-        for client in clients:
-            if isinstance(client, LLMClient):
-                try:
-                    await client.aclose()
-                except Exception:  # closing is best effort
-                    log.debug("closing %s failed", client.endpoint.where, exc_info=True)
+        """Close the agent's and the simulator's HTTP pools on this loop (the spec human's writer's too): a pool
+        left to the garbage collector closes on a dead loop."""
+        for part in (self.agent, self.simulator):
+            try:
+                await part.aclose()
+            except Exception:  # closing is best effort
+                log.debug("closing %s failed", type(part).__name__, exc_info=True)
 
     def _trail(
         self,
@@ -240,7 +237,8 @@ def pool_size(config: RunPlan, limits: EndpointLimits) -> int:
     return max(in_flight, 100)
 
 
-def make_agent_for(config: RunPlan, tasks: Sequence[Task]) -> Agent:
+def make_agent_for(config: RunPlan, domain: Domain, tasks: Sequence[Task]) -> Agent:
+    """The agent ``config`` names, for ``domain``'s tasks (an embedded agent's answer starts in the domain's format)."""
     options = dict(config.agent_options)
     if config.agent.is_model:
         # An empty completion is the agent's (wrong) turn, not an endpoint fault to retry into an infra error.
@@ -249,7 +247,13 @@ def make_agent_for(config: RunPlan, tasks: Sequence[Task]) -> Agent:
     elif config.agent_limits.active:
         log.warning("agent %s calls no colbench endpoint: its request limits are ignored", config.agent.text)
     try:
-        return make_agent(config.agent, tasks=tasks, options=options, limits=config.agent_limits)
+        return make_agent(
+            config.agent,
+            tasks=tasks,
+            options=options,
+            limits=config.agent_limits,
+            answer_prefill=domain.answer_prefill,
+        )
     except TypeError as exc:  # a plug-in that does not take the given options
         raise ConfigError(f"agent spec {config.agent.text!r}: {exc}") from exc
 
@@ -260,7 +264,7 @@ def make_simulator_for(config: RunPlan, domain: Domain, out: Path) -> Simulator:
         options.setdefault("max_connections", pool_size(config, config.simulator_limits))
     elif config.simulator_limits.active:
         log.warning("simulator %s calls no endpoint: its request limits are ignored", config.simulator.text)
-    return domain.make_simulator(config.simulator, cache_dir=out / CACHE, limits=config.simulator_limits, **options)
+    return make_simulator(domain, config.simulator, cache_dir=out / CACHE, limits=config.simulator_limits, **options)
 
 
 def jsonable(value: Any) -> Any:

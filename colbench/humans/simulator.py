@@ -4,8 +4,9 @@ The env asks a :class:`Simulator` for the human's answer to the agent's latest t
 a chat model (through a ready :class:`~colbench.llm.LLMClient`, which owns caching and rate limits) the domain's
 system prompt with the task's hidden information, and the dialogue as real chat messages (agent turns are ``user``,
 earlier human turns ``assistant``), so the model continues the conversation as the human instead of completing a
-flattened transcript. :class:`ScriptedSimulator` serves tests and offline env checks. Each domain builds its own
-(``Domain.make_simulator``): what the human is shown differs, the protocol does not.
+flattened transcript. :class:`ScriptedSimulator` serves tests and offline env checks. Each domain says what its
+human becomes (``Domain.chat_simulator``, built by :func:`colbench.env.simulators.make_simulator`): what the human
+is shown differs, the protocol does not.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ class Simulator(Protocol):
     """Answers the agent's last turn as the human who knows ``task.hidden_information``.
 
     The frontend env also passes ``reference_image``, the PNG of the page the human wants (the agent's pages are
-    on the agent turns, ``Turn.image``); text simulators ignore both.
+    on the agent turns, ``Turn.image``); text simulators ignore both. ``aclose`` releases what the simulator holds
+    open on the running event loop (every LLM client's HTTP pool); an env awaits it in its own ``aclose``, and the
+    simulator may be used again afterwards.
     """
 
     def reply(self, task: Task, dialogue: Sequence[Turn], *, reference_image: bytes | None = None) -> SimReply: ...
@@ -43,6 +46,8 @@ class Simulator(Protocol):
     async def areply(
         self, task: Task, dialogue: Sequence[Turn], *, reference_image: bytes | None = None
     ) -> SimReply: ...
+
+    async def aclose(self) -> None: ...
 
 
 def truncate(text: str, max_chars: int) -> str:
@@ -86,6 +91,10 @@ class ChatSimulator:
     def _reply(self, answer: ChatReply) -> SimReply:
         return SimReply(truncate(answer.text, self.max_chars), answer.usage, cached=answer.cached)
 
+    async def aclose(self) -> None:
+        """Close the HTTP pool the client opened on the running loop."""
+        await self.client.aclose()
+
 
 def check_ends_with_agent(dialogue: Sequence[Turn]) -> None:
     if not dialogue or dialogue[-1].role != "agent":
@@ -115,3 +124,6 @@ class ScriptedSimulator:
 
     async def areply(self, task: Task, dialogue: Sequence[Turn], *, reference_image: bytes | None = None) -> SimReply:
         return self.reply(task, dialogue, reference_image=reference_image)
+
+    async def aclose(self) -> None:
+        """Nothing to close: a scripted human calls no model."""

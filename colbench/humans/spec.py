@@ -232,6 +232,11 @@ class SpecWriter:
             again = await self.client.achat(self._messages(task, stricter=True)) if leaked else None
             return self._kept(task, first, again)
 
+    async def aclose(self) -> None:
+        """Close the HTTP pool the writer's client opened on the running loop (pinned specs hold none)."""
+        if self.client is not None:
+            await self.client.aclose()
+
     def _kept(self, task: Task, first: ChatReply, again: ChatReply | None) -> tuple[WrittenSpec, Usage]:
         """Keep the last writing (the stricter one when the first leaked), and what both cost."""
         spent = Usage(**first.usage.as_dict())
@@ -255,7 +260,7 @@ class SpecSimulator:
 
     @property
     def client(self) -> LLMClient | None:
-        """The inner human's client (the harness closes it with the others)."""
+        """The inner human's client (its endpoint is the simulator's: the Ray driver pins it for every node)."""
         return getattr(self.inner, "client", None)
 
     def reply(self, task: Task, dialogue: Sequence[Turn], *, reference_image: bytes | None = None) -> SimReply:
@@ -265,6 +270,13 @@ class SpecSimulator:
     async def areply(self, task: Task, dialogue: Sequence[Turn], *, reference_image: bytes | None = None) -> SimReply:
         spec, spent = await self.writer.awritten(task)
         return _with_usage(await self.inner.areply(spec_task(task, spec), dialogue), spent)
+
+    async def aclose(self) -> None:
+        """Close the inner human's clients and the spec writer's."""
+        try:
+            await self.inner.aclose()
+        finally:
+            await self.writer.aclose()
 
 
 def _with_usage(reply: SimReply, spent: Usage) -> SimReply:

@@ -15,7 +15,7 @@ ready :class:`~colbench.llm.client.LLMClient`; agents and simulators receive cli
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -102,7 +102,15 @@ def _parse(spec: str) -> Spec | None:
     return None
 
 
-def endpoint_for(spec: str | Spec, role: str, *, defaults_for: str | None = None, **overrides: Any) -> Endpoint:
+def endpoint_for(
+    spec: str | Spec,
+    role: str,
+    *,
+    defaults_for: str | None = None,
+    banned: Sequence[str] = (),
+    stop: Sequence[str] = (),
+    **overrides: Any,
+) -> Endpoint:
     """The :class:`Endpoint` of a model spec. ``overrides`` are Endpoint fields; ``None`` means "not given".
 
     ``openai:``: ``base_url`` / ``api_key`` come from the overrides, else ``COLBENCH_<ROLE>_BASE_URL`` /
@@ -110,7 +118,10 @@ def endpoint_for(spec: str | Spec, role: str, *, defaults_for: str | None = None
     live on different servers. ``llamacpp``: starts (once per process) the embedded server and points at it; its
     URL and key are its own, and what the overrides leave unset comes from the embedded model's defaults for the
     role (:data:`colbench.llm.llamacpp.ROLE_DEFAULTS`: short human replies, capped agent turns), or for
-    ``defaults_for`` when the request plays another part than its role's (the spec writer: none).
+    ``defaults_for`` when the request plays another part than its role's (the spec writer: none), with ``banned``
+    and ``stop`` added (what the caller's domain forbids the role to write: its human's code or markup; see
+    :func:`colbench.llm.llamacpp.with_role_defaults`). Other servers are sent neither: the ban is written in
+    llama.cpp's form.
     """
     parsed = spec if isinstance(spec, Spec) else parse_spec(spec, role, models_only=True)
     if not parsed.is_model:
@@ -129,7 +140,8 @@ def endpoint_for(spec: str | Spec, role: str, *, defaults_for: str | None = None
         from colbench.llm.llamacpp import server_endpoint, with_role_defaults  # the optional extra, loaded on demand
 
         try:
-            return server_endpoint(parsed.value or None, **with_role_defaults(defaults_for or role, overrides))
+            settings = with_role_defaults(defaults_for or role, overrides, banned=banned, stop=stop)
+            return server_endpoint(parsed.value or None, **settings)
         except ConfigError as exc:
             raise ConfigError(f"bad {role} spec {parsed.text!r}: {exc} (expected {FORMS['model']})") from None
     return Endpoint(model=parsed.value, **with_environment_endpoint(parsed, role, overrides))
@@ -157,9 +169,12 @@ def connect(
     cache_path: str | Path | None = None,
     limits: EndpointLimits | None = None,
     defaults_for: str | None = None,
+    banned: Sequence[str] = (),
+    stop: Sequence[str] = (),
     **overrides: Any,
 ) -> LLMClient:
     """A ready client for a model spec: the endpoint, a response cache at ``cache_path`` (when given) and the
-    request ``limits``; ``defaults_for``: see :func:`endpoint_for`."""
+    request ``limits``; ``defaults_for``, ``banned`` and ``stop``: see :func:`endpoint_for`."""
     cache = ResponseCache(cache_path) if cache_path is not None else None
-    return LLMClient(endpoint_for(spec, role, defaults_for=defaults_for, **overrides), cache=cache, limits=limits)
+    endpoint = endpoint_for(spec, role, defaults_for=defaults_for, banned=banned, stop=stop, **overrides)
+    return LLMClient(endpoint, cache=cache, limits=limits)

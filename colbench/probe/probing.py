@@ -25,10 +25,10 @@ from colbench import __version__
 from colbench._util.storage import sha256_text, utc_timestamp, write_json_atomic
 from colbench.env.core import ColbenchEnv
 from colbench.env.domain import Domain, get_domain
+from colbench.env.simulators import describe_simulator, make_simulator
 from colbench.errors import ColbenchError, ConfigError, DataError, InfraError
 from colbench.humans.simulator import Simulator
 from colbench.humans.spec import SpecWriter
-from colbench.llm.client import LLMClient
 from colbench.llm.limits import EndpointLimits
 from colbench.probe.suite import Probe, Suite, load_suite
 from colbench.probe.verdicts import empty_or_refusal, off_topic
@@ -148,7 +148,7 @@ def _simulator(config: ProbeConfig, domain: Domain, view: str, out: Path) -> Sim
     options: dict[str, Any] = {**config.simulator_options, "view": view}
     if view == "spec":
         options.update(config.spec_options)
-    return domain.make_simulator(config.simulator, cache_dir=out / CACHE, limits=config.limits, **options)
+    return make_simulator(domain, config.simulator, cache_dir=out / CACHE, limits=config.limits, **options)
 
 
 def _describe(
@@ -167,7 +167,7 @@ def _describe(
             "ids_sha256": sha256_text("\n".join(t.task_id for t in tasks)),
         },
         "suite": {"sha256": suite.sha256, "probes": len(suite.probes)},
-        "simulators": {view: domain.describe_simulator(config.simulator, sim) for view, sim in simulators.items()},
+        "simulators": {view: describe_simulator(domain, config.simulator, sim) for view, sim in simulators.items()},
         "leaks": {"detector": domain.leak_detector, "threshold": domain.leak_threshold},
     }
 
@@ -291,13 +291,10 @@ class _Runner:
 
     async def _close_clients(self) -> None:
         for simulator in self.simulators.values():
-            writer = getattr(simulator, "writer", None)
-            for client in (getattr(simulator, "client", None), getattr(writer, "client", None)):
-                if isinstance(client, LLMClient):
-                    try:
-                        await client.aclose()
-                    except Exception:  # closing is best effort
-                        log.debug("closing %s failed", client.endpoint.where, exc_info=True)
+            try:
+                await simulator.aclose()  # the spec human's writer's client too
+            except Exception:  # closing is best effort
+                log.debug("closing %s failed", type(simulator).__name__, exc_info=True)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -739,7 +739,7 @@ class Renderer:
         await self._stop_playwright()
 
 
-def _failure(exc: BaseException, phase: str, limit: float) -> tuple[str, str]:
+def _failure(exc: BaseException, phase: str, limit: float) -> tuple[RenderStatus, str]:
     """A render's status and one-line error for what stopped it in ``phase`` (a timeout, or Chromium's error)."""
     from playwright.async_api import TimeoutError as PlaywrightTimeout  # loaded already: the render imported it
 

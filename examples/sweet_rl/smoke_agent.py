@@ -52,3 +52,6 @@ class NoisyOracle:
 
     async def aact(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
         return self.act(messages, context)
+
+    async def aclose(self) -> None:
+        """Nothing to close: it calls no model."""

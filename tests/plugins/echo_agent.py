@@ -19,6 +19,9 @@ class EchoAgent:
     async def aact(self, messages: Sequence[Message], context: EpisodeContext) -> AgentReply:
         return self.act(messages, context)
 
+    async def aclose(self) -> None:
+        """Nothing to close: it calls no model."""
+
 
 INSTANCE = EchoAgent("ready")
 NOT_AN_AGENT = 42

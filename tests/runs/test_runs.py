@@ -50,6 +50,9 @@ class ForbiddenAgent:
     async def aact(self, messages: Any, context: Any) -> Any:
         return self.act(messages, context)
 
+    async def aclose(self) -> None:
+        """Nothing to close: it calls no model."""
+
 
 def row(task_id: str, status: str, reward: float | None = None, success: bool | None = None) -> dict[str, Any]:
     return {

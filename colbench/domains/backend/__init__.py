@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from colbench.env.domain import Domain, Metrics, Score, Scorer
 from colbench.errors import DataError
+from colbench.types.dialogue import ANSWER_MARKER
 from colbench.types.task import Task
 
 if TYPE_CHECKING:
@@ -28,6 +29,9 @@ class BackendDomain(Domain):
     sample_tasks = "backend-sample"
     metrics = Metrics(reward_label="tests passed %", reward_name="tests passed", has_success=True)
     max_reply_chars = 400  # the original release's cut
+    answer_prefill = f"{ANSWER_MARKER}\n```python\n"  # the agent prompt's answer: the marker, then the code
+    human_banned = ("def", " def", "```")  # the human must not write code: no function, no code fence
+    human_stops = ("```", "\ndef ")
     leak_detector = "code-overlap/1"  # leaks.py: bump when its scores change
     score_help: ClassVar[str] = "score Python answers with the tasks' unit tests"
 

@@ -9,16 +9,16 @@ import argparse
 import atexit
 import math
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from colbench.env.domain import Domain, Metrics, Score, Scorer
+from colbench.types.dialogue import ANSWER_MARKER
 from colbench.types.task import Task
 
 if TYPE_CHECKING:
     from colbench.humans.simulator import Simulator
     from colbench.llm.client import LLMClient
-    from colbench.llm.specs import Spec
     from colbench.render import Renderer
     from colbench.types.leaks import Labelled
 
@@ -43,6 +43,14 @@ class FrontendDomain(Domain):
     )
     simulator_options = frozenset({"image_mode"})
     max_reply_chars = 1000  # the original release's cap for the page-seeing human
+    # The agent prompt's answer: the marker, then one bare <html> ... </html> document (no fence), as the reference
+    # pages are written; the prefill alone is already a page to extract_html (an unclosed document).
+    answer_prefill = f"{ANSWER_MARKER}\n<html>\n"
+    # The human must not write HTML (its prompt says so; the embedded one is shown both pages' HTML): no fence, and
+    # no tag, whose every opening is one of these tokens ("<div" is "<" "div") in SmolLM2's vocabulary; the stop at
+    # any "<" cuts a tag that another vocabulary spells with a token of its own.
+    human_banned = ("```", "<", " <", "</")
+    human_stops = ("```", "<")
     leak_detector = "markup-overlap/1"  # leaks.py: bump when its scores change
     score_help: ClassVar[str] = "score HTML answers by the similarity of their screenshots"
 
@@ -56,22 +64,16 @@ class FrontendDomain(Domain):
         return "test_cases" not in row
 
     # -- the simulated human --------------------------------------------------------------------------------
-    def chat_simulator(self, client: LLMClient, spec: Spec, **options: Any) -> Simulator:
+    def chat_simulator(
+        self, client: LLMClient, prompt: Callable[[Task], str], *, text_only: bool, spec_view: bool, **options: Any
+    ) -> Simulator:
+        """The human sees the pages (``page_human``): the page it wants, or in the spec view its notes in place of
+        it, and the agent's page; a model that reads no images is shown the pages' HTML."""
         from colbench.domains.frontend.page_human import PageSimulator
 
-        if spec.is_embedded:  # the embedded model reads no images: show it the pages' HTML
+        if text_only:
             options.setdefault("image_mode", "html")
-        return PageSimulator(client, self.simulator_prompt, max_chars=self.max_reply_chars, **options)
-
-    def spec_chat_simulator(self, client: LLMClient, spec: Spec, **options: Any) -> Simulator:
-        """The spec human sees its notes in place of the page it wants, and the agent's page as usual."""
-        from colbench.domains.frontend.page_human import PageSimulator
-
-        if spec.is_embedded:
-            options.setdefault("image_mode", "html")
-        return PageSimulator(
-            client, self.spec_simulator_prompt, max_chars=self.max_reply_chars, reference_as_text=True, **options
-        )
+        return PageSimulator(client, prompt, max_chars=self.max_reply_chars, reference_as_text=spec_view, **options)
 
     # -- leaks ----------------------------------------------------------------------------------------------
     def leak_score(self, task: Task, reply: str) -> float:

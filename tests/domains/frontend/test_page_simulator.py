@@ -12,6 +12,7 @@ from openai_stub import StubOpenAIServer
 
 from colbench.domains.frontend.page_human import MAX_REPLY_CHARS, NO_PAGE_NOTE, PAGE_CUT, PageSimulator
 from colbench.env.domain import get_domain
+from colbench.env.simulators import make_simulator
 from colbench.errors import ConfigError
 from colbench.llm import Endpoint, LLMClient, ResponseCache
 from colbench.tasks import Task
@@ -115,13 +116,13 @@ def test_bad_use_is_a_clear_error(stub: StubOpenAIServer) -> None:
 
 
 def test_specs_pick_the_page_simulator_for_frontend(stub: StubOpenAIServer) -> None:
-    sim = FRONTEND.make_simulator("openai:gpt-4o", base_url=stub.base_url, api_key="k", image_mode="html")
+    sim = make_simulator(FRONTEND, "openai:gpt-4o", base_url=stub.base_url, api_key="k", image_mode="html")
     assert isinstance(sim, PageSimulator) and sim.image_mode == "html"
-    assert not isinstance(BACKEND.make_simulator("openai:gpt-4o", base_url=stub.base_url, api_key="k"), PageSimulator)
+    assert not isinstance(make_simulator(BACKEND, "openai:gpt-4o", base_url=stub.base_url, api_key="k"), PageSimulator)
     with pytest.raises(
         ConfigError, match=r"unknown simulator option\(s\) image_mode for backend tasks; known: .*api_key"
     ):
-        BACKEND.make_simulator("openai:gpt-4o", base_url=stub.base_url, api_key="k", image_mode="html")
+        make_simulator(BACKEND, "openai:gpt-4o", base_url=stub.base_url, api_key="k", image_mode="html")
 
 
 def test_the_local_model_sees_html_not_images() -> None:
@@ -132,5 +133,5 @@ def test_the_local_model_sees_html_not_images() -> None:
         llamacpp.require_xllamacpp()
     except ConfigError as exc:
         pytest.skip(f"the embedded model is not installed: {exc}")
-    sim = FRONTEND.make_simulator("llamacpp")
+    sim = make_simulator(FRONTEND, "llamacpp")
     assert isinstance(sim, PageSimulator) and sim.image_mode == "html"

