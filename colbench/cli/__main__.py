@@ -1,0 +1,7 @@
+"""``python -m colbench.cli``: the command line without its console script (the tests and benchmarks run it so)."""
+
+import sys
+
+from colbench.cli import main
+
+sys.exit(main())
