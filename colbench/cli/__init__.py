@@ -301,9 +301,7 @@ def cmd_probe_simulator(args: argparse.Namespace) -> int:
 
 def cmd_specs_export(args: argparse.Namespace) -> int:
     """Write (or read from the cache) the spec of every task, as a pinned specs file (docs/leaks.md)."""
-    import asyncio
-
-    from colbench.humans.spec import write_specs
+    from colbench.humans.spec import write_specs, written_specs
 
     tasks = load(args.tasks)
     names = sorted({t.domain for t in tasks})
@@ -311,21 +309,7 @@ def cmd_specs_export(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.tasks}: specs are exported for the tasks of one domain, got {', '.join(names)}")
     domain = get_domain(names[0])
     writer = domain.spec_writer(args.model, **_endpoint_options(args, "simulator"))
-
-    async def write_all() -> list[Any]:
-        gate = asyncio.Semaphore(args.concurrency)
-
-        async def one(task: Task) -> Any:
-            async with gate:
-                return (await writer.awritten(task))[0]
-
-        try:
-            return list(await asyncio.gather(*(one(t) for t in tasks)))
-        finally:
-            if writer.client is not None:
-                await writer.client.aclose()
-
-    specs = asyncio.run(write_all())
+    specs = written_specs(writer, tasks, concurrency=args.concurrency)
     count = write_specs(args.out, specs)
     flagged = sum((s.leak_score or 0) >= domain.leak_threshold for s in specs)
     print(f"wrote {count} specs ({flagged} flagged as leaking) -> {args.out}")
