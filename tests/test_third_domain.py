@@ -10,7 +10,6 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-import colbench.domains as registry
 from colbench.agents.agent import AgentReply, EpisodeContext
 from colbench.env.domain import get_domain
 from colbench.errors import ConfigError, DataError
@@ -19,7 +18,7 @@ from colbench.humans.simulator import ScriptedSimulator
 from colbench.report import build_report
 from colbench.runs import load_run
 from colbench.tasks import load_jsonl
-from colbench.tasks.domain_registry import domain_names, register_domain
+from colbench.tasks.domain_registry import DOMAINS, domain_names, register_domain
 from colbench.types.chat import Message
 
 WORDS = [("a fruit, yellow", "banana"), ("a colour of the sky", "blue"), ("a pet that purrs", "cat")]
@@ -27,8 +26,8 @@ WORDS = [("a fruit, yellow", "banana"), ("a colour of the sky", "blue"), ("a pet
 
 @pytest.fixture
 def toy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
-    monkeypatch.setattr(registry, "_entry_points", dict(registry._entry_points))  # restored after the test
-    monkeypatch.setattr(registry, "_loaded", dict(registry._loaded))
+    monkeypatch.setattr(DOMAINS, "_entry_points", dict(DOMAINS._entry_points))  # restored after the test
+    monkeypatch.setattr(DOMAINS, "_loaded", dict(DOMAINS._loaded))
     register_domain("toy", "plugins.toy_domain:DOMAIN")
     if "Toy-v0" not in gym.registry:
         gym.register(id="Toy-v0", entry_point="plugins.toy_domain:ToyEnv", kwargs={"max_turns": 3})
