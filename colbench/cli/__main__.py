@@ -2,6 +2,6 @@
 
 import sys
 
-from colbench.cli import main
+from colbench.cli.main import main
 
 sys.exit(main())
