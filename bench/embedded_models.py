@@ -103,7 +103,7 @@ def survey(models: Sequence[str], fixed_agent: str) -> list[tuple[str, str, str,
 
 
 def run_eval(out: Path, agent: str, simulator: str, tasks: str, limit: int) -> float:
-    command = [sys.executable, "-m", "colbench.cli", "eval", "--env", "ColBench-Backend-v1", "--agent", agent]
+    command = [sys.executable, "-m", "colbench", "eval", "--env", "ColBench-Backend-v1", "--agent", agent]
     command += ["--simulator", simulator, "--tasks", tasks, "--limit", str(limit), "--out", str(out), "--quiet"]
     started = time.monotonic()
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)

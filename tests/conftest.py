@@ -91,7 +91,7 @@ def exported_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("the embedded model is not installed (the README's set-up command installs it)")
     out = tmp_path_factory.mktemp("export") / "smollm2"
     done = subprocess.run(
-        [sys.executable, "-m", "colbench.cli", "model", "export-hf", "--out", str(out)],
+        [sys.executable, "-m", "colbench", "model", "export-hf", "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=600,

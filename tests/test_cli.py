@@ -13,7 +13,7 @@ BUNDLED = Path(__file__).resolve().parents[1] / "tasks" / "samples" / "backend-s
 
 
 def colbench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "colbench.cli", *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "colbench", *args], capture_output=True, text=True, timeout=300)
 
 
 def test_tasks_ls_ids_in_file_order(bundled_tasks: list[Task]) -> None:
@@ -89,7 +89,7 @@ def test_score_backend_reports_a_broken_sandbox_as_infrastructure(tmp_path: Path
         [
             sys.executable,
             "-m",
-            "colbench.cli",
+            "colbench",
             "score",
             "backend",
             "--tasks",

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.browser
 
 def colbench(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "colbench.cli", *args], capture_output=True, text=True, timeout=240, env=env
+        [sys.executable, "-m", "colbench", *args], capture_output=True, text=True, timeout=240, env=env
     )
 
 

@@ -478,7 +478,7 @@ def test_progress_on_a_terminal_and_in_a_log(monkeypatch: pytest.MonkeyPatch) ->
 
 def colbench(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "colbench.cli", *args], capture_output=True, text=True, timeout=120, env=env
+        [sys.executable, "-m", "colbench", *args], capture_output=True, text=True, timeout=120, env=env
     )
 
 

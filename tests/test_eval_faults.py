@@ -168,7 +168,7 @@ def test_exhausted_retries_are_infra_errors_and_resume_completes_the_run(
 
 def eval_args(out: Path, base_url: str) -> list[str]:
     return [
-        sys.executable, "-m", "colbench.cli", "eval",
+        sys.executable, "-m", "colbench", "eval",
         "--env", BACKEND, "--agent", "openai:policy", "--simulator", "scripted",
         "--tasks", "backend-sample", "--out", str(out), "--sandbox", "bwrap", "--concurrency", "2",
         "--agent-base-url", base_url, "--agent-api-key-env", "COLBENCH_TEST_AGENT_KEY", "--agent-max-retries", "0",

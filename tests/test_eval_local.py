@@ -19,7 +19,7 @@ from local_model import needs_model
 )
 def test_eval_with_the_local_model_as_agent_and_human(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "colbench.cli", "eval", "--env", "ColBench-Backend-v1"]
+    command = [sys.executable, "-m", "colbench", "eval", "--env", "ColBench-Backend-v1"]
     command += ["--agent", "llamacpp", "--simulator", "llamacpp", "--tasks", "backend-sample", "--limit", "2"]
     command += ["--max-turns", "2", "--agent-max-tokens", "48", "--simulator-max-tokens", "24"]
     command += ["--sandbox", "bwrap", "--quiet", "--out", str(out)]
@@ -40,7 +40,7 @@ def test_eval_with_the_local_model_as_agent_and_human(tmp_path: Path) -> None:
     assert "127.0.0.1" not in json.dumps(run)  # the per-run port is not part of the configuration
 
     report = subprocess.run(
-        [sys.executable, "-m", "colbench.cli", "report", str(out)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "colbench", "report", str(out)], capture_output=True, text=True, timeout=120
     )
     assert report.returncode == 0, report.stderr
     assert "SmolLM2" in report.stdout
@@ -57,7 +57,7 @@ def test_eval_with_the_embedded_defaults_alone_is_bounded(tmp_path: Path) -> Non
     from colbench.llm import llamacpp
 
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "colbench.cli", "eval", "--env", "ColBench-Backend-v1"]
+    command = [sys.executable, "-m", "colbench", "eval", "--env", "ColBench-Backend-v1"]
     command += ["--agent", "llamacpp", "--simulator", "llamacpp", "--tasks", "backend-sample", "--limit", "1"]
     command += ["--sandbox", "bwrap", "--quiet", "--out", str(out)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=540)

@@ -42,7 +42,7 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "COLBENCH_TEST_TOKEN": TOKEN}
-        command = [sys.executable, "-m", "colbench.cli", "serve", "--port", str(self.port), "--tasks", "backend-sample"]
+        command = [sys.executable, "-m", "colbench", "serve", "--port", str(self.port), "--tasks", "backend-sample"]
         command += ["--env-options", json.dumps({"sandbox": "bwrap"}), *args]
         if token:
             command += ["--token-env", "COLBENCH_TEST_TOKEN"]
@@ -206,7 +206,7 @@ def test_serving_beyond_loopback_needs_a_token() -> None:
     assert not needs_token("127.0.0.1") and not needs_token("::1") and not needs_token("localhost")
     assert needs_token("0.0.0.0") and needs_token("10.1.2.3") and needs_token("my-host")
     done = subprocess.run(
-        [sys.executable, "-m", "colbench.cli", "serve", "--host", "0.0.0.0", "--port", str(free_port())],
+        [sys.executable, "-m", "colbench", "serve", "--host", "0.0.0.0", "--port", str(free_port())],
         capture_output=True,
         text=True,
         timeout=120,

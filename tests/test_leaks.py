@@ -290,7 +290,7 @@ def test_unknown_policy_on_the_env_is_a_config_error(scorer: BackendScorer) -> N
 
 # -- through colbench eval: records, leaderboard, and the agent's view under redact ---------------------------------
 def colbench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "colbench.cli", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "colbench", *args], capture_output=True, text=True, timeout=600)
 
 
 def test_a_human_that_always_pastes_the_reference_shows_100_percent_and_redact_hides_it(tmp_path: Path) -> None:

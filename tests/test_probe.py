@@ -167,7 +167,7 @@ def test_an_interrupted_probe_resumes_only_what_is_missing(tmp_path: Path) -> No
 def test_cli_probe_errors_are_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "suite.toml"
     bad.write_text("[[probe]]\nid = 1\n")
-    base = [sys.executable, "-m", "colbench.cli", "probe", "simulator", "--simulator", "openai:m"]
+    base = [sys.executable, "-m", "colbench", "probe", "simulator", "--simulator", "openai:m"]
     base += ["--simulator-base-url", "http://127.0.0.1:9", "--tasks", "backend-sample"]
     for extra, message in (
         (["--suite", str(bad)], str(bad)),
@@ -183,7 +183,7 @@ def test_cli_probe_errors_are_one_line(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (the set-up command does)")
 def test_the_probe_runs_end_to_end_on_the_embedded_model(tmp_path: Path) -> None:
     out = tmp_path / "probe"
-    command = [sys.executable, "-m", "colbench.cli", "probe", "simulator", "--simulator", "llamacpp"]
+    command = [sys.executable, "-m", "colbench", "probe", "simulator", "--simulator", "llamacpp"]
     command += ["--tasks", "backend-sample", "--limit", "1", "--simulator-max-tokens", "48", "--out", str(out)]
     done = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr

@@ -89,7 +89,7 @@ def make_run(root: Path, name: str, config: dict[str, Any], records: list[dict[s
 
 
 def colbench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "colbench.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "colbench", *args], capture_output=True, text=True, timeout=120)
 
 
 # -- reading ----------------------------------------------------------------------------------------------------

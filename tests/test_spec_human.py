@@ -159,7 +159,7 @@ def test_specs_export_writes_a_file_a_leaderboard_can_pin(tmp_path: Path) -> Non
     with StubOpenAIServer(default=Human(tasks)) as server:
         endpoint = ["--simulator-base-url", server.base_url, "--simulator-api-key-env", "STUB_KEY"]
         done = subprocess.run(
-            [sys.executable, "-m", "colbench.cli", *command, "--out", str(out), "--concurrency", "3", *endpoint],
+            [sys.executable, "-m", "colbench", *command, "--out", str(out), "--concurrency", "3", *endpoint],
             capture_output=True,
             text=True,
             timeout=120,

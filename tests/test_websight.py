@@ -395,7 +395,7 @@ def test_build_frontend_writes_the_release_format(
 
 def colbench(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "colbench.cli", *args], capture_output=True, text=True, timeout=300, env=env
+        [sys.executable, "-m", "colbench", *args], capture_output=True, text=True, timeout=300, env=env
     )
 
 
