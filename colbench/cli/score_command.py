@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from colbench.cli.arguments import add_ray_arguments
 from colbench.cli.jsonl_io import read_answers, write_jsonl
@@ -32,7 +32,14 @@ def add_parser(commands: Subcommands) -> None:
         scoring.add_argument("--tasks", required=True, metavar="FILE_OR_SPLIT")
         scoring.add_argument("--answers", required=True, help='JSONL of {"task_id", "answer"}')
         scoring.add_argument("--out", required=True, help="JSONL results, one per answer, in answer order")
-        domain.add_score_arguments(scoring)
+        for option in domain.score_options:
+            scoring.add_argument(
+                f"--{option.name.replace('_', '-')}",
+                type=option.value_type,
+                default=option.default,
+                choices=option.choices,
+                help=option.help,
+            )
         add_ray_arguments(scoring, "scoring jobs")
         scoring.set_defaults(func=cmd_score)
 
@@ -48,11 +55,16 @@ def cmd_score(args: argparse.Namespace) -> int:
             f"{args.tasks}: task {wrong.task_id!r} is a {wrong.domain} task; use `colbench score {wrong.domain}`"
         )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    options = {option.name: getattr(args, option.name) for option in domain.score_options}
+    jobs = options.pop("jobs", None)  # make_scorer's own argument, not one of its options
     scores: list[Score] = []
-    with closing(domain.scorer_from_args(args)) as scorer, open(args.out, "w", encoding="utf-8") as out:
+    with closing(domain.make_scorer(options, jobs=jobs)) as scorer, open(args.out, "w", encoding="utf-8") as out:
         size = RAY_SCORE_CHUNK if args.ray is not None else SCORE_CHUNK
         chunks = [answers[start : start + size] for start in range(0, len(answers), size)]
-        for chunk, done in zip(chunks, _scored_chunks(domain, scorer, chunks, args), strict=True):
+        scored = _scored_chunks(
+            domain, scorer, chunks, options=options, jobs=jobs, ray=args.ray, ray_workers=args.ray_workers
+        )
+        for chunk, done in zip(chunks, scored, strict=True):
             if isinstance(done, InfraError):
                 done = [domain.unjudged(task.task_id, str(done)) for task, _ in chunk]
             for (task, _), score in zip(chunk, done, strict=True):
@@ -63,10 +75,18 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def _scored_chunks(
-    domain: Domain, scorer: Scorer, chunks: list[list[tuple[Task, str]]], args: argparse.Namespace
+    domain: Domain,
+    scorer: Scorer,
+    chunks: list[list[tuple[Task, str]]],
+    *,
+    options: dict[str, Any],
+    jobs: int | None,
+    ray: str | None,
+    ray_workers: int | None,
 ) -> Iterator[list[Score] | InfraError]:
-    """Each chunk's scores in order, from this process's scorer or, with ``--ray``, from actors on the cluster."""
-    if args.ray is None:
+    """Each chunk's scores in order, from this process's scorer or, with ``--ray``, from actors on the cluster
+    (each making its own scorer from the same ``options`` and ``jobs``)."""
+    if ray is None:
         for chunk in chunks:
             try:
                 yield list(scorer.score_many(chunk))
@@ -75,5 +95,5 @@ def _scored_chunks(
         return
     from colbench.ray.score_actors import RayScoring  # Ray is imported only with --ray
 
-    with closing(RayScoring(domain.name, args)) as remote:
+    with closing(RayScoring(domain.name, options, jobs=jobs, address=ray, workers=ray_workers)) as remote:
         yield from remote.score_chunks(chunks)
