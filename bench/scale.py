@@ -34,7 +34,7 @@ from pathlib import Path
 
 from stub_server import start_stub
 
-from colbench.cli import main as cli_main
+from colbench.cli.main import main as cli_main
 from colbench.eval import RunPlan, run_eval
 from colbench.ray.score_actors import RayScoring
 from colbench.runs import load_run

@@ -1,5 +1,7 @@
-"""``python -m colbench``: the command line, as the ``colbench`` console script runs it."""
+"""``python -m colbench``: the ``colbench`` command line where its console script is not on the PATH."""
 
-from colbench.cli import main
+import sys
 
-raise SystemExit(main())
+from colbench.cli.main import main
+
+sys.exit(main())

@@ -11,7 +11,6 @@ subclasses :class:`Domain` and registering it (:func:`colbench.tasks.domain_regi
 
 from __future__ import annotations
 
-import argparse
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -89,6 +88,22 @@ class Metrics:
     success_threshold: float | None = None
     win_rate: bool = False
     reward_range: tuple[float, float] = (0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class ScoreOption:
+    """One option a domain's scorer reads, declared as data so that any front end can offer it (``colbench score
+    <domain>`` offers ``--<name>``, underscores as dashes) without the domain knowing how it is asked for.
+
+    ``name`` is its key in ``make_scorer``'s ``options``, except ``jobs``, which is ``make_scorer``'s ``jobs``
+    argument (answers at once); ``value_type`` converts what is given; ``choices``, when set, are the values
+    allowed."""
+
+    name: str
+    help: str
+    default: str | int
+    value_type: type[str] | type[int] = str
+    choices: tuple[str | int, ...] | None = None
 
 
 class Domain(ABC):
@@ -213,7 +228,8 @@ class Domain(ABC):
     @abstractmethod
     def make_scorer(self, options: Mapping[str, Any], *, jobs: int | None = None) -> Scorer:
         """A new scorer, owned by the caller (close it). ``options``: scoring options; each domain reads its own
-        (backend: ``sandbox``; frontend: ``embedder``) and ignores the others. ``jobs``: answers at once."""
+        (backend: ``sandbox``; frontend: ``embedder``; ``score_options`` declares them) and ignores the others.
+        ``jobs``: answers at once."""
 
     @abstractmethod
     def shared_scorer(self, options: Mapping[str, Any]) -> Scorer:
@@ -224,21 +240,17 @@ class Domain(ABC):
     def unjudged(self, task_id: str, error: str) -> Score:
         """The score of an answer the harness could not judge (an infrastructure error)."""
 
-    # -- the command line -----------------------------------------------------------------------------------
+    score_options: ClassVar[tuple[ScoreOption, ...]] = ()
+    """The scoring options a caller sets (``make_scorer``'s ``options``, and ``jobs``), with their defaults and
+    help, in the order to offer them: ``colbench score <name>`` has each as ``--<name>``."""
     score_help: ClassVar[str] = ""
-
-    @abstractmethod
-    def add_score_arguments(self, parser: argparse.ArgumentParser) -> None:
-        """The options of ``colbench score <name>`` besides ``--tasks``, ``--answers`` and ``--out``."""
-
-    @abstractmethod
-    def scorer_from_args(self, args: argparse.Namespace) -> Scorer:
-        """The scorer ``colbench score <name>`` uses (owned by the caller)."""
+    """What scoring this domain's answers means, in a few words (``colbench score --help``)."""
 
     @abstractmethod
     def score_summary(self, scores: Sequence[Score], scorer: Scorer) -> str:
-        """The summary line of ``colbench score`` (what the scores come to)."""
+        """What ``scores`` come to, in one line (``colbench score``): the reward in this domain's terms."""
 
+    # -- checks ---------------------------------------------------------------------------------------------
     def check_tasks(self, tasks: Sequence[Task], options: Mapping[str, Any]) -> Iterable[str]:
         """``colbench tasks check``: a line per problem found (a task a model cannot be judged fairly on), then a
         summary line. ``options``: ``sandbox``, ``jobs`` (each domain reads what it needs)."""

@@ -93,6 +93,26 @@ def write_specs(path: str | Path, specs: Iterable[WrittenSpec]) -> int:
     return len(rows)
 
 
+def written_specs(writer: SpecWriter, tasks: Sequence[Task], *, concurrency: int) -> list[WrittenSpec]:
+    """Every task's spec (cached or written now), in task order, at most ``concurrency`` writings at once: what
+    ``write_specs`` exports. Runs its own event loop, and closes the writer's async connections before that loop
+    ends (they belong to it)."""
+
+    async def write_all() -> list[WrittenSpec]:
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(task: Task) -> WrittenSpec:
+            async with gate:
+                return (await writer.awritten(task))[0]
+
+        try:
+            return list(await asyncio.gather(*(one(task) for task in tasks)))
+        finally:
+            await writer.aclose()
+
+    return asyncio.run(write_all())
+
+
 class SpecWriter:
     """Writes, caches and serves the specification of each task's hidden information.
 

@@ -1,6 +1,6 @@
 """``colbench score --ray``: chunks of answers scored by actors across the cluster, results in answer order.
 
-Each actor makes its domain's scorer from the command's own arguments on its node (its sandbox pool or browser
+Each actor makes its domain's scorer from the command's scoring options on its node (its sandbox pool or browser
 and embedder; ``--jobs`` is per node). The driver keeps two chunks in flight per actor and yields each chunk's
 scores in input order as soon as it and every chunk before it are done, so the results file grows as a local run's
 does; a chunk whose actor is lost is scored again on another.
@@ -8,9 +8,8 @@ does; a chunk whose actor is lost is scored again on another.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import closing
 from typing import Any
@@ -28,8 +27,8 @@ IN_FLIGHT_PER_ACTOR = 2
 class ScoreActor:
     """Scores answers on one node (a Ray actor: ``ray.remote`` is applied by :class:`ActorSet`)."""
 
-    def __init__(self, domain_name: str, args: argparse.Namespace) -> None:
-        self.scorer = get_domain(domain_name).scorer_from_args(args)
+    def __init__(self, domain_name: str, options: Mapping[str, Any], jobs: int | None) -> None:
+        self.scorer = get_domain(domain_name).make_scorer(options, jobs=jobs)
 
     def ready(self) -> str:
         import ray
@@ -41,13 +40,23 @@ class ScoreActor:
 
 
 class RayScoring:
-    """The driver's side of ``colbench score --ray``."""
+    """The driver's side of ``colbench score --ray``: ``workers`` actors (default: ``default_workers``) on the
+    cluster at ``address``, each scoring with ``make_scorer(options, jobs=jobs)`` of the domain."""
 
-    def __init__(self, domain_name: str, args: argparse.Namespace) -> None:
-        ray = connect(args.ray)
-        workers = args.ray_workers or default_workers(ray)
+    def __init__(
+        self,
+        domain_name: str,
+        options: Mapping[str, Any],
+        *,
+        jobs: int | None = None,
+        address: str | None = None,
+        workers: int | None = None,
+    ) -> None:
+        ray = connect(address)
+        workers = workers or default_workers(ray)
         self.in_flight = workers * IN_FLIGHT_PER_ACTOR
-        self.actors = ActorSet(ray, ScoreActor, (domain_name, args), count=workers, max_concurrency=IN_FLIGHT_PER_ACTOR)
+        made = (domain_name, dict(options), jobs)
+        self.actors = ActorSet(ray, ScoreActor, made, count=workers, max_concurrency=IN_FLIGHT_PER_ACTOR)
 
     def score_chunks(self, chunks: Sequence[Sequence[tuple[Task, str]]]) -> Iterator[list[Score] | InfraError]:
         """Each chunk's scores, in order; an ``InfraError`` in place of a chunk no actor could score."""

@@ -1,5 +1,6 @@
 """Adding a domain is one package and a registration: a toy domain from tests/plugins runs as an env, through
-``colbench eval`` and into the leaderboard, with nothing in colbench changed."""
+``colbench eval`` and into the leaderboard, and is scored offline by ``colbench score`` with the options it
+declares, with nothing in colbench changed."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import gymnasium as gym
 import pytest
 
 from colbench.agents.agent import AgentReply, EpisodeContext
+from colbench.cli.main import main as cli_main
 from colbench.env.domain import get_domain
 from colbench.errors import ConfigError, DataError
 from colbench.eval import RunPlan, run_eval
@@ -90,3 +92,22 @@ def test_the_domain_runs_as_an_env_through_eval_and_into_the_leaderboard(toy: Pa
     (table,) = build_report([run]).tables
     assert table.domain == "toy" and table.rows[0].primary.value == 1.0
     assert "right %" in build_report([run]).text()
+
+
+def test_the_domain_is_scored_offline_with_the_options_it_declares(
+    toy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = [t.task_id for t in load_jsonl(toy)]
+    answers = tmp_path / "answers.jsonl"
+    rows = [{"task_id": ids[0], "answer": "I WANT TO ANSWER: Banana"}, {"task_id": ids[1], "answer": "red"}]
+    answers.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "scores.jsonl"
+    command = ["score", "toy", "--tasks", str(toy), "--answers", str(answers), "--out", str(out)]
+    assert cli_main(command) == 0
+    assert capsys.readouterr().out == f"1/2 words right -> {out}\n"
+    assert [json.loads(line)["right"] for line in out.read_text().splitlines()] == [True, False]
+    assert cli_main([*command, "--case", "exact"]) == 0
+    assert capsys.readouterr().out == f"0/2 words right -> {out}\n"
+    with pytest.raises(SystemExit):
+        cli_main([*command, "--case", "upper"])
+    assert "invalid choice: 'upper'" in capsys.readouterr().err

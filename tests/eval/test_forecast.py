@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from openai_stub import StubOpenAIServer
 
-from colbench.cli import main as cli_main
+from colbench.cli.main import main as cli_main
 from colbench.env.domain import get_domain
 from colbench.eval import RunPlan, run_eval
 from colbench.eval.forecast import AGENT_TOKENS, CALL_BASE_S, TOKENS_PER_S, forecast, tokens

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +20,7 @@ from colbench.domains.backend.scorer import BackendScorer
 from colbench.env.domain import get_domain
 from colbench.env.simulators import describe_simulator, make_simulator, spec_writer
 from colbench.errors import ConfigError, DataError
-from colbench.humans.spec import SpecSimulator, SpecWriter, load_specs, write_specs
+from colbench.humans.spec import SpecSimulator, SpecWriter, load_specs, write_specs, written_specs
 from colbench.tasks import Task, load
 from colbench.types.dialogue import Turn
 
@@ -116,6 +121,56 @@ def test_exported_specs_are_pinned_and_checked_against_the_task(tmp_path: Path, 
     changed = Task(tasks[0].task_id, "backend", tasks[0].problem_description, "def f(): pass", "def f(): pass")
     with pytest.raises(DataError, match="no spec for task"):  # same id, other hidden information
         pinned.written(changed)
+
+
+class SlowHuman(Human):
+    """Writes specs slowly and counts how many it writes at once."""
+
+    def __init__(self, tasks: list[Task]) -> None:
+        super().__init__(tasks)
+        self.lock = threading.Lock()
+        self.now = self.most = 0
+
+    def __call__(self, request: dict[str, Any]) -> str:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        time.sleep(0.1)
+        with self.lock:
+            self.now -= 1
+        return super().__call__(request)
+
+
+def test_every_spec_is_written_in_task_order_at_most_concurrency_at_once() -> None:
+    more = load("backend-sample")[:6]
+    human = SlowHuman(more)
+    with StubOpenAIServer(default=human) as server:
+        writer = writer_for(server, None)
+        specs = written_specs(writer, more, concurrency=2)
+    assert [s.task_id for s in specs] == [t.task_id for t in more]
+    assert [s.spec for s in specs] == [plain_spec(t) for t in more]
+    assert human.spec_requests == 6 and human.most == 2
+
+
+def test_specs_export_writes_a_file_a_leaderboard_can_pin(tmp_path: Path) -> None:
+    tasks = load("backend-sample")[:4]
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(t.to_row()) + "\n" for t in tasks))
+    out = tmp_path / "specs.jsonl"
+    command = ["specs", "export", "--tasks", str(tmp_path / "tasks.jsonl"), "--model", "openai:stub-writer"]
+    with StubOpenAIServer(default=Human(tasks)) as server:
+        endpoint = ["--simulator-base-url", server.base_url, "--simulator-api-key-env", "STUB_KEY"]
+        done = subprocess.run(
+            [sys.executable, "-m", "colbench", *command, "--out", str(out), "--concurrency", "3", *endpoint],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "STUB_KEY": "k", "COLBENCH_HOME": str(tmp_path / "home")},
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"wrote 4 specs (0 flagged as leaking) -> {out}\n"
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["task_id"] for r in rows] == [t.task_id for t in tasks]
+    assert [r["spec"] for r in rows] == [plain_spec(t) for t in tasks]
 
 
 @pytest.mark.parametrize(

@@ -554,12 +554,11 @@ def fake_embedded_server(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def embedded_eval_agent(domain_name: str, tmp_path: Path) -> Any:
     """The embedded agent ``colbench eval`` makes for the tasks of ``domain_name``."""
-    from colbench.eval.config import EvalConfig
-
+    from colbench.eval.plan import RunPlan
     from colbench.eval.player import make_agent_for
 
     domain = get_domain(domain_name)
-    config = EvalConfig(env_id=domain.env_id, agent="llamacpp", simulator="scripted", out=tmp_path)
+    config = RunPlan.resolve(env_id=domain.env_id, agent="llamacpp", simulator="scripted", out=tmp_path)
     return make_agent_for(config, domain, [])
 
 

@@ -6,14 +6,13 @@ test registers it with ``register_domain`` and ``gym.register``.
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from colbench.env.core import ColbenchEnv, Episode
-from colbench.env.domain import Domain, Metrics, Score, Scorer
+from colbench.env.domain import Domain, Metrics, Score, ScoreOption, Scorer
 from colbench.errors import DataError
 from colbench.tasks import Task
 from colbench.types.dialogue import Turn, after_marker
@@ -37,16 +36,21 @@ class WordScore:
 
 
 class WordScorer:
+    def __init__(self, fold_case: bool = True) -> None:
+        self.fold_case = fold_case
+
     def score(self, task: Task, answer: str) -> WordScore:
-        word = after_marker(answer).strip().lower()
-        right = word == task.ground_truth.strip().lower()
+        word, wanted = after_marker(answer).strip(), task.ground_truth.strip()
+        if self.fold_case:
+            word, wanted = word.lower(), wanted.lower()
+        right = word == wanted
         return WordScore(word, float(right), right)
 
     def score_many(self, pairs: Sequence[tuple[Task, str]]) -> list[WordScore]:
         return [self.score(task, answer) for task, answer in pairs]
 
     def describe(self) -> dict[str, Any]:
-        return {"scorer": "exact word"}
+        return {"scorer": "exact word"} if self.fold_case else {"scorer": "exact word, case-sensitive"}
 
     def close(self) -> None:
         pass
@@ -59,6 +63,7 @@ class ToyDomain(Domain):
     sample_tasks = "toy-words"
     metrics = Metrics(reward_label="right %", reward_name="right", has_success=True)
     score_help: ClassVar[str] = "score guessed words"
+    score_options = (ScoreOption("case", "fold (Banana is banana) | exact", "fold", choices=("fold", "exact")),)
 
     def __init__(self) -> None:
         self.scorer = WordScorer()
@@ -78,19 +83,13 @@ class ToyDomain(Domain):
         }[name]
 
     def make_scorer(self, options: Mapping[str, Any], *, jobs: int | None = None) -> Scorer:
-        return WordScorer()
+        return WordScorer(fold_case=options.get("case", "fold") == "fold")
 
     def shared_scorer(self, options: Mapping[str, Any]) -> Scorer:
         return self.scorer
 
     def unjudged(self, task_id: str, error: str) -> Score:
         return WordScore("", math.nan, None, judged=False, status="infra_error")
-
-    def add_score_arguments(self, parser: argparse.ArgumentParser) -> None:
-        pass
-
-    def scorer_from_args(self, args: argparse.Namespace) -> Scorer:
-        return WordScorer()
 
     def score_summary(self, scores: Sequence[Score], scorer: Scorer) -> str:
         return f"{sum(bool(s.success) for s in scores)}/{len(scores)} words right"

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from openai_stub import StubOpenAIServer
 
-from colbench.cli import main as cli_main
+from colbench.cli.main import main as cli_main
 from colbench.eval import EvalResult, RunPlan, run_eval
 from colbench.ray.eval_actors import run_eval as run_eval_on_ray
 from colbench.tasks import load_split
@@ -176,7 +176,7 @@ def test_endpoints_the_driver_resolved_reach_every_node(
 def test_a_run_without_ray_never_imports_it(tmp_path: Path) -> None:
     code = (
         "import sys\n"
-        "from colbench.cli import main\n"
+        "from colbench.cli.main import main\n"
         f"code = main(['eval', '--env', 'ColBench-Backend-v1', '--agent', 'scripted:reference', '--simulator', "
         f"'scripted', '--tasks', 'backend-sample', '--limit', '2', '--sandbox', 'bwrap', '--quiet', "
         f"'--out', {str(tmp_path / 'run')!r}])\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from colbench.cli import main as cli_main
+from colbench.cli.main import main as cli_main
 from colbench.errors import DataError
 from colbench.eval import RunPlan, run_eval
 from colbench.report import load_run

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from paths import REPO
 
-from colbench.cli import main as cli_main
+from colbench.cli.main import main as cli_main
 from colbench.errors import ConfigError
 from colbench.sandbox import image as sandbox_image
 from colbench.sandbox.image import IMAGE, LABEL_CONTRACT, LABEL_SANDBOX, build_image, doctor, run_argv

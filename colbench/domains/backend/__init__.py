@@ -4,14 +4,13 @@ is judged by running the task's call expressions in a sandbox (``scorer.py``), v
 
 from __future__ import annotations
 
-import argparse
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from colbench.env.domain import Domain, Metrics, Score, Scorer
+from colbench.env.domain import Domain, Metrics, Score, ScoreOption, Scorer
 from colbench.errors import DataError
 from colbench.types.dialogue import ANSWER_MARKER
 from colbench.types.task import Task
@@ -34,6 +33,10 @@ class BackendDomain(Domain):
     human_stops = ("```", "\ndef ")
     leak_detector = "code-overlap/1"  # leaks.py: bump when its scores change
     score_help: ClassVar[str] = "score Python answers with the tasks' unit tests"
+    score_options = (
+        ScoreOption("sandbox", SANDBOX_HELP, "auto"),
+        ScoreOption("jobs", "answers scored at once", os.cpu_count() or 1, int),
+    )
 
     def __init__(self) -> None:
         self._shared: dict[tuple[str, int], Scorer] = {}
@@ -76,6 +79,16 @@ class BackendDomain(Domain):
 
         return BackendScore.infra_error(task_id, error)
 
+    def score_summary(self, scores: Sequence[Score], scorer: Scorer) -> str:
+        judged = [s for s in scores if s.judged]
+        success = sum(bool(s.success) for s in judged)
+        passed = sum(s.reward for s in judged)
+        return (
+            f"scored {len(scores)} answers: success {success}/{len(judged)} "
+            f"({100 * success / max(len(judged), 1):.1f}%), tests passed "
+            f"{100 * passed / max(len(judged), 1):.1f}%, infrastructure errors {len(scores) - len(judged)}"
+        )
+
     # -- leaks ----------------------------------------------------------------------------------------------
     def leak_score(self, task: Task, reply: str) -> float:
         """Code overlap with the reference function, robust to renaming and layout (``leaks.py``)."""
@@ -90,24 +103,7 @@ class BackendDomain(Domain):
         foil = other.hidden_information if other is not None else ""
         return labelled_replies(task.hidden_information, task.problem_description, calls, foil, seed)
 
-    # -- the command line -----------------------------------------------------------------------------------
-    def add_score_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--sandbox", default="auto", help=SANDBOX_HELP)
-        parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="answers scored at once")
-
-    def scorer_from_args(self, args: argparse.Namespace) -> Scorer:
-        return self.make_scorer({"sandbox": args.sandbox}, jobs=args.jobs)
-
-    def score_summary(self, scores: Sequence[Score], scorer: Scorer) -> str:
-        judged = [s for s in scores if s.judged]
-        success = sum(bool(s.success) for s in judged)
-        passed = sum(s.reward for s in judged)
-        return (
-            f"scored {len(scores)} answers: success {success}/{len(judged)} "
-            f"({100 * success / max(len(judged), 1):.1f}%), tests passed "
-            f"{100 * passed / max(len(judged), 1):.1f}%, infrastructure errors {len(scores) - len(judged)}"
-        )
-
+    # -- checks ---------------------------------------------------------------------------------------------
     def check_tasks(self, tasks: Sequence[Task], options: Mapping[str, Any]) -> Iterable[str]:
         """Every reference against its own tests and every test against degenerate answers (``audit``)."""
         from colbench.domains.backend.degenerate import audit

@@ -5,14 +5,13 @@ and judged by the cosine similarity of the two screenshots' embeddings (``simila
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from colbench.env.domain import Domain, Metrics, Score, Scorer
+from colbench.env.domain import Domain, Metrics, Score, ScoreOption, Scorer
 from colbench.types.dialogue import ANSWER_MARKER
 from colbench.types.task import Task
 
@@ -53,6 +52,10 @@ class FrontendDomain(Domain):
     human_stops = ("```", "<")
     leak_detector = "markup-overlap/1"  # leaks.py: bump when its scores change
     score_help: ClassVar[str] = "score HTML answers by the similarity of their screenshots"
+    score_options = (
+        ScoreOption("embedder", EMBEDDER_HELP, "clip"),
+        ScoreOption("jobs", "pages rendered at once", 4, int),
+    )
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -122,14 +125,6 @@ class FrontendDomain(Domain):
         from colbench.domains.frontend.scorer import FrontendScore
 
         return FrontendScore(math.nan, "infra_error", error)
-
-    # -- the command line -----------------------------------------------------------------------------------
-    def add_score_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--embedder", default="clip", help=EMBEDDER_HELP)
-        parser.add_argument("--jobs", type=int, default=4, help="pages rendered at once")
-
-    def scorer_from_args(self, args: argparse.Namespace) -> Scorer:
-        return self.make_scorer({"embedder": args.embedder}, jobs=args.jobs)
 
     def score_summary(self, scores: Sequence[Score], scorer: Scorer) -> str:
         statuses: dict[str, int] = {}

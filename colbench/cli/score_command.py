@@ -1,0 +1,99 @@
+"""``colbench score <domain>``: answers scored offline by their domain's scorer, one result row per answer, in
+answer order (docs/scoring.md); ``--ray`` spreads the chunks over a cluster's actors (docs/scale.md)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from colbench.cli.arguments import add_ray_arguments
+from colbench.cli.jsonl_io import read_answers, write_jsonl
+from colbench.env.domain import all_domains, get_domain
+from colbench.errors import DataError, InfraError
+from colbench.tasks.sources import load
+
+if TYPE_CHECKING:
+    from colbench.cli.arguments import Subcommands
+    from colbench.env.domain import Domain, Score, Scorer
+    from colbench.types.task import Task
+
+SCORE_CHUNK = 64  # answers scored together: a long run writes (and keeps) its results as it goes
+RAY_SCORE_CHUNK = 16  # smaller with --ray: the chunks are spread over the cluster's actors
+
+
+def add_parser(commands: Subcommands) -> None:
+    """One sub-command per registered domain (a third-party domain gets its own), with that domain's options."""
+    score = commands.add_parser("score", help="score answers offline").add_subparsers(dest="domain", required=True)
+    for domain in all_domains():
+        scoring = score.add_parser(domain.name, help=domain.score_help)
+        scoring.add_argument("--tasks", required=True, metavar="FILE_OR_SPLIT")
+        scoring.add_argument("--answers", required=True, help='JSONL of {"task_id", "answer"}')
+        scoring.add_argument("--out", required=True, help="JSONL results, one per answer, in answer order")
+        for option in domain.score_options:
+            scoring.add_argument(
+                f"--{option.name.replace('_', '-')}",
+                type=option.value_type,
+                default=option.default,
+                choices=option.choices,
+                help=option.help,
+            )
+        add_ray_arguments(scoring, "scoring jobs")
+        scoring.set_defaults(func=cmd_score)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    """Score answers offline with their domain's scorer; one result row per answer, in answer order."""
+    domain: Domain = get_domain(args.domain)
+    tasks = {t.task_id: t for t in load(args.tasks)}
+    answers = read_answers(args.answers, tasks)
+    wrong = next((task for task, _ in answers if task.domain != domain.name), None)
+    if wrong is not None:
+        raise DataError(
+            f"{args.tasks}: task {wrong.task_id!r} is a {wrong.domain} task; use `colbench score {wrong.domain}`"
+        )
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    options = {option.name: getattr(args, option.name) for option in domain.score_options}
+    jobs = options.pop("jobs", None)  # make_scorer's own argument, not one of its options
+    scores: list[Score] = []
+    with closing(domain.make_scorer(options, jobs=jobs)) as scorer, open(args.out, "w", encoding="utf-8") as out:
+        size = RAY_SCORE_CHUNK if args.ray is not None else SCORE_CHUNK
+        chunks = [answers[start : start + size] for start in range(0, len(answers), size)]
+        scored = _scored_chunks(
+            domain, scorer, chunks, options=options, jobs=jobs, ray=args.ray, ray_workers=args.ray_workers
+        )
+        for chunk, done in zip(chunks, scored, strict=True):
+            if isinstance(done, InfraError):
+                done = [domain.unjudged(task.task_id, str(done)) for task, _ in chunk]
+            for (task, _), score in zip(chunk, done, strict=True):
+                write_jsonl(out, score.result_row(task.task_id))
+            scores += done
+        print(f"{domain.score_summary(scores, scorer)} -> {args.out}")
+    return 0
+
+
+def _scored_chunks(
+    domain: Domain,
+    scorer: Scorer,
+    chunks: list[list[tuple[Task, str]]],
+    *,
+    options: dict[str, Any],
+    jobs: int | None,
+    ray: str | None,
+    ray_workers: int | None,
+) -> Iterator[list[Score] | InfraError]:
+    """Each chunk's scores in order, from this process's scorer or, with ``--ray``, from actors on the cluster
+    (each making its own scorer from the same ``options`` and ``jobs``)."""
+    if ray is None:
+        for chunk in chunks:
+            try:
+                yield list(scorer.score_many(chunk))
+            except InfraError as exc:
+                yield exc
+        return
+    from colbench.ray.score_actors import RayScoring  # Ray is imported only with --ray
+
+    with closing(RayScoring(domain.name, options, jobs=jobs, address=ray, workers=ray_workers)) as remote:
+        yield from remote.score_chunks(chunks)
