@@ -26,7 +26,7 @@ from colbench._util.plugins import load_object
 from colbench.errors import ConfigError
 from colbench.llm.client import LLMClient
 from colbench.llm.limits import EndpointLimits
-from colbench.llm.specs import SCRIPTED_AGENTS, Spec, connect, parse_spec
+from colbench.llm.specs import SCRIPTED_AGENTS, ModelSpec, connect, parse_spec
 from colbench.types.chat import ChatReply, Message, Usage
 from colbench.types.dialogue import ANSWER_MARKER, is_answer
 from colbench.types.task import Task
@@ -208,7 +208,7 @@ class ScriptedAgent:
 
 
 def make_agent(
-    spec: str | Spec,
+    spec: str | ModelSpec,
     *,
     tasks: Sequence[Task] = (),
     options: Mapping[str, Any] | None = None,
@@ -221,7 +221,7 @@ def make_agent(
     embedded agent's last turn starts when nothing else is asked for (:class:`AnswerSettings`), the answer format
     of the tasks' domain (``Domain.answer_prefill``); by default the answer marker alone."""
     options = dict(options or {})
-    parsed = spec if isinstance(spec, Spec) else parse_spec(spec, "agent")
+    parsed = spec if isinstance(spec, ModelSpec) else parse_spec(spec, "agent")
     if parsed.kind == "named":
         raise ConfigError(f"agent {parsed.text!r} is known by name only: pass the agent object itself")
     if parsed.kind == "scripted":

@@ -22,7 +22,7 @@ from colbench.errors import DataError
 
 
 @dataclass(frozen=True)
-class EnvSpec:
+class EnvDefinition:
     """One env id as its spec file declares it."""
 
     id: str
@@ -34,7 +34,7 @@ class EnvSpec:
     source: str = ""
 
 
-def _parse(raw: dict[str, Any], where: str) -> EnvSpec:
+def _parse(raw: dict[str, Any], where: str) -> EnvDefinition:
     for name in ("id", "domain", "entry_point"):
         if not isinstance(raw.get(name), str) or not raw[name].strip():
             raise DataError(f"{where}: field '{name}': expected a non-empty string")
@@ -47,7 +47,7 @@ def _parse(raw: dict[str, Any], where: str) -> EnvSpec:
     unknown = sorted(set(raw) - {"id", "domain", "entry_point", "vector_entry_point", "description", "kwargs"})
     if unknown:
         raise DataError(f"{where}: unknown field {unknown[0]!r}")
-    return EnvSpec(
+    return EnvDefinition(
         raw["id"],
         raw["domain"],
         raw["entry_point"],
@@ -59,9 +59,9 @@ def _parse(raw: dict[str, Any], where: str) -> EnvSpec:
 
 
 @cache
-def env_specs() -> tuple[EnvSpec, ...]:
+def env_definitions() -> tuple[EnvDefinition, ...]:
     """Every env spec shipped with colbench, in id order; a malformed file is a DataError naming it."""
-    specs: dict[str, EnvSpec] = {}
+    specs: dict[str, EnvDefinition] = {}
     for path in sorted(data_path("envs").glob("*/*.toml")):
         where = str(path)
         try:
@@ -76,11 +76,11 @@ def env_specs() -> tuple[EnvSpec, ...]:
 
 
 def env_ids() -> list[str]:
-    return [spec.id for spec in env_specs()]
+    return [spec.id for spec in env_definitions()]
 
 
 def register_envs() -> None:
-    for spec in env_specs():
+    for spec in env_definitions():
         if spec.id not in gym.registry:
             gym.register(
                 id=spec.id,

@@ -19,7 +19,7 @@ from colbench.humans.simulator import ChatSimulator, ScriptedSimulator, Simulato
 from colbench.humans.spec import SpecSimulator, SpecWriter, load_specs
 from colbench.llm.client import ENDPOINT_FIELDS
 from colbench.llm.limits import EndpointLimits
-from colbench.llm.specs import Spec, connect, parse_spec
+from colbench.llm.specs import ModelSpec, connect, parse_spec
 
 SIMULATOR_CACHE = "simulator.sqlite"
 SPEC_WRITER_CACHE = "spec-writer.sqlite"
@@ -32,7 +32,7 @@ VIEW_OPTIONS = frozenset({"view", "specs", "spec_model"})
 
 def make_simulator(
     domain: Domain,
-    spec: str | Spec,
+    spec: str | ModelSpec,
     *,
     cache_dir: str | Path | None = None,
     limits: EndpointLimits | None = None,
@@ -44,7 +44,7 @@ def make_simulator(
     specification of the hidden information, :mod:`colbench.humans.spec`; ``specs``: a pinned specs file;
     ``spec_model``: who writes them, default the simulator's model). Replies are cached in
     ``cache_dir/simulator.sqlite`` when given, specs in ``cache_dir/specs/``, and requests obey ``limits``."""
-    parsed = spec if isinstance(spec, Spec) else parse_spec(spec, "simulator")
+    parsed = spec if isinstance(spec, ModelSpec) else parse_spec(spec, "simulator")
     own = {k: v for k, v in options.items() if k in domain.simulator_options}
     view = {k: v for k, v in options.items() if k in VIEW_OPTIONS}
     unknown = sorted(set(options) - set(own) - set(view) - ENDPOINT_FIELDS)
@@ -96,7 +96,7 @@ def make_simulator(
 
 def spec_writer(
     domain: Domain,
-    model: str | Spec,
+    model: str | ModelSpec,
     *,
     specs: str | Path | None = None,
     cache_dir: Path | None = None,
@@ -109,7 +109,7 @@ def spec_writer(
     prompt = domain.prompt_template("spec-writer")
     if specs:
         return SpecWriter(None, prompt, pinned=load_specs(specs), pinned_from=str(specs))
-    parsed = model if isinstance(model, Spec) else parse_spec(model, "spec writer", models_only=True)
+    parsed = model if isinstance(model, ModelSpec) else parse_spec(model, "spec writer", models_only=True)
     endpoint.setdefault("max_tokens", SPEC_MAX_TOKENS)
     client = connect(
         parsed,

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 from colbench.env.domain import Domain
 from colbench.eval.plan import RunPlan
-from colbench.llm.specs import Spec
+from colbench.llm.specs import ModelSpec
 from colbench.report.costs import LIST_PRICES, Prices
 from colbench.types.task import Task
 
@@ -85,7 +85,7 @@ def _out_tokens(config: RunPlan, role: str, default: int) -> int:
     return min(default, int(cap)) if isinstance(cap, int) and cap > 0 else default
 
 
-def _model(spec: Spec) -> tuple[str, bool]:
+def _model(spec: ModelSpec) -> tuple[str, bool]:
     """The model name a price is looked up by, and whether the role calls a model at all (an agent object given
     with a name of its own: what it calls is its business)."""
     return (spec.value or spec.text), spec.is_model

@@ -38,7 +38,7 @@ from colbench._util.storage import sha256_text, utc_timestamp
 from colbench.agents.agent import Agent, ChatAgent
 from colbench.env.core import ColbenchEnv
 from colbench.env.domain import Domain, Scorer, get_domain
-from colbench.env.registration import env_specs
+from colbench.env.registration import env_definitions
 from colbench.env.simulators import describe_simulator
 from colbench.errors import ColbenchError, ConfigError, InfraError
 from colbench.eval.forecast import forecast, forecast_text
@@ -46,7 +46,7 @@ from colbench.eval.plan import RunPlan
 from colbench.eval.player import EpisodePlayer, Played, jsonable
 from colbench.eval.progress import Pricing, Progress, Tally
 from colbench.humans.simulator import ScriptedSimulator, Simulator
-from colbench.llm.specs import Spec
+from colbench.llm.specs import ModelSpec
 from colbench.report.costs import LIST_PRICES, Prices
 from colbench.runs import (
     EPISODES,
@@ -161,7 +161,7 @@ def run_eval(
 
 def env_class(env_id: str) -> type[ColbenchEnv]:
     """The ColbenchEnv class registered under ``env_id`` (a ConfigError naming the known ids otherwise)."""
-    known = ", ".join(spec.id for spec in env_specs())
+    known = ", ".join(spec.id for spec in env_definitions())
     try:
         spec = gym.spec(env_id)
     except gym.error.Error:
@@ -230,7 +230,7 @@ def _ray_runtime(config: RunPlan) -> dict[str, Any]:
     return {"ray": config.ray or "default", "ray_workers": config.ray_workers}
 
 
-def describe_agent(spec: Spec, agent: Agent, options: Mapping[str, Any]) -> dict[str, Any]:
+def describe_agent(spec: ModelSpec, agent: Agent, options: Mapping[str, Any]) -> dict[str, Any]:
     described: dict[str, Any] = {
         "spec": spec.text,
         "name": str(getattr(agent, "name", type(agent).__name__)),

@@ -16,7 +16,7 @@ from typing import Any
 from colbench.errors import ConfigError
 from colbench.eval.progress import ProgressMode
 from colbench.llm.limits import EndpointLimits
-from colbench.llm.specs import Spec, parse_spec, with_environment_endpoint
+from colbench.llm.specs import ModelSpec, parse_spec, with_environment_endpoint
 from colbench.report.costs import Prices
 from colbench.types.dialogue import MAX_TURNS
 from colbench.types.leaks import LeakPolicy
@@ -31,8 +31,8 @@ class RunPlan:
     :meth:`resolve`."""
 
     env_id: str
-    agent: Spec
-    simulator: Spec
+    agent: ModelSpec
+    simulator: ModelSpec
     out: Path
     tasks: str | None = None  # a JSONL file or split name; None: the domain's default split
     limit: int | None = None  # the first N tasks, in file order
@@ -61,18 +61,18 @@ class RunPlan:
         cls,
         *,
         env_id: str,
-        agent: str | Spec,
-        simulator: str | Spec,
+        agent: str | ModelSpec,
+        simulator: str | ModelSpec,
         out: str | Path,
         leak_policy: str | LeakPolicy = "flag",
         agent_options: Mapping[str, Any] | None = None,
         simulator_options: Mapping[str, Any] | None = None,
         **settings: Any,
     ) -> RunPlan:
-        """The plan of a run given as the command line gives it (strings where it has strings; a :class:`Spec`
-        made with :meth:`Spec.named` stands for an agent object handed to ``run_eval``)."""
-        agent_spec = agent if isinstance(agent, Spec) else parse_spec(agent, "agent")
-        simulator_spec = simulator if isinstance(simulator, Spec) else parse_spec(simulator, "simulator")
+        """The plan of a run given as the command line gives it (strings where it has strings; a :class:`ModelSpec`
+        made with :meth:`ModelSpec.named` stands for an agent object handed to ``run_eval``)."""
+        agent_spec = agent if isinstance(agent, ModelSpec) else parse_spec(agent, "agent")
+        simulator_spec = simulator if isinstance(simulator, ModelSpec) else parse_spec(simulator, "simulator")
         if isinstance(leak_policy, LeakPolicy):
             policy = leak_policy
         else:

@@ -29,7 +29,7 @@ from rich.progress import Progress as RichProgress
 from rich.table import Column
 
 from colbench.env.domain import Domain
-from colbench.llm.specs import Spec
+from colbench.llm.specs import ModelSpec
 from colbench.report.costs import LIST_PRICES, Price, Prices, price_names
 from colbench.runs import ROLES
 from colbench.runs.episodes import EpisodeRecord
@@ -85,7 +85,7 @@ class Pricing:
 
     @classmethod
     def for_run(
-        cls, run_json: Mapping[str, Any], prices: Prices | None = None, specs: Mapping[str, Spec] | None = None
+        cls, run_json: Mapping[str, Any], prices: Prices | None = None, specs: Mapping[str, ModelSpec] | None = None
     ) -> Pricing:
         """Look each role's model up as run.json names it (``name`` / ``model``, the spec's model, the spec);
         ``specs``: each role's spec, already parsed."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from colbench.llm.cache import ResponseCache
 from colbench.llm.client import ENDPOINT_FIELDS, ChatRequest, Endpoint, LLMClient, LLMRequestRejected
 from colbench.llm.limits import EndpointLimits, Gate
-from colbench.llm.specs import FORMS, Spec, connect, endpoint_for, parse_spec
+from colbench.llm.specs import FORMS, ModelSpec, connect, endpoint_for, parse_spec
 from colbench.types.chat import ChatReply, Message, Usage
 
 __all__ = [
@@ -20,8 +20,8 @@ __all__ = [
     "LLMClient",
     "LLMRequestRejected",
     "Message",
+    "ModelSpec",
     "ResponseCache",
-    "Spec",
     "Usage",
     "connect",
     "endpoint_for",

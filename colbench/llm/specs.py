@@ -25,7 +25,7 @@ from colbench.llm.cache import ResponseCache
 from colbench.llm.client import ENDPOINT_FIELDS, Endpoint, LLMClient
 from colbench.llm.limits import EndpointLimits
 
-SpecKind = Literal["openai", "llamacpp", "scripted", "plugin", "named"]
+ModelKind = Literal["openai", "llamacpp", "scripted", "plugin", "named"]
 
 FORMS: Mapping[str, str] = {
     "agent": (
@@ -45,16 +45,16 @@ SCRIPTED_SIMULATORS = ("", "leaky")
 
 
 @dataclass(frozen=True)
-class Spec:
+class ModelSpec:
     """A parsed spec. ``value``: the model name (openai), the GGUF path or "" for the default (llamacpp), the mode
     (scripted: "" for the simulator), ``module.path:Attr`` (plugin). ``text`` is the spec as given."""
 
-    kind: SpecKind
+    kind: ModelKind
     value: str
     text: str
 
     @classmethod
-    def named(cls, name: str) -> Spec:
+    def named(cls, name: str) -> ModelSpec:
         """An agent given as an object (to ``run_eval``), known by its name alone: nothing is built from it."""
         return cls("named", name, name)
 
@@ -68,7 +68,7 @@ class Spec:
         return self.kind == "llamacpp"
 
 
-def parse_spec(spec: str, role: str, *, models_only: bool = False) -> Spec:
+def parse_spec(spec: str, role: str, *, models_only: bool = False) -> ModelSpec:
     """Parse ``spec`` for ``role`` (``agent``, ``simulator``); ``models_only`` accepts only model forms.
 
     Every malformed spec is one ``ConfigError`` naming the spec and listing the forms the role accepts.
@@ -89,21 +89,21 @@ def parse_spec(spec: str, role: str, *, models_only: bool = False) -> Spec:
     return parsed
 
 
-def _parse(spec: str) -> Spec | None:
+def _parse(spec: str) -> ModelSpec | None:
     head, sep, rest = spec.partition(":")
     if head == "openai":
-        return Spec("openai", rest.strip(), spec) if sep and rest.strip() else None
+        return ModelSpec("openai", rest.strip(), spec) if sep and rest.strip() else None
     if head == "llamacpp":
-        return None if sep and not rest.strip() else Spec("llamacpp", rest.strip(), spec)
+        return None if sep and not rest.strip() else ModelSpec("llamacpp", rest.strip(), spec)
     if head == "scripted":
-        return Spec("scripted", rest.strip(), spec) if not sep or rest.strip() else None
+        return ModelSpec("scripted", rest.strip(), spec) if not sep or rest.strip() else None
     if sep and head.strip() and rest.strip() and head == head.strip():
-        return Spec("plugin", spec, spec)
+        return ModelSpec("plugin", spec, spec)
     return None
 
 
 def endpoint_for(
-    spec: str | Spec,
+    spec: str | ModelSpec,
     role: str,
     *,
     defaults_for: str | None = None,
@@ -123,7 +123,7 @@ def endpoint_for(
     :func:`colbench.llm.llamacpp.with_role_defaults`). Other servers are sent neither: the ban is written in
     llama.cpp's form.
     """
-    parsed = spec if isinstance(spec, Spec) else parse_spec(spec, role, models_only=True)
+    parsed = spec if isinstance(spec, ModelSpec) else parse_spec(spec, role, models_only=True)
     if not parsed.is_model:
         raise ConfigError(f"bad {role} spec {parsed.text!r}: expected {FORMS['model']}")
     unknown = sorted(set(overrides) - ENDPOINT_FIELDS)
@@ -147,7 +147,7 @@ def endpoint_for(
     return Endpoint(model=parsed.value, **with_environment_endpoint(parsed, role, overrides))
 
 
-def with_environment_endpoint(spec: Spec, role: str, options: Mapping[str, Any]) -> dict[str, Any]:
+def with_environment_endpoint(spec: ModelSpec, role: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """``options`` with an ``openai:`` endpoint's ``base_url`` / ``api_key`` filled in where not given: from
     ``COLBENCH_<ROLE>_BASE_URL`` / ``COLBENCH_<ROLE>_API_KEY``, else ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``. Other
     kinds keep their options as they are (the embedded server has its own URL and key)."""
@@ -163,7 +163,7 @@ def with_environment_endpoint(spec: Spec, role: str, options: Mapping[str, Any])
 
 
 def connect(
-    spec: str | Spec,
+    spec: str | ModelSpec,
     role: str,
     *,
     cache_path: str | Path | None = None,

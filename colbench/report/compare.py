@@ -87,8 +87,10 @@ def mcnemar_exact(b_only: int, a_only: int) -> float | None:
 
 def paired(a: Run, b: Run, label_a: str, label_b: str) -> Paired:
     """``b`` against ``a``; a DataError when the runs are of different domains or share no scored task."""
-    if a.domain != b.domain:
-        raise DataError(f"{label_a} is a {a.domain} run and {label_b} a {b.domain} run: compare runs of one domain")
+    if a.domain_name != b.domain_name:
+        raise DataError(
+            f"{label_a} is a {a.domain_name} run and {label_b} a {b.domain_name} run: compare runs of one domain"
+        )
     means_a, means_b = stats.task_means(_task_values(a)), stats.task_means(_task_values(b))
     common = sorted(set(means_a) & set(means_b))
     if not common:
@@ -106,7 +108,7 @@ def paired(a: Run, b: Run, label_a: str, label_b: str) -> Paired:
     return Paired(
         a=label_a,
         b=label_b,
-        metric=a.spec.metrics.reward_name,
+        metric=a.domain.metrics.reward_name,
         tasks=len(common),
         mean_a=stats.mean([means_a[t] for t in common]),
         mean_b=stats.mean([means_b[t] for t in common]),
@@ -123,7 +125,7 @@ def paired(a: Run, b: Run, label_a: str, label_b: str) -> Paired:
 
 
 def _episode_success(run: Run) -> dict[tuple[str, int], bool]:
-    domain = run.spec
+    domain = run.domain
     return {
         key: domain.success_of(e.reward or 0.0, e.success)
         for key, e in run.episodes.items()

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from colbench._util.schema import validate
 from colbench.errors import ConfigError, DataError
-from colbench.llm.specs import Spec, parse_spec
+from colbench.llm.specs import ModelSpec, parse_spec
 from colbench.runs import ROLES, Run
 from colbench.types.chat import Usage
 
@@ -118,7 +118,7 @@ class RoleCost:
         return None if value is None or not self.episodes else value / self.episodes
 
 
-def price_names(section: Any, role: str, parsed: Spec | None = None) -> list[str]:
+def price_names(section: Any, role: str, parsed: ModelSpec | None = None) -> list[str]:
     """Every name a price table may list a role's model under (``section``: the role in run.json), most specific
     first. ``parsed``: the section's spec, already parsed (a run being written has it; a stored run is read)."""
     if not isinstance(section, dict):

@@ -262,7 +262,7 @@ def _episode_section(run: Run, index: int, episode: EpisodeRecord) -> str:
         rest = {k: v for k, v in score.items() if k != "tests"}
         if rest:
             parts += ["<h4>Score details</h4>", _json(rest)]
-    if run.spec.renders_pages:
+    if run.domain.renders_pages:
         parts.append(_screenshot(run, episode))
     parts.append("</section>")
     return "\n".join(parts)
@@ -311,7 +311,7 @@ def render_run(run: Run, report: Report) -> str:
         parts += ["<h2>Forecast and actual</h2>", _plain_table(*planned)]
         parts.append("<p class='meta'>the forecast colbench eval --dry-run prints, recorded when the run started</p>")
     parts.append(plots_section(run, report))
-    if run.spec.renders_pages:
+    if run.domain.renders_pages:
         parts += ["<h3>Reference and final pages</h3>", screenshot_gallery(run)]
     parts += ["<h2>Configuration (run.json)</h2>", _json(redact(config))]
     episodes = run.ordered_episodes()

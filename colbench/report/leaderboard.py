@@ -44,7 +44,7 @@ class Row:
 
     @property
     def domain(self) -> str:
-        return self.run.domain
+        return self.run.domain_name
 
 
 @dataclass
@@ -59,7 +59,7 @@ def _task_values(run: Run) -> dict[str, list[float]]:
 
 
 def _task_success(run: Run) -> dict[str, list[bool]]:
-    domain = run.spec
+    domain = run.domain
     return {
         task: [domain.success_of(e.reward or 0.0, e.success) for e in eps if e.reward is not None]
         for task, eps in run.scored().items()
@@ -85,11 +85,11 @@ def summarize(run: Run, label: str, reference: Run | None = None) -> Row:
     not_run = max(0, expected - len(run.episodes)) if expected is not None else None
     notes = []
     secondary: stats.Estimate | None
-    if run.spec.metrics.has_success:
+    if run.domain.metrics.has_success:
         primary, secondary = stats.success_estimate(successes), stats.mean_estimate(values)
     else:
         primary, secondary = stats.mean_estimate(values), None
-        if reference is not None and run.spec.metrics.win_rate:
+        if reference is not None and run.domain.metrics.win_rate:
             secondary = stats.win_estimate(stats.task_means(values), stats.task_means(_task_values(reference)))
             if secondary.n != primary.n:
                 notes.append(f"win rate over {secondary.n} common tasks")
@@ -241,10 +241,10 @@ class Report:
 def build_report(runs: Sequence[Run], *, reference: Run | None = None, prices: Prices | None = None) -> Report:
     """Leaderboard tables (backend first), each sorted best first, and the token/cost rows of every run, priced by
     ``prices`` or, without a table, by colbench's dated list prices (as the progress line and ``--dry-run`` are)."""
-    if reference is not None and not reference.spec.metrics.win_rate:
+    if reference is not None and not reference.domain.metrics.win_rate:
         with_win = [d.name for d in all_domains() if d.metrics.win_rate]
         raise ConfigError(
-            f"--reference-run {reference.path}: a {reference.domain} run; win rate is a metric of "
+            f"--reference-run {reference.path}: a {reference.domain_name} run; win rate is a metric of "
             f"{' and '.join(with_win)} runs (pass one, e.g. GPT-4o's as in the paper)"
         )
     unique: list[Run] = []
@@ -260,11 +260,11 @@ def build_report(runs: Sequence[Run], *, reference: Run | None = None, prices: P
         reference_label = matches[0] if matches else run_labels([reference])[0]
     tables = []
     for domain in all_domains():
-        against = reference if reference is not None and reference.domain == domain.name else None
+        against = reference if reference is not None and reference.domain_name == domain.name else None
         rows = [
             summarize(run, label, against)
             for run, label in zip(unique, labels, strict=True)
-            if run.domain == domain.name
+            if run.domain_name == domain.name
         ]
         if not rows:
             continue

@@ -136,11 +136,11 @@ def label(text: Any) -> str:
 # -- the leaderboard with its intervals -------------------------------------------------------------------------
 def _metrics(table: Table) -> list[tuple[str, str, Callable[[Row], stats.Estimate | None]]]:
     """(slug, axis title, estimate) of each score the table ranks by, as the leaderboard's columns name them."""
-    spec = table.rows[0].run.spec.metrics
-    if spec.has_success:
-        return [("success", "success %", lambda r: r.primary), ("reward", spec.reward_label, lambda r: r.secondary)]
+    metrics = table.rows[0].run.domain.metrics
+    if metrics.has_success:
+        return [("success", "success %", lambda r: r.primary), ("reward", metrics.reward_label, lambda r: r.secondary)]
     out: list[tuple[str, str, Callable[[Row], stats.Estimate | None]]] = [
-        ("reward", spec.reward_label, lambda r: r.primary)
+        ("reward", metrics.reward_label, lambda r: r.primary)
     ]
     if table.reference_label is not None:
         out.append(("win", f"win % vs {label(table.reference_label)}", lambda r: r.secondary))
@@ -191,15 +191,15 @@ class Cell:
 def task_cells(run: Run) -> dict[str, Cell]:
     """Per task: success / mixed / fail (domains with success), or the mean reward (the others); ``infra`` where no
     trial was scored. Trials are averaged within the task, as every score of the leaderboard is."""
-    spec = run.spec
+    domain = run.domain
     scored = run.scored()
     cells = {}
     for task in dict.fromkeys(episode.task_id for episode in run.ordered_episodes()):
         rewards = [(e.reward, e.success) for e in scored.get(task, []) if e.reward is not None]
         if not rewards:
             cells[task] = Cell("infra")
-        elif spec.metrics.has_success:
-            wins = [spec.success_of(r, s) for r, s in rewards]
+        elif domain.metrics.has_success:
+            wins = [domain.success_of(r, s) for r, s in rewards]
             category = "success" if all(wins) else "fail" if not any(wins) else "mixed"
             cells[task] = Cell(category, sum(wins) / len(wins))
         else:
@@ -227,8 +227,8 @@ def outcome_grid_figure(table: Table) -> tuple[Figure, int, int]:
     runs = [row.run for row in table.rows]
     per_run = [task_cells(run) for run in runs]
     tasks = list(dict.fromkeys(task for cells in per_run for task in cells))
-    spec = runs[0].spec.metrics
-    low, high = spec.reward_range
+    metrics = runs[0].domain.metrics
+    low, high = metrics.reward_range
     # The scale starts at 0 unless some score is below it: similarities below 0 are rare, and a scale from -1
     # would squeeze every real score into its top half.
     scored = [c.value for cells in per_run for c in cells.values() if c.value is not None]
@@ -238,7 +238,7 @@ def outcome_grid_figure(table: Table) -> tuple[Figure, int, int]:
     groups: dict[str, list[tuple[int, int]]] = {}
     annotate = len(tasks) * len(runs) <= MAX_ANNOTATED_CELLS
     cell_h = min(0.22, 10.0 / max(1, len(tasks)))
-    fig = new_figure(1.8 + 1.1 * len(runs) + (0.9 if not spec.has_success else 0), 1.2 + cell_h * len(tasks))
+    fig = new_figure(1.8 + 1.1 * len(runs) + (0.9 if not metrics.has_success else 0), 1.2 + cell_h * len(tasks))
     ax = fig.add_subplot()
     for x, cells in enumerate(per_run):
         for y, task in enumerate(tasks):
@@ -247,7 +247,7 @@ def outcome_grid_figure(table: Table) -> tuple[Figure, int, int]:
             if cell.category == "scored" and cell.value is not None:
                 key = f"scale-{_scale_bin(cell.value, low, high):02d}"
             groups.setdefault(key, []).append((x, y))
-            if annotate and cell.value is not None and not spec.has_success:
+            if annotate and cell.value is not None and not metrics.has_success:
                 ax.text(
                     x + 0.5,
                     y + 0.5,
@@ -288,10 +288,10 @@ def outcome_grid_figure(table: Table) -> tuple[Figure, int, int]:
     for side in ("left", "bottom"):
         ax.spines[side].set_visible(False)
     shown = [k for k in OUTCOME_COLOURS if k in groups]
-    if not spec.has_success:
+    if not metrics.has_success:
         from matplotlib.cm import ScalarMappable
 
-        fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, label=spec.reward_name, shrink=0.8)
+        fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, label=metrics.reward_name, shrink=0.8)
     if shown:
         from matplotlib.patches import Patch
 
@@ -526,7 +526,7 @@ def _figures(run: Run, report: Report, row: Row | None, table: Table | None) -> 
                 _figure_block(
                     f"Outcome per task ({n_tasks} tasks x {n_runs} runs)",
                     to_svg(fig, "grid", "outcome per task and run"),
-                    GRID_NOTE_SUCCESS if table.rows[0].run.spec.metrics.has_success else GRID_NOTE_SCALE,
+                    GRID_NOTE_SUCCESS if table.rows[0].run.domain.metrics.has_success else GRID_NOTE_SCALE,
                 )
             )
         else:

@@ -39,13 +39,13 @@ class Run:
         return str(self.config["env_id"])
 
     @property
-    def domain(self) -> str:
+    def domain_name(self) -> str:
         return str(self.config["domain"])
 
     @property
-    def spec(self) -> Domain:
+    def domain(self) -> Domain:
         """The run's domain (how its results read)."""
-        return get_domain(self.domain)
+        return get_domain(self.domain_name)
 
     @property
     def trials(self) -> int:
@@ -107,7 +107,7 @@ def load_run(path: str | Path) -> Run:
     if not episodes.exists():
         run.warnings.append(f"{episodes}: not found: no episode has finished yet")
         return run
-    log = read_episode_log(episodes, run.spec.metrics)
+    log = read_episode_log(episodes, run.domain.metrics)
     run.records = len(log.records)
     for record in log.records:
         for role, counts in record.usage_by_role().items():

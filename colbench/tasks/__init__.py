@@ -19,16 +19,16 @@ from colbench._util.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from colbench.tasks.domain_registry import domain_names, register_domain
-    from colbench.tasks.manifest import SplitSpec, known_splits, split_spec
+    from colbench.tasks.manifest import Split, get_split, known_splits
     from colbench.tasks.pins import UnverifiedPinWarning
     from colbench.tasks.rows import load_jsonl, task_from_row
     from colbench.tasks.sources import describe_source, get_task, iter_tasks, load, load_shared, load_split
     from colbench.types.task import Task, TaskSchema, content_id
 
 _HOME = {
-    "SplitSpec": "colbench.tasks.manifest",
+    "Split": "colbench.tasks.manifest",
     "known_splits": "colbench.tasks.manifest",
-    "split_spec": "colbench.tasks.manifest",
+    "get_split": "colbench.tasks.manifest",
     "UnverifiedPinWarning": "colbench.tasks.pins",
     "Task": "colbench.types.task",
     "content_id": "colbench.types.task",
@@ -46,13 +46,14 @@ _HOME = {
 }
 
 __all__ = [
-    "SplitSpec",
+    "Split",
     "Task",
     "TaskSchema",
     "UnverifiedPinWarning",
     "content_id",
     "describe_source",
     "domain_names",
+    "get_split",
     "get_task",
     "iter_tasks",
     "known_splits",
@@ -61,7 +62,6 @@ __all__ = [
     "load_shared",
     "load_split",
     "register_domain",
-    "split_spec",
     "task_from_row",
 ]
 

@@ -25,7 +25,7 @@ from typing import Any
 import colbench.tasks.pins as pins
 from colbench._util.storage import utc_timestamp
 from colbench.errors import ColbenchError, ConfigError, DataError, InfraError
-from colbench.tasks.manifest import SplitSpec
+from colbench.tasks.manifest import Split
 from colbench.tasks.pins import COMMIT, UnverifiedPinWarning
 from colbench.tasks.rows import task_from_row, unique
 from colbench.types.task import Task
@@ -48,7 +48,7 @@ def offline_default() -> bool:
 
 
 def download(
-    spec: SplitSpec, revision: str, *, cache_dir: str | None, local_files_only: bool, filename: str | None = None
+    spec: Split, revision: str, *, cache_dir: str | None, local_files_only: bool, filename: str | None = None
 ) -> tuple[Path, str | None]:
     """Fetch (or find in the HF cache) the split's file (or ``filename``) at ``revision``: ``(path, commit)``."""
     filename = filename or spec.filename
@@ -104,7 +104,7 @@ def hub_errors() -> Any:
     return importlib.import_module("huggingface_hub.errors")
 
 
-def refused(spec: SplitSpec, revision: str, exc: BaseException) -> ColbenchError:
+def refused(spec: Split, revision: str, exc: BaseException) -> ColbenchError:
     """What the hub's refusal of a repository or a revision means for the user (``exc`` is one of them)."""
     if isinstance(exc, hub_errors().RevisionNotFoundError):
         return ConfigError(f"split {spec.name!r}: revision {revision!r} not found in {spec.repo_id}")
@@ -122,7 +122,7 @@ def first_line(exc: BaseException) -> str:
 # ------------------------------------------------------------------------------------------------- loading
 
 
-def load_hf_file(spec: SplitSpec, *, revision: str | None, cache_dir: str | None, local_files_only: bool) -> list[Task]:
+def load_hf_file(spec: Split, *, revision: str | None, cache_dir: str | None, local_files_only: bool) -> list[Task]:
     """Load a split of kind ``hf-file``: pinned, hash-checked, validated (errors name ``split:file:line``).
 
     Called by :func:`colbench.tasks.sources.load_split` (use that)."""
@@ -172,7 +172,7 @@ def load_hf_file(spec: SplitSpec, *, revision: str | None, cache_dir: str | None
 
 
 def check_sha256(
-    spec: SplitSpec,
+    spec: Split,
     filename: str,
     path: Path,
     actual: str,
@@ -201,7 +201,7 @@ def check_sha256(
     return True
 
 
-def _parse_rows(spec: SplitSpec, data: bytes) -> tuple[list[Task], int]:
+def _parse_rows(spec: Split, data: bytes) -> tuple[list[Task], int]:
     """Validate the rows of ``spec``'s range: ``(tasks, number of rows in the whole file)``."""
     prefix = f"{spec.name}:{spec.filename}"
     try:

@@ -35,7 +35,7 @@ NonNegative = Annotated[int, Field(ge=0, strict=True)]
 
 
 @dataclass(frozen=True)
-class SplitSpec:
+class Split:
     """One named split of the manifest.
 
     ``start``/``stop`` are the half-open range ``[start, stop)`` of JSON rows (blank lines do not count;
@@ -142,9 +142,9 @@ class _Entry(BaseModel):
             if not fnmatch.fnmatchcase(shard, pattern) or not _matches(_SHA256, digest):
                 raise FieldError(f"sha256.{shard}", f"expected a shard matching {pattern!r} -> 64 lowercase hex digits")
 
-    def spec(self, name: str) -> SplitSpec:
+    def spec(self, name: str) -> Split:
         websight = self.kind == HF_WEBSIGHT
-        return SplitSpec(
+        return Split(
             name=name,
             kind=self.kind,
             domain=self.domain,
@@ -170,7 +170,7 @@ def _matches(pattern: re.Pattern[str], value: Any) -> bool:
     return isinstance(value, str) and pattern.fullmatch(value) is not None
 
 
-def parse_manifest(raw: Any, *, source: str = "<manifest>") -> dict[str, SplitSpec]:
+def parse_manifest(raw: Any, *, source: str = "<manifest>") -> dict[str, Split]:
     """Validate a decoded manifest document (format 1) into split specs."""
     if not isinstance(raw, dict) or raw.get("format") != 1 or not isinstance(raw.get("splits"), dict):
         raise DataError(f'{source}: expected an object with "format": 1 and a "splits" object')
@@ -183,13 +183,13 @@ def parse_manifest(raw: Any, *, source: str = "<manifest>") -> dict[str, SplitSp
     return out
 
 
-def load_manifest() -> dict[str, SplitSpec]:
+def load_manifest() -> dict[str, Split]:
     """The packaged split manifest, validated (a broken one is a DataError naming the split and field)."""
     return dict(_packaged_manifest())
 
 
 @cache
-def _packaged_manifest() -> tuple[tuple[str, SplitSpec], ...]:
+def _packaged_manifest() -> tuple[tuple[str, Split], ...]:
     path = data_path("tasks", "manifest.json")
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
@@ -203,7 +203,7 @@ def known_splits() -> list[str]:
     return list(load_manifest())
 
 
-def split_spec(name: str) -> SplitSpec:
+def get_split(name: str) -> Split:
     """The manifest entry for ``name``; an unknown name is a ConfigError listing the known splits."""
     splits = load_manifest()
     if name not in splits:

@@ -36,7 +36,7 @@ def load_split(
     ``local_files_only`` never touches the network; ``None`` means: only when ``HF_HUB_OFFLINE`` is set.
     Row errors name ``split:file:line`` (``split:shard: row N`` for WebSight splits) and the field.
     """
-    spec = manifest.split_spec(name)
+    spec = manifest.get_split(name)
     if revision is not None and (not isinstance(revision, str) or not revision.strip()):
         raise ConfigError(f"split {name!r}: revision must be a non-empty string, got {revision!r}")
     if spec.kind == BUNDLED:
@@ -107,7 +107,7 @@ def describe_source(spec: str) -> dict[str, Any]:
     if path.is_file():
         return {"kind": "file", "path": str(path.resolve()), "sha256": sha256_file(path)}
     name, _, revision = spec.partition("@")
-    split = manifest.split_spec(name)
+    split = manifest.get_split(name)
     if split.kind == BUNDLED:
         return {"kind": "bundled", "name": name, "sha256": sha256_file(data_path("tasks", split.path))}
     commit = revision or split.revision

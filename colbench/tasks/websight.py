@@ -37,7 +37,7 @@ import colbench.tasks.pins as pins
 from colbench._util.storage import utc_timestamp, write_atomic
 from colbench.errors import ConfigError, DataError, InfraError
 from colbench.tasks.hub import check_sha256, download, first_line, hub_errors, offline_default, refused
-from colbench.tasks.manifest import HF_WEBSIGHT, SplitSpec
+from colbench.tasks.manifest import HF_WEBSIGHT, Split
 from colbench.tasks.pins import COMMIT, UnverifiedPinWarning
 from colbench.tasks.rows import task_from_row, unique
 from colbench.types.task import Task
@@ -85,7 +85,7 @@ def frontend_row(description: str, html: str) -> dict[str, str]:
 
 
 def load_websight_split(
-    spec: SplitSpec, *, revision: str | None, cache_dir: str | None, local_files_only: bool
+    spec: Split, *, revision: str | None, cache_dir: str | None, local_files_only: bool
 ) -> list[Task]:
     """Build an ``hf-websight`` split into frontend tasks: shards pinned and hash-checked, rows validated.
 
@@ -182,7 +182,7 @@ def load_websight_split(
 
 
 def _pin(
-    spec: SplitSpec,
+    spec: Split,
     lock: Path,
     recorded: dict[str, Any],
     commit: str | None,
@@ -228,7 +228,7 @@ def _pin(
         )
 
 
-def _list_shards(spec: SplitSpec, revision: str) -> tuple[str | None, list[str]]:
+def _list_shards(spec: Split, revision: str) -> tuple[str | None, list[str]]:
     """The commit ``revision`` resolves to and the repository's files matching ``data_files``, sorted."""
     try:
         from huggingface_hub import HfApi
@@ -252,7 +252,7 @@ def _list_shards(spec: SplitSpec, revision: str) -> tuple[str | None, list[str]]
     return (sha if isinstance(sha, str) and COMMIT.fullmatch(sha) else None), files
 
 
-def _pyarrow_parquet(spec: SplitSpec) -> Any:
+def _pyarrow_parquet(spec: Split) -> Any:
     try:
         return importlib.import_module("pyarrow.parquet")
     except ImportError as exc:
@@ -261,7 +261,7 @@ def _pyarrow_parquet(spec: SplitSpec) -> Any:
         ) from exc
 
 
-def _file_sha256(spec: SplitSpec, path: Path) -> str:
+def _file_sha256(spec: Split, path: Path) -> str:
     digest = hashlib.sha256()
     try:
         with path.open("rb") as handle:
@@ -339,7 +339,7 @@ def build_frontend(
     local_files_only: bool | None = None,
 ) -> list[Task]:
     """Build a WebSight frontend split (``frontend-test``, ...) into a ColBench JSONL file; returns its tasks."""
-    spec = manifest.split_spec(split)
+    spec = manifest.get_split(split)
     if spec.kind != HF_WEBSIGHT:
         raise ConfigError(
             f"split {split!r} is not built from WebSight (kind {spec.kind!r}); WebSight splits: "

@@ -17,7 +17,7 @@ from colbench.env.domain import get_domain
 from colbench.errors import ConfigError, DataError
 from colbench.eval import RunPlan, run_eval
 from colbench.humans.simulator import ScriptedSimulator
-from colbench.llm.specs import Spec
+from colbench.llm.specs import ModelSpec
 from colbench.report import build_report
 from colbench.runs import load_run
 from colbench.tasks import load_jsonl
@@ -82,13 +82,13 @@ def test_the_domain_runs_as_an_env_through_eval_and_into_the_leaderboard(toy: Pa
 
     out = tmp_path / "run"
     config = RunPlan.resolve(
-        env_id="Toy-v0", agent=Spec.named("guesser"), simulator="scripted", tasks=str(toy), out=out, progress="off"
+        env_id="Toy-v0", agent=ModelSpec.named("guesser"), simulator="scripted", tasks=str(toy), out=out, progress="off"
     )
     result = run_eval(config, agent=Guesser(), simulator=human)
     assert result.overall.ok == 3 and result.overall.success == 3
     assert "success 3/3 (100.0%)" in result.summary_line()
     run = load_run(out)
-    assert run.domain == "toy" and run.config["scoring"] == {"scorer": "exact word"}
+    assert run.domain_name == "toy" and run.config["scoring"] == {"scorer": "exact word"}
     (table,) = build_report([run]).tables
     assert table.domain == "toy" and table.rows[0].primary.value == 1.0
     assert "right %" in build_report([run]).text()

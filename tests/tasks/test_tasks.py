@@ -13,12 +13,12 @@ from colbench.errors import ConfigError, DataError
 from colbench.tasks import (
     Task,
     content_id,
+    get_split,
     get_task,
     iter_tasks,
     known_splits,
     load,
     load_jsonl,
-    split_spec,
     task_from_row,
 )
 
@@ -93,7 +93,7 @@ SAMPLES = REPO / "tasks" / "samples"
 
 def test_bundled_frontend_sample_loads_as_frontend() -> None:
     tasks = load("frontend-sample")
-    spec = split_spec("frontend-sample")
+    spec = get_split("frontend-sample")
     assert (spec.kind, spec.domain, spec.path) == ("bundled", "frontend", "samples/frontend-sample.jsonl")
     assert len(tasks) == 20 and {t.domain for t in tasks} == {"frontend"} and all(t.test_cases == () for t in tasks)
     assert all(t.hidden_information == t.ground_truth for t in tasks)

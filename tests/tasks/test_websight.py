@@ -93,7 +93,7 @@ def listing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     repo_files = [*SHARDS, "v0.2/README.md", "data/train-00000-of-00071-x.parquet", "README.md"]
 
-    def fake(spec: manifest.SplitSpec, revision: str) -> tuple[str | None, list[str]]:
+    def fake(spec: manifest.Split, revision: str) -> tuple[str | None, list[str]]:
         calls.append(revision)
         return COMMIT_A, sorted(f for f in repo_files if fnmatch.fnmatchcase(f, spec.data_files))
 
@@ -177,7 +177,7 @@ def test_manifest_validation_of_websight_entries() -> None:
         "license": "l",
     }
 
-    def parse(**changes: Any) -> manifest.SplitSpec:
+    def parse(**changes: Any) -> manifest.Split:
         return manifest.parse_manifest({"format": 1, "splits": {"x": {**entry, **changes}}})["x"]
 
     assert parse().shards == () and parse().filename == ""
@@ -356,7 +356,7 @@ def test_offline_without_a_pinned_shard_list_is_infra_error(cache: Path) -> None
 def test_the_real_listing_call_offline_is_infra_error() -> None:
     """The unfaked listing with huggingface_hub in offline mode: refused before any request, as an InfraError."""
     with pytest.raises(InfraError, match=r"cannot list the files of HuggingFaceM4/WebSight@main: OfflineModeIsEnabled"):
-        websight._list_shards(manifest.split_spec("frontend-test"), "main")
+        websight._list_shards(manifest.get_split("frontend-test"), "main")
 
 
 def test_missing_pyarrow_is_config_error(monkeypatch: pytest.MonkeyPatch) -> None:

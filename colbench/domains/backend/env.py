@@ -58,15 +58,15 @@ class BackendEnv(ColbenchEnv):
             leak_policy=leak_policy,
             render_mode=render_mode,
         )
-        self._sandbox_spec = sandbox
+        self._sandbox = sandbox
         self.rules = rules
 
     def _default_scorer(self) -> BackendScorer:
-        spec = self._sandbox_spec
-        if isinstance(spec, str):
-            scorer = self.domain.shared_scorer({"sandbox": spec, "rules": self.rules})
+        sandbox = self._sandbox
+        if isinstance(sandbox, str):
+            scorer = self.domain.shared_scorer({"sandbox": sandbox, "rules": self.rules})
         else:
-            scorer = BackendScorer(spec, rules=self.rules)
+            scorer = BackendScorer(sandbox, rules=self.rules)
         assert isinstance(scorer, BackendScorer)
         return scorer
 

@@ -72,19 +72,19 @@ class FrontendEnv(ColbenchEnv):
             leak_policy=leak_policy,
             render_mode=render_mode,
         )
-        self._embedder_spec = embedder
+        self._embedder = embedder
         self._renderer = renderer
         self._owns_scorer = False
         self._pending: tuple[str, RenderResult] | None = None
 
     def _default_scorer(self) -> FrontendScorer:
-        spec = self._embedder_spec
-        if isinstance(spec, str) and self._renderer is None:
-            scorer = self.domain.shared_scorer({"embedder": spec})
+        embedder = self._embedder
+        if isinstance(embedder, str) and self._renderer is None:
+            scorer = self.domain.shared_scorer({"embedder": embedder})
             assert isinstance(scorer, FrontendScorer)
             return scorer
         self._owns_scorer = True
-        return FrontendScorer(self._renderer or FRONTEND.shared_renderer(), spec)
+        return FrontendScorer(self._renderer or FRONTEND.shared_renderer(), embedder)
 
     @property
     def page_scorer(self) -> FrontendScorer:
