@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import hub_cache
 import pytest
 from openai_stub import StubOpenAIServer
 from paths import REPO, SHARED_DATA
@@ -122,3 +123,15 @@ def make_stub() -> Iterator[Callable[..., StubOpenAIServer]]:
 def stub(make_stub: Callable[..., StubOpenAIServer]) -> StubOpenAIServer:
     """One stub server with its default replies."""
     return make_stub()
+
+
+@pytest.fixture
+def offline_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The Hugging Face hub out of reach for the test (tests/hub_cache.py); colbench's home, returned."""
+    return hub_cache.go_offline(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def hf_cache(tmp_path: Path) -> Path:
+    """A Hugging Face cache folder of the test's own."""
+    return hub_cache.empty_cache(tmp_path)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 _TOKEN_RE = re.compile(r"/\*.*?\*/|\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|[{}]", re.S)
@@ -41,14 +42,14 @@ def _unescape_ident(ident: str) -> str:
     return _ESCAPE_RE.sub(one, ident)
 
 
-def _strip_nested(selector: str) -> str:
-    """The selector without strings, ``(...)`` and ``[...]`` contents: the classes left are the ones it needs."""
-    out: list[str] = []
+def _top_level(text: str) -> Iterator[tuple[int, int]]:
+    """The spans of ``text`` outside strings and ``(...)`` / ``[...]``: one character each, or an escape
+    (a backslash and the character it escapes). Brackets and quotes themselves are in no span."""
     depth = 0
     quote = ""
     i = 0
-    while i < len(selector):
-        ch = selector[i]
+    while i < len(text):
+        ch = text[i]
         if quote:
             if ch == "\\":
                 i += 1
@@ -56,7 +57,7 @@ def _strip_nested(selector: str) -> str:
                 quote = ""
         elif ch == "\\":
             if depth == 0:
-                out.append(selector[i : i + 2])
+                yield i, i + 2
             i += 1
         elif ch in "\"'":
             quote = ch
@@ -65,37 +66,23 @@ def _strip_nested(selector: str) -> str:
         elif ch in ")]":
             depth = max(depth - 1, 0)
         elif depth == 0:
-            out.append(ch)
+            yield i, i + 1
         i += 1
-    return "".join(out)
+
+
+def _strip_nested(selector: str) -> str:
+    """The selector without strings, ``(...)`` and ``[...]`` contents: the classes left are the ones it needs."""
+    return "".join(selector[start:end] for start, end in _top_level(selector))
 
 
 def _split_selectors(prelude: str) -> list[str]:
     """A selector list split at its top-level commas."""
     parts: list[str] = []
-    depth = 0
-    quote = ""
     start = 0
-    i = 0
-    while i < len(prelude):
-        ch = prelude[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = ""
-        elif ch == "\\":
-            i += 1
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth = max(depth - 1, 0)
-        elif ch == "," and depth == 0:
+    for i, end in _top_level(prelude):
+        if prelude[i:end] == ",":
             parts.append(prelude[start:i])
-            start = i + 1
-        i += 1
+            start = end
     parts.append(prelude[start:])
     return parts
 

@@ -18,6 +18,22 @@ def colbench(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "colbench", *args], capture_output=True, text=True, timeout=300)
 
 
+def score_backend(answers: Path, out: Path) -> list[str]:
+    """The arguments of ``colbench score backend`` for an answers file of the bundled sample, in the bwrap sandbox."""
+    return [
+        "score",
+        "backend",
+        "--tasks",
+        str(BUNDLED),
+        "--answers",
+        str(answers),
+        "--out",
+        str(out),
+        "--sandbox",
+        "bwrap",
+    ]
+
+
 def test_tasks_ls_ids_in_file_order(bundled_tasks: list[Task]) -> None:
     res = colbench("tasks", "ls", str(BUNDLED), "--ids")
     assert res.returncode == 0, res.stderr
@@ -50,20 +66,7 @@ def test_score_backend(tmp_path: Path, bundled_tasks: list[Task]) -> None:
     ]
     answers.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "results" / "r.jsonl"
-    res = colbench(
-        "score",
-        "backend",
-        "--tasks",
-        str(BUNDLED),
-        "--answers",
-        str(answers),
-        "--out",
-        str(out),
-        "--sandbox",
-        "bwrap",
-        "--jobs",
-        "2",
-    )
+    res = colbench(*score_backend(answers, out), "--jobs", "2")
     assert res.returncode == 0, res.stderr
     results = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["task_id"] for r in results] == [r["task_id"] for r in rows]
@@ -88,21 +91,7 @@ def test_score_backend_reports_a_broken_sandbox_as_infrastructure(tmp_path: Path
     answers.write_text(json.dumps({"task_id": bundled_tasks[0].task_id, "answer": "x"}) + "\n")
     env = {"PATH": str(tmp_path)}  # no bubblewrap on PATH: the harness, not the agent, is at fault
     res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "colbench",
-            "score",
-            "backend",
-            "--tasks",
-            str(BUNDLED),
-            "--answers",
-            str(answers),
-            "--out",
-            str(tmp_path / "o.jsonl"),
-            "--sandbox",
-            "bwrap",
-        ],
+        [sys.executable, "-m", "colbench", *score_backend(answers, tmp_path / "o.jsonl")],
         capture_output=True,
         text=True,
         env=env,

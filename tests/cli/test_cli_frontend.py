@@ -21,6 +21,13 @@ def colbench(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
     )
 
 
+def score_frontend(
+    tasks: str, answers: Path, out: Path, *more: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``colbench score frontend`` of an answers file, as a user types it."""
+    return colbench("score", "frontend", "--tasks", tasks, "--answers", str(answers), "--out", str(out), *more, env=env)
+
+
 def test_score_frontend_rows_floors_and_summary(tmp_path: Path) -> None:
     tasks = load("frontend-sample")
     answers = [
@@ -31,18 +38,7 @@ def test_score_frontend_rows_floors_and_summary(tmp_path: Path) -> None:
     ]
     (tmp_path / "answers.jsonl").write_text("".join(json.dumps(a) + "\n" for a in answers))
     out = tmp_path / "out" / "results.jsonl"
-    done = colbench(
-        "score",
-        "frontend",
-        "--tasks",
-        "frontend-sample",
-        "--answers",
-        str(tmp_path / "answers.jsonl"),
-        "--out",
-        str(out),
-        "--embedder",
-        "test",
-    )
+    done = score_frontend("frontend-sample", tmp_path / "answers.jsonl", out, "--embedder", "test")
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["task_id"] for r in rows] == [a["task_id"] for a in answers]
@@ -57,32 +53,10 @@ def test_score_frontend_rows_floors_and_summary(tmp_path: Path) -> None:
 def test_score_frontend_bad_input_is_one_line(tmp_path: Path) -> None:
     backend_answer = tmp_path / "a.jsonl"
     backend_answer.write_text(json.dumps({"task_id": load("backend-sample")[0].task_id, "answer": "x"}) + "\n")
-    done = colbench(
-        "score",
-        "frontend",
-        "--tasks",
-        "backend-sample",
-        "--answers",
-        str(backend_answer),
-        "--out",
-        str(tmp_path / "r.jsonl"),
-        "--embedder",
-        "test",
-    )
+    done = score_frontend("backend-sample", backend_answer, tmp_path / "r.jsonl", "--embedder", "test")
     assert done.returncode == 2 and "use `colbench score backend`" in done.stderr and done.stderr.count("\n") == 1
 
-    done = colbench(
-        "score",
-        "frontend",
-        "--tasks",
-        "frontend-sample",
-        "--answers",
-        str(backend_answer),
-        "--out",
-        str(tmp_path / "r.jsonl"),
-        "--embedder",
-        "nope",
-    )
+    done = score_frontend("frontend-sample", backend_answer, tmp_path / "r.jsonl", "--embedder", "nope")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
 
 
@@ -92,16 +66,6 @@ def test_missing_clip_weights_offline_is_a_clear_error(tmp_path: Path) -> None:
     answers.write_text(json.dumps({"task_id": tasks[0].task_id, "answer": tasks[0].ground_truth}) + "\n")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "HOME": str(tmp_path)}
     env.pop("COLBENCH_CLIP_WEIGHTS", None)
-    done = colbench(
-        "score",
-        "frontend",
-        "--tasks",
-        "frontend-sample",
-        "--answers",
-        str(answers),
-        "--out",
-        str(tmp_path / "r.jsonl"),
-        env=env,
-    )
+    done = score_frontend("frontend-sample", answers, tmp_path / "r.jsonl", env=env)
     assert done.returncode == 2, done.stderr
     assert "CLIP" in done.stderr and "weights" in done.stderr and done.stderr.count("\n") == 1

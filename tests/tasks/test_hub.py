@@ -31,6 +31,9 @@ COMMIT_B = "b" * 8 + "0123456789abcdef0123456789abcdef"
 SAMPLE_NAME = "backend_test_sample.jsonl"
 
 
+pytestmark = pytest.mark.usefixtures("offline_hub")  # every test runs with the hub out of reach
+
+
 def _sample_path() -> Path | None:
     root = REPO
     for folder in (root.parent / "shared" / "data" / "colbench", Path("/work/shared/data/colbench")):
@@ -65,24 +68,14 @@ def jsonl(rows: list[Any]) -> bytes:
     return "".join(json.dumps(r) + "\n" for r in rows).encode("utf-8")
 
 
-def put_snapshot(cache: Path, commit: str, files: dict[str, bytes], *, ref: str | None = "main") -> Path:
-    return hub_cache.put_snapshot(cache, REPO_DIR, commit, files, ref=ref)
-
-
-@pytest.fixture(autouse=True)
-def offline_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    return hub_cache.go_offline(tmp_path, monkeypatch)
+def put_snapshot(hf_cache: Path, commit: str, files: dict[str, bytes], *, ref: str | None = "main") -> Path:
+    return hub_cache.put_snapshot(hf_cache, REPO_DIR, commit, files, ref=ref)
 
 
 @pytest.fixture
-def cache(tmp_path: Path) -> Path:
-    return hub_cache.empty_cache(tmp_path)
-
-
-@pytest.fixture
-def test_file(sample_rows: list[dict[str, Any]], cache: Path) -> bytes:
+def test_file(sample_rows: list[dict[str, Any]], hf_cache: Path) -> bytes:
     data = jsonl(make_rows(sample_rows))
-    put_snapshot(cache, COMMIT_A, {TEST_FILE: data})
+    put_snapshot(hf_cache, COMMIT_A, {TEST_FILE: data})
     return data
 
 
@@ -180,39 +173,41 @@ def test_colbench_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def test_verified_pin_loads_1000_tasks_with_load_tasks_ids(
-    test_file: bytes, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    test_file: bytes, hf_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     verified_manifest(monkeypatch, revision=COMMIT_A, sha256=sha(test_file))
-    (cache / REPO_DIR / "refs" / "main").unlink()  # a pinned commit needs no ref
+    (hf_cache / REPO_DIR / "refs" / "main").unlink()  # a pinned commit needs no ref
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        tasks = sources.load_split("backend-test", cache_dir=str(cache), local_files_only=True)
+        tasks = sources.load_split("backend-test", cache_dir=str(hf_cache), local_files_only=True)
     assert len(tasks) == 1000
     first = tmp_path / "first1000.jsonl"
     first.write_bytes(b"".join(test_file.splitlines(keepends=True)[:1000]))
     assert [t.task_id for t in tasks] == [t.task_id for t in load_jsonl(first)]
-    assert [t.task_id for t in tasks] == [t.task_id for t in sources.load_split("backend-test", cache_dir=str(cache))]
+    assert [t.task_id for t in tasks] == [
+        t.task_id for t in sources.load_split("backend-test", cache_dir=str(hf_cache))
+    ]
     assert all(t.domain == "backend" and len(t.test_cases) == 10 for t in tasks)
     assert tasks[6].source == f"backend-test:{TEST_FILE}:7"
     assert not pins.pins_path().exists()  # verified values need no trust-on-first-use record
-    full = sources.load_split("backend-test-full", cache_dir=str(cache))
+    full = sources.load_split("backend-test-full", cache_dir=str(hf_cache))
     assert len(full) == 1005 and [t.task_id for t in full[:1000]] == [t.task_id for t in tasks]
 
 
 def test_verified_pin_mismatch_names_file_and_both_hashes(
-    test_file: bytes, cache: Path, monkeypatch: pytest.MonkeyPatch
+    test_file: bytes, hf_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     wrong = "0" * 64
     verified_manifest(monkeypatch, revision=COMMIT_A, sha256=wrong)
     with pytest.raises(DataError) as info:
-        sources.load_split("backend-test", cache_dir=str(cache))
+        sources.load_split("backend-test", cache_dir=str(hf_cache))
     message = str(info.value)
     assert TEST_FILE in message and wrong in message and sha(test_file) in message and "manifest" in message
 
 
-def test_trust_on_first_use_records_then_enforces(test_file: bytes, cache: Path) -> None:
+def test_trust_on_first_use_records_then_enforces(test_file: bytes, hf_cache: Path) -> None:
     with pytest.warns(pins.UnverifiedPinWarning, match="recorded on first use, not verified"):
-        first = sources.load_split("backend-test", cache_dir=str(cache))
+        first = sources.load_split("backend-test", cache_dir=str(hf_cache))
     recorded = json.loads(pins.pins_path().read_text())
     entry = recorded["files"][f"dataset:{REPO_ID}:{TEST_FILE}"]
     assert entry["pinned"] == COMMIT_A
@@ -221,51 +216,51 @@ def test_trust_on_first_use_records_then_enforces(test_file: bytes, cache: Path)
 
     with warnings.catch_warnings():  # second load: pin known, no warning, same tasks
         warnings.simplefilter("error")
-        second = sources.load_split("backend-test", cache_dir=str(cache))
+        second = sources.load_split("backend-test", cache_dir=str(hf_cache))
         # a split sharing the file shares the pin
-        assert len(sources.load_split("backend-test-full", cache_dir=str(cache))) == 1005
+        assert len(sources.load_split("backend-test-full", cache_dir=str(hf_cache))) == 1005
     assert [t.task_id for t in second] == [t.task_id for t in first]
 
-    blob = cache / REPO_DIR / "blobs" / sha(test_file)
+    blob = hf_cache / REPO_DIR / "blobs" / sha(test_file)
     tampered = test_file.replace(b"Write a Python function", b"Write a Python functiom", 1)
     blob.write_bytes(tampered)
     with pytest.raises(DataError) as info:
-        sources.load_split("backend-test", cache_dir=str(cache))
+        sources.load_split("backend-test", cache_dir=str(hf_cache))
     message = str(info.value)
     assert TEST_FILE in message and sha(test_file) in message and sha(tampered) in message
     assert str(pins.pins_path()) in message
 
 
 def test_pinned_commit_is_used_after_the_branch_moves(
-    sample_rows: list[dict[str, Any]], test_file: bytes, cache: Path
+    sample_rows: list[dict[str, Any]], test_file: bytes, hf_cache: Path
 ) -> None:
     with pytest.warns(pins.UnverifiedPinWarning):
-        pinned = sources.load_split("backend-test", cache_dir=str(cache))
-    put_snapshot(cache, COMMIT_B, {TEST_FILE: jsonl(make_rows(sample_rows, tag="-b"))})  # refs/main -> B
+        pinned = sources.load_split("backend-test", cache_dir=str(hf_cache))
+    put_snapshot(hf_cache, COMMIT_B, {TEST_FILE: jsonl(make_rows(sample_rows, tag="-b"))})  # refs/main -> B
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        again = sources.load_split("backend-test", cache_dir=str(cache))
+        again = sources.load_split("backend-test", cache_dir=str(hf_cache))
     assert [t.task_id for t in again] == [t.task_id for t in pinned]
 
     # an explicit revision wins; its hash is pinned on first use too, without moving the default pin
     with pytest.warns(pins.UnverifiedPinWarning, match=COMMIT_B):
-        other = sources.load_split("backend-test", revision=COMMIT_B, cache_dir=str(cache))
+        other = sources.load_split("backend-test", revision=COMMIT_B, cache_dir=str(hf_cache))
     assert not {t.task_id for t in other} & {t.task_id for t in pinned}
     entry = json.loads(pins.pins_path().read_text())["files"][f"dataset:{REPO_ID}:{TEST_FILE}"]
     assert entry["pinned"] == COMMIT_A and set(entry["commits"]) == {COMMIT_A, COMMIT_B}
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert len(sources.load_split("backend-test", revision="main", cache_dir=str(cache))) == 1000
+        assert len(sources.load_split("backend-test", revision="main", cache_dir=str(hf_cache))) == 1000
 
 
-def test_revision_not_cached_offline_is_infra_error(test_file: bytes, cache: Path) -> None:
+def test_revision_not_cached_offline_is_infra_error(test_file: bytes, hf_cache: Path) -> None:
     with pytest.raises(InfraError, match=r"not in the local Hugging Face cache.*local JSONL file"):
-        sources.load_split("backend-test", revision=COMMIT_B, cache_dir=str(cache))
+        sources.load_split("backend-test", revision=COMMIT_B, cache_dir=str(hf_cache))
 
 
-def test_offline_with_nothing_cached_is_infra_error(cache: Path) -> None:
+def test_offline_with_nothing_cached_is_infra_error(hf_cache: Path) -> None:
     with pytest.raises(InfraError) as info:
-        sources.load_split("backend-test", cache_dir=str(cache))
+        sources.load_split("backend-test", cache_dir=str(hf_cache))
     message = str(info.value)
     assert "HF_HUB_OFFLINE" in message and "backend-test" in message and "\n" not in message
 
@@ -276,11 +271,11 @@ def test_missing_huggingface_hub_is_config_error(monkeypatch: pytest.MonkeyPatch
         sources.load_split("backend-test")
 
 
-def test_corrupt_pins_file_is_data_error(test_file: bytes, cache: Path) -> None:
+def test_corrupt_pins_file_is_data_error(test_file: bytes, hf_cache: Path) -> None:
     pins.pins_path().parent.mkdir(parents=True)
     pins.pins_path().write_text("{not json")
     with pytest.raises(DataError, match="delete it"):
-        sources.load_split("backend-test", cache_dir=str(cache))
+        sources.load_split("backend-test", cache_dir=str(hf_cache))
 
 
 def test_hf_hub_offline_env_means_local_files_only(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -293,73 +288,73 @@ def test_hf_hub_offline_env_means_local_files_only(monkeypatch: pytest.MonkeyPat
 # ------------------------------------------------------------------------------------------ row validation
 
 
-def test_bad_row_names_split_file_line_and_field(sample_rows: list[dict[str, Any]], cache: Path) -> None:
+def test_bad_row_names_split_file_line_and_field(sample_rows: list[dict[str, Any]], hf_cache: Path) -> None:
     rows: list[Any] = make_rows(sample_rows)
     rows[6]["problem_description"] = 42
-    put_snapshot(cache, COMMIT_A, {TEST_FILE: jsonl(rows)})
+    put_snapshot(hf_cache, COMMIT_A, {TEST_FILE: jsonl(rows)})
     with pytest.raises(DataError, match=rf"backend-test:{TEST_FILE}:7: field 'problem_description'"):
-        sources.load_split("backend-test", cache_dir=str(cache))
+        sources.load_split("backend-test", cache_dir=str(hf_cache))
     assert not pins.pins_path().exists()  # a file that fails validation is not trusted
 
 
-def test_rows_outside_the_range_are_not_validated(sample_rows: list[dict[str, Any]], cache: Path) -> None:
+def test_rows_outside_the_range_are_not_validated(sample_rows: list[dict[str, Any]], hf_cache: Path) -> None:
     rows: list[Any] = make_rows(sample_rows)
     del rows[1002]["test_cases"]
-    put_snapshot(cache, COMMIT_A, {TEST_FILE: jsonl(rows)})
+    put_snapshot(hf_cache, COMMIT_A, {TEST_FILE: jsonl(rows)})
     with pytest.warns(pins.UnverifiedPinWarning):
-        assert len(sources.load_split("backend-test", cache_dir=str(cache))) == 1000
+        assert len(sources.load_split("backend-test", cache_dir=str(hf_cache))) == 1000
     with pytest.raises(DataError, match=rf"backend-test-full:{TEST_FILE}:1003: field 'test_cases'"):
-        sources.load_split("backend-test-full", cache_dir=str(cache))
+        sources.load_split("backend-test-full", cache_dir=str(hf_cache))
 
 
-def test_bad_json_and_duplicates_name_the_line(sample_rows: list[dict[str, Any]], cache: Path) -> None:
+def test_bad_json_and_duplicates_name_the_line(sample_rows: list[dict[str, Any]], hf_cache: Path) -> None:
     data = jsonl(make_rows(sample_rows)).splitlines(keepends=True)
     broken = [*data[:3], b"{oops\n", *data[4:]]
-    put_snapshot(cache, COMMIT_A, {TEST_FILE: b"".join(broken)})
+    put_snapshot(hf_cache, COMMIT_A, {TEST_FILE: b"".join(broken)})
     with pytest.raises(DataError, match=rf"backend-test:{TEST_FILE}:4: invalid JSON"):
-        sources.load_split("backend-test", cache_dir=str(cache))
+        sources.load_split("backend-test", cache_dir=str(hf_cache))
     duplicated = [*data[:9], data[1], *data[10:]]
-    put_snapshot(cache, COMMIT_A, {TEST_FILE: b"".join(duplicated)})
+    put_snapshot(hf_cache, COMMIT_A, {TEST_FILE: b"".join(duplicated)})
     with pytest.raises(
         DataError, match=rf"{TEST_FILE}:10: duplicate task_id .* \(first at backend-test:{TEST_FILE}:2\)"
     ):
-        sources.load_split("backend-test", cache_dir=str(cache))
+        sources.load_split("backend-test", cache_dir=str(hf_cache))
 
 
 def test_line_numbers_match_load_tasks_with_unicode_separators(
-    sample_rows: list[dict[str, Any]], cache: Path, tmp_path: Path
+    sample_rows: list[dict[str, Any]], hf_cache: Path, tmp_path: Path
 ) -> None:
     rows: list[Any] = make_rows(sample_rows)
     rows[2]["problem_description"] += " line\u2028separator\x0cfeed"
     data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
     assert "\u2028".encode() in data
-    put_snapshot(cache, COMMIT_A, {TEST_FILE: data})
+    put_snapshot(hf_cache, COMMIT_A, {TEST_FILE: data})
     with pytest.warns(pins.UnverifiedPinWarning):
-        tasks = sources.load_split("backend-test", cache_dir=str(cache))
+        tasks = sources.load_split("backend-test", cache_dir=str(hf_cache))
     local = tmp_path / "same.jsonl"
     local.write_bytes(b"\n".join(data.split(b"\n")[:1000]) + b"\n")
     assert [t.task_id for t in tasks] == [t.task_id for t in load_jsonl(local)]
     assert [t.source.rsplit(":", 1)[1] for t in tasks[:4]] == ["1", "2", "3", "4"]
 
 
-def test_short_file_is_data_error(sample_rows: list[dict[str, Any]], cache: Path) -> None:
-    put_snapshot(cache, COMMIT_A, {TEST_FILE: jsonl(make_rows(sample_rows, n=500))})
+def test_short_file_is_data_error(sample_rows: list[dict[str, Any]], hf_cache: Path) -> None:
+    put_snapshot(hf_cache, COMMIT_A, {TEST_FILE: jsonl(make_rows(sample_rows, n=500))})
     with pytest.raises(DataError, match=r"rows \[0, 1000\) but the file has only 500 rows"):
-        sources.load_split("backend-test", cache_dir=str(cache))
+        sources.load_split("backend-test", cache_dir=str(hf_cache))
 
 
 # ------------------------------------------------------------------------------------------- resolve_tasks
 
 
 def test_resolve_tasks_file_split_and_unknown(
-    test_file: bytes, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    test_file: bytes, hf_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     local = tmp_path / "mine.jsonl"
     local.write_bytes(b"".join(test_file.splitlines(keepends=True)[:5]))
     assert [t.task_id for t in sources.load(str(local))] == [t.task_id for t in load_jsonl(local)]
 
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))  # resolve_tasks takes the HF default cache, as the CLI does
-    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_CACHE", str(hf_cache))  # resolve_tasks takes the HF default cache, as the CLI does
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(hf_cache))
     with pytest.warns(pins.UnverifiedPinWarning):
         by_name = sources.load("backend-test")
     assert len(by_name) == 1000

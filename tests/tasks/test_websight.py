@@ -37,6 +37,9 @@ SHARDS = [f"v0.2/train-{i:05d}-of-{NUM_SHARDS:05d}-{i:016x}.parquet" for i in ra
 LISTING_KEY = f"dataset:{REPO_ID}:v0.2/train-*.parquet"
 
 
+pytestmark = pytest.mark.usefixtures("offline_hub")  # every test runs with the hub out of reach
+
+
 def idea(i: int, tag: str = "") -> str:
     return f"Site {i}{tag}: a landing page with a hero image, a navigation bar and a footer."
 
@@ -63,8 +66,8 @@ def shard_bytes(first: int, n: int, *, tag: str = "", columns: dict[str, list[An
     return out.getvalue()
 
 
-def put_snapshot(cache: Path, commit: str, files: dict[str, bytes], *, ref: str | None = "main") -> Path:
-    return hub_cache.put_snapshot(cache, REPO_DIR, commit, files, ref=ref)
+def put_snapshot(hf_cache: Path, commit: str, files: dict[str, bytes], *, ref: str | None = "main") -> Path:
+    return hub_cache.put_snapshot(hf_cache, REPO_DIR, commit, files, ref=ref)
 
 
 def make_shards(n: int = NUM_SHARDS, tag: str = "") -> dict[str, bytes]:
@@ -74,16 +77,6 @@ def make_shards(n: int = NUM_SHARDS, tag: str = "") -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def shards() -> dict[str, bytes]:
     return make_shards()
-
-
-@pytest.fixture(autouse=True)
-def offline_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    return hub_cache.go_offline(tmp_path, monkeypatch)
-
-
-@pytest.fixture
-def cache(tmp_path: Path) -> Path:
-    return hub_cache.empty_cache(tmp_path)
 
 
 @pytest.fixture
@@ -200,11 +193,11 @@ def test_manifest_validation_of_websight_entries() -> None:
 
 
 def test_first_build_lists_pins_and_reads_the_paper_rows(
-    shards: dict[str, bytes], cache: Path, listing: list[str]
+    shards: dict[str, bytes], hf_cache: Path, listing: list[str]
 ) -> None:
-    put_snapshot(cache, COMMIT_A, shards)
+    put_snapshot(hf_cache, COMMIT_A, shards)
     with pytest.warns(pins.UnverifiedPinWarning, match=rf"pinned {REPO_ID} .* to commit {COMMIT_A} .*first use"):
-        tasks = sources.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
+        tasks = sources.load_split("frontend-test", cache_dir=str(hf_cache), local_files_only=False)
     assert listing == ["main"] and len(tasks) == 500
     assert all(t.domain == "frontend" and t.test_cases == () for t in tasks)
     assert tasks[0].problem_description == idea(10000) and tasks[-1].problem_description == idea(10499)
@@ -226,129 +219,129 @@ def test_first_build_lists_pins_and_reads_the_paper_rows(
     # later builds: pinned commit and list, no listing call, no warning, same tasks, fully offline
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        again = sources.load_split("frontend-test", cache_dir=str(cache), local_files_only=True)
+        again = sources.load_split("frontend-test", cache_dir=str(hf_cache), local_files_only=True)
     assert listing == ["main"] and [t.task_id for t in again] == [t.task_id for t in tasks]
 
     # the full test split reads two more shards: their hashes are pinned on first use, the rest checked
     with pytest.warns(pins.UnverifiedPinWarning, match=r"\(2 shard sha256\)"):
-        full = sources.load_split("frontend-test-full", cache_dir=str(cache))
+        full = sources.load_split("frontend-test-full", cache_dir=str(hf_cache))
     assert len(full) == 10000 and [t.task_id for t in full[:500]] == [t.task_id for t in tasks]
     assert (
         full[-1].problem_description == idea(19999) and full[-1].source == f"frontend-test-full:{SHARDS[4]}: row 19999"
     )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        train = sources.load_split("frontend-train", cache_dir=str(cache))
+        train = sources.load_split("frontend-train", cache_dir=str(hf_cache))
     assert [t.problem_description for t in train[:2]] == [idea(0), idea(1)] and len(train) == 10000
     assert not {t.task_id for t in train} & {t.task_id for t in full}
 
 
 def test_tampered_shard_is_a_sha256_mismatch_naming_the_shard(
-    shards: dict[str, bytes], cache: Path, listing: list[str]
+    shards: dict[str, bytes], hf_cache: Path, listing: list[str]
 ) -> None:
-    put_snapshot(cache, COMMIT_A, shards)
+    put_snapshot(hf_cache, COMMIT_A, shards)
     with pytest.warns(pins.UnverifiedPinWarning):
-        sources.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
+        sources.load_split("frontend-test", cache_dir=str(hf_cache), local_files_only=False)
     tampered = shard_bytes(ROWS_PER_SHARD, ROWS_PER_SHARD, tag=" (edited)")
-    (cache / REPO_DIR / "blobs" / sha(shards[SHARDS[1]])).write_bytes(tampered)
+    (hf_cache / REPO_DIR / "blobs" / sha(shards[SHARDS[1]])).write_bytes(tampered)
     with pytest.raises(DataError) as info:
-        sources.load_split("frontend-test", cache_dir=str(cache))
+        sources.load_split("frontend-test", cache_dir=str(hf_cache))
     message = str(info.value)
     assert f"{REPO_ID}:{SHARDS[1]}@{COMMIT_A}" in message and "\n" not in message
     assert sha(shards[SHARDS[1]]) in message and sha(tampered) in message and str(pins.pins_path()) in message
 
 
 def test_verified_manifest_values_are_checked_and_need_no_pins(
-    shards: dict[str, bytes], cache: Path, monkeypatch: pytest.MonkeyPatch
+    shards: dict[str, bytes], hf_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    put_snapshot(cache, COMMIT_A, shards, ref=None)  # a verified commit needs no branch ref
+    put_snapshot(hf_cache, COMMIT_A, shards, ref=None)  # a verified commit needs no branch ref
     sums = tuple((name, sha(data)) for name, data in shards.items())
     patch_spec(monkeypatch, revision=COMMIT_A, shards=tuple(SHARDS), shard_sha256=sums)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        tasks = sources.load_split("frontend-test", cache_dir=str(cache))  # HF_HUB_OFFLINE: local files, no listing
+        tasks = sources.load_split("frontend-test", cache_dir=str(hf_cache))  # HF_HUB_OFFLINE: local files, no listing
     assert len(tasks) == 500 and not pins.pins_path().exists()
 
     patch_spec(monkeypatch, revision=COMMIT_A, shards=tuple(SHARDS), shard_sha256=((SHARDS[0], "0" * 64),))
     with pytest.raises(DataError, match=rf"{SHARDS[0]}@{COMMIT_A} .*expected 0{{64}} \(from the packaged manifest"):
-        sources.load_split("frontend-test", cache_dir=str(cache))
+        sources.load_split("frontend-test", cache_dir=str(hf_cache))
 
 
 def test_manifest_shards_build_offline_and_pin_the_commit_on_first_use(
-    shards: dict[str, bytes], cache: Path, monkeypatch: pytest.MonkeyPatch
+    shards: dict[str, bytes], hf_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    put_snapshot(cache, COMMIT_A, shards)
+    put_snapshot(hf_cache, COMMIT_A, shards)
     patch_spec(monkeypatch, shards=tuple(SHARDS))
     with pytest.warns(pins.UnverifiedPinWarning, match=r"the default commit, 3 shard sha256"):
-        tasks = sources.load_split("frontend-test", cache_dir=str(cache))  # refs/main -> COMMIT_A, no listing
+        tasks = sources.load_split("frontend-test", cache_dir=str(hf_cache))  # refs/main -> COMMIT_A, no listing
     assert len(tasks) == 500 and pins_file()["files"][LISTING_KEY]["pinned"] == COMMIT_A
 
     # the branch moves: the pinned commit is still what loads; an explicit revision is pinned beside it
-    put_snapshot(cache, COMMIT_B, make_shards(tag=" (b)"))
+    put_snapshot(hf_cache, COMMIT_B, make_shards(tag=" (b)"))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert [t.task_id for t in sources.load_split("frontend-test", cache_dir=str(cache))] == [
+        assert [t.task_id for t in sources.load_split("frontend-test", cache_dir=str(hf_cache))] == [
             t.task_id for t in tasks
         ]
     with pytest.warns(pins.UnverifiedPinWarning, match=COMMIT_B):
-        other = sources.load_split("frontend-test", revision=COMMIT_B, cache_dir=str(cache))
+        other = sources.load_split("frontend-test", revision=COMMIT_B, cache_dir=str(hf_cache))
     assert other[0].problem_description == idea(10000, " (b)")
     assert pins_file()["files"][LISTING_KEY]["pinned"] == COMMIT_A
 
 
-def test_missing_column_names_the_shard_and_the_column(cache: Path, listing: list[str]) -> None:
+def test_missing_column_names_the_shard_and_the_column(hf_cache: Path, listing: list[str]) -> None:
     files = make_shards()
     n = ROWS_PER_SHARD
     renamed = {"html": [page(i) for i in range(n)], "llm_generated_idea": [idea(i) for i in range(n)]}
     files[SHARDS[1]] = shard_bytes(0, n, columns=renamed)
-    put_snapshot(cache, COMMIT_A, files)
+    put_snapshot(hf_cache, COMMIT_A, files)
     with pytest.raises(DataError) as info:
-        sources.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
+        sources.load_split("frontend-test", cache_dir=str(hf_cache), local_files_only=False)
     message = str(info.value)
     assert f"{REPO_ID}:{SHARDS[1]}@{COMMIT_A}: missing column 'text'" in message
     assert "image, html, llm_generated_idea" in message and "\n" not in message
     assert not pins.pins_path().exists()  # nothing is trusted from a build that failed
 
 
-def test_bad_values_and_duplicates_name_the_row(cache: Path, listing: list[str]) -> None:
+def test_bad_values_and_duplicates_name_the_row(hf_cache: Path, listing: list[str]) -> None:
     files = make_shards(3)
     n = ROWS_PER_SHARD
     ideas: list[Any] = [idea(i) for i in range(2 * n, 3 * n)]
     ideas[10003 - 2 * n] = None
     pages = [page(i) for i in range(2 * n, 3 * n)]
     files[SHARDS[2]] = shard_bytes(0, n, columns={"text": pages, "llm_generated_idea": ideas})
-    put_snapshot(cache, COMMIT_A, files)
+    put_snapshot(hf_cache, COMMIT_A, files)
     expected = (
         rf"^frontend-test:{SHARDS[2]}: row 10003: column 'llm_generated_idea': expected a non-empty string, got null$"
     )
     with pytest.raises(DataError, match=expected):
-        sources.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
+        sources.load_split("frontend-test", cache_dir=str(hf_cache), local_files_only=False)
 
     ideas[10003 - 2 * n] = idea(10001)  # the same page and idea as row 10001
     pages[10003 - 2 * n] = page(10001)
     files[SHARDS[2]] = shard_bytes(0, n, columns={"text": pages, "llm_generated_idea": ideas})
-    put_snapshot(cache, COMMIT_A, files)
+    put_snapshot(hf_cache, COMMIT_A, files)
     with pytest.raises(
         DataError, match=rf"row 10003: duplicate task_id .* \(first at frontend-test:{SHARDS[2]}: row 10001\)"
     ):
-        sources.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
+        sources.load_split("frontend-test", cache_dir=str(hf_cache), local_files_only=False)
 
 
 def test_too_few_rows_and_no_shards_are_data_errors(
-    cache: Path, listing: list[str], monkeypatch: pytest.MonkeyPatch
+    hf_cache: Path, listing: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    put_snapshot(cache, COMMIT_A, make_shards(2))
+    put_snapshot(hf_cache, COMMIT_A, make_shards(2))
     patch_spec(monkeypatch, shards=tuple(SHARDS[:2]))
     with pytest.raises(DataError, match=r"wants rows \[10000, 10500\) but the 2 shards at .* hold only 8200 rows"):
-        sources.load_split("frontend-test", cache_dir=str(cache))
+        sources.load_split("frontend-test", cache_dir=str(hf_cache))
     patch_spec(monkeypatch, shards=(), data_files="v0.3/train-*.parquet")
     with pytest.raises(DataError, match=r"no file of HuggingFaceM4/WebSight@.* matches 'v0.3/train-\*.parquet'"):
-        sources.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
+        sources.load_split("frontend-test", cache_dir=str(hf_cache), local_files_only=False)
 
 
-def test_offline_without_a_pinned_shard_list_is_infra_error(cache: Path) -> None:
+def test_offline_without_a_pinned_shard_list_is_infra_error(hf_cache: Path) -> None:
     with pytest.raises(InfraError) as info:
-        sources.load_split("frontend-test", cache_dir=str(cache))
+        sources.load_split("frontend-test", cache_dir=str(hf_cache))
     message = str(info.value)
     assert "shard list" in message and "HF_HUB_OFFLINE" in message and "\n" not in message
 
@@ -369,12 +362,12 @@ def test_missing_pyarrow_is_config_error(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_build_frontend_writes_the_release_format(
-    shards: dict[str, bytes], cache: Path, listing: list[str], tmp_path: Path
+    shards: dict[str, bytes], hf_cache: Path, listing: list[str], tmp_path: Path
 ) -> None:
-    put_snapshot(cache, COMMIT_A, shards)
+    put_snapshot(hf_cache, COMMIT_A, shards)
     out = tmp_path / "out" / "frontend_test.jsonl"
     with pytest.warns(pins.UnverifiedPinWarning):
-        tasks = websight.build_frontend("frontend-test", out, cache_dir=str(cache), local_files_only=False)
+        tasks = websight.build_frontend("frontend-test", out, cache_dir=str(hf_cache), local_files_only=False)
     lines = out.read_text(encoding="utf-8").splitlines(keepends=True)
     assert len(lines) == 500
     assert lines[0] == json.dumps(websight.frontend_row(idea(10000), page(10000))) + "\n"  # the original's json.dumps
@@ -393,17 +386,17 @@ def colbench(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str
 
 
 def test_cli_build_frontend_and_ls_frontend_sample(
-    shards: dict[str, bytes], cache: Path, listing: list[str], tmp_path: Path, offline_env: Path
+    shards: dict[str, bytes], hf_cache: Path, listing: list[str], tmp_path: Path, offline_hub: Path
 ) -> None:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache), "COLBENCH_HOME": str(offline_env)}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hf_cache), "COLBENCH_HOME": str(offline_hub)}
     out = tmp_path / "ft.jsonl"
     res = colbench("tasks", "build-frontend", "--split", "frontend-test", "--out", str(out), env=env)
     assert res.returncode == 3 and "infrastructure error" in res.stderr and "shard list" in res.stderr
     assert res.stderr.count("\n") == 1 and not out.exists()
 
-    put_snapshot(cache, COMMIT_A, shards)
+    put_snapshot(hf_cache, COMMIT_A, shards)
     with pytest.warns(pins.UnverifiedPinWarning):  # first use (needs the hub listing, faked here) pins the list
-        tasks = sources.load_split("frontend-test", cache_dir=str(cache), local_files_only=False)
+        tasks = sources.load_split("frontend-test", cache_dir=str(hf_cache), local_files_only=False)
     res = colbench("tasks", "build-frontend", "--split", "frontend-test", "--out", str(out), env=env)
     assert res.returncode == 0, res.stderr
     assert "500 frontend tasks" in res.stdout and str(out) in res.stdout
