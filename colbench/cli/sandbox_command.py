@@ -39,7 +39,7 @@ def cmd_sandbox_build(args: argparse.Namespace) -> int:
 
 def cmd_sandbox_doctor(args: argparse.Namespace) -> int:
     """One line per check (with its fix when it fails); exit 1 when a required check fails, 0 otherwise."""
-    from colbench.sandbox.image import doctor
+    from colbench.sandbox.doctor import doctor
 
     failed = False
     for check in doctor(args.image):

@@ -1,4 +1,5 @@
-"""The Docker sandbox image: its contract, how to build it, and ``doctor`` checks for the whole sandbox set-up.
+"""The Docker sandbox image: its contract and how to build it (``colbench sandbox doctor`` checks it:
+:mod:`colbench.sandbox.doctor`).
 
 Image contract, version 1 (the tag's number: ``colbench-sandbox:1``; the labels ``org.colbench.sandbox=1`` and
 ``org.colbench.contract=1`` say that an image honours it):
@@ -48,7 +49,6 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
@@ -57,7 +57,6 @@ from colbench._util.datafiles import data_path
 from colbench._util.storage import colbench_home
 from colbench.errors import ConfigError, SandboxError
 from colbench.sandbox.contract import RUNNER_FLAGS, RUNNER_IN_SANDBOX, SANDBOX_UID_BASE, runner_path
-from colbench.sandbox.pool import outcome_of
 
 IMAGE = "colbench-sandbox:1"
 CONTRACT = "1"
@@ -71,43 +70,6 @@ DOCKER_TIMEOUT_S = 120.0
 
 Method = Literal["auto", "dockerfile", "offline"]
 
-# Run inside the image by ``doctor``: every point of the contract a Python one-liner can see.
-_CONTRACT_PROBE = """
-import json, os, socket, sqlite3, sys
-import bs4, numpy
-try:
-    socket.create_connection(("1.1.1.1", 53), timeout=2).close()
-    net = "reachable"
-except OSError as exc:
-    net = type(exc).__name__ + ": " + str(exc)
-print(json.dumps({
-    "python": "%d.%d.%d" % sys.version_info[:3], "executable": sys.executable,
-    "usr_bin_python3": os.path.exists("/usr/bin/python3"), "numpy": numpy.__version__, "bs4": bs4.__version__,
-    "sqlite": sqlite3.sqlite_version, "opt": sorted(os.listdir("/opt/colbench")), "uid": os.getuid(), "net": net,
-}))
-"""
-_RUNNER_JOB = {
-    "id": 0,
-    "code": "import numpy\ndef f(x):\n    return int(numpy.sum(x))",
-    "tests": ["f([1,2,3])"],
-    "timeout": 5,
-    "memory_mb": 512,
-    "max_processes": 32,
-    "seed": 0,
-    "max_bytes": 1_000_000,
-}
-
-
-@dataclass(frozen=True)
-class Check:
-    """One ``doctor`` finding. ``required`` checks decide the exit status; the others are advice."""
-
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
-    required: bool = True
-
 
 # -- package data ----------------------------------------------------------------------------------------------
 def image_files() -> Path:
@@ -116,7 +78,7 @@ def image_files() -> Path:
 
 
 # -- docker ----------------------------------------------------------------------------------------------------
-def _docker_sdk() -> ModuleType:
+def docker_sdk() -> ModuleType:
     """The optional ``docker`` SDK (imported lazily: ``pip install 'colbench[docker]'``)."""
     try:
         return importlib.import_module("docker")
@@ -126,7 +88,7 @@ def _docker_sdk() -> ModuleType:
 
 def docker_client(timeout: float = 10.0) -> Any:
     """A connected ``docker.DockerClient`` (``DOCKER_HOST`` and friends apply); SandboxError when none answers."""
-    docker = _docker_sdk()
+    docker = docker_sdk()
     try:
         client = docker.from_env(timeout=timeout)
         client.ping()
@@ -140,7 +102,7 @@ def image_labels(client: Any = None, image: str = IMAGE) -> dict[str, str] | Non
     client = client if client is not None else docker_client()
     try:
         found = client.images.get(image)
-    except _docker_sdk().errors.ImageNotFound:
+    except docker_sdk().errors.ImageNotFound:
         return None
     except Exception as exc:
         raise SandboxError(f"cannot inspect the image {image}: {exc}") from exc
@@ -153,7 +115,7 @@ def image_present(client: Any = None, image: str = IMAGE) -> bool:
     return labels is not None and labels.get(LABEL_SANDBOX) == "1" and labels.get(LABEL_CONTRACT) == CONTRACT
 
 
-def _docker_cli() -> str:
+def docker_cli() -> str:
     docker = shutil.which("docker")
     if docker is None:
         raise SandboxError("the docker command is not installed (Debian/Ubuntu: apt-get install docker.io)")
@@ -163,7 +125,7 @@ def _docker_cli() -> str:
 def run_argv(image: str = IMAGE, *, uid: int = PROBE_UID, memory_mb: int = 512, pids: int = 64) -> list[str]:
     """The hardened ``docker run`` command line for one runner worker (the contract's reference invocation)."""
     return [
-        _docker_cli(), "run", "-i", "--rm", "--network", "none", "--read-only",
+        docker_cli(), "run", "-i", "--rm", "--network", "none", "--read-only",
         "--tmpfs", "/tmp:rw,nosuid,nodev,size=64m,mode=1777",
         "--user", "0", "--cap-drop", "ALL",
         "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "KILL", "--cap-add", "FOWNER",
@@ -223,7 +185,7 @@ def build_image(
     result does not carry the contract's labels.
     """
     resolved = resolve_method(method)
-    docker = _docker_cli()
+    docker = docker_cli()
     say = echo if echo is not None else (lambda line: print(line, file=sys.stderr, flush=True))
     files = image_files()
     env = dict(os.environ)
@@ -279,213 +241,3 @@ def _cli_labels(docker: str, image: str) -> dict[str, str]:
         raise SandboxError(f"the build reported success but {image} is not there: {done.stderr.strip()}")
     labels = json.loads(done.stdout or "null") or {}
     return {str(k): str(v) for k, v in labels.items()}
-
-
-# -- doctor ----------------------------------------------------------------------------------------------------
-BUILD_FIX = "run: colbench sandbox build"
-REBUILD_FIX = "run: colbench sandbox build --force"
-
-
-def doctor(image: str = IMAGE) -> list[Check]:
-    """Check everything the sandboxes need, in order; later Docker checks report 'not checked' after a failure."""
-    checks: list[Check] = []
-    cli = shutil.which("docker")
-    checks.append(
-        Check("docker CLI", True, cli)
-        if cli
-        else Check(
-            "docker CLI",
-            False,
-            "the docker command is not on PATH",
-            "install Docker Engine (apt-get install docker.io)",
-        )
-    )
-    client = None
-    why = "not checked: the Docker daemon is not reachable"
-    try:
-        sdk = _docker_sdk()
-        checks.append(Check("docker SDK", True, f"docker {getattr(sdk, '__version__', '?')} for Python"))
-    except SandboxError as exc:
-        checks.append(Check("docker SDK", False, str(exc), "pip install 'colbench[docker]'"))
-        why = "not checked: no Docker SDK"
-    else:
-        try:
-            client = docker_client()
-            try:
-                version = client.version()
-            except Exception:
-                version = {}
-            where = os.environ.get("DOCKER_HOST") or "the default socket"
-            checks.append(
-                Check(
-                    "docker daemon",
-                    True,
-                    f"Docker {version.get('Version')} (API {version.get('ApiVersion')}) at {where}",
-                )
-            )
-        except SandboxError as exc:
-            fix = "start the daemon (systemctl start docker) and make sure this user may use it (root or group docker)"
-            checks.append(Check("docker daemon", False, str(exc), fix))
-    if client is not None:
-        checks.append(_check_limits(client))
-        checks.extend(_check_image(client, image, cli))
-    else:
-        for name in ("resource limits", "sandbox image", "image contract", "runner in image"):
-            checks.append(Check(name, False, why, "fix the checks above first"))
-    checks.extend(_check_bwrap())
-    return checks
-
-
-def _check_limits(client: Any) -> Check:
-    try:
-        info = client.info()
-    except Exception as exc:
-        return Check("resource limits", False, f"docker info failed: {exc}", "check the Docker daemon's logs")
-    cgroup = f"cgroup v{info.get('CgroupVersion', '?')} ({info.get('CgroupDriver', '?')})"
-    missing = [name for name, key in (("memory", "MemoryLimit"), ("pids", "PidsLimit")) if not info.get(key)]
-    if missing:
-        return Check(
-            "resource limits",
-            False,
-            f"{cgroup}: no {' or '.join(missing)} limit support, so a test could exhaust the machine",
-            "enable the memory and pids cgroup controllers (cgroup v2, or kernel option cgroup_enable=memory)",
-        )
-    swap = "swap limited too" if info.get("SwapLimit") else "no swap limit (memory limits exclude swap)"
-    return Check("resource limits", True, f"{cgroup}: memory and pids limits supported, {swap}")
-
-
-def _check_image(client: Any, image: str, cli: str | None) -> list[Check]:
-    names = ("image contract", "runner in image")
-    try:
-        labels = image_labels(client, image)
-    except SandboxError as exc:
-        return [
-            Check("sandbox image", False, str(exc), BUILD_FIX),
-            *(Check(n, False, "not checked", "") for n in names),
-        ]
-    if labels is None:
-        missing = Check("sandbox image", False, f"{image} is not on this Docker daemon", BUILD_FIX)
-        return [missing, *(Check(n, False, "not checked: no image", BUILD_FIX) for n in names)]
-    if labels.get(LABEL_SANDBOX) != "1" or labels.get(LABEL_CONTRACT) != CONTRACT:
-        wrong = Check(
-            "sandbox image",
-            False,
-            f"{image} is not a colbench sandbox of contract {CONTRACT} (labels: {labels})",
-            REBUILD_FIX,
-        )
-        return [wrong, *(Check(n, False, "not checked: wrong image", BUILD_FIX) for n in names)]
-    found = client.images.get(image)
-    size = (found.attrs.get("Size") or 0) / 1e6
-    built = labels.get(LABEL_BUILD, "unknown")
-    checks = [Check("sandbox image", True, f"{image} ({found.short_id}, {built} build, {size:.0f} MB)")]
-    if cli is None:
-        return [*checks, *(Check(n, False, "not checked: no docker command", "install the docker CLI") for n in names)]
-    checks.append(_check_contract(cli, image))
-    checks.append(_check_runner(image))
-    return checks
-
-
-def _check_contract(cli: str, image: str) -> Check:
-    argv = [
-        cli, "run", "--rm", "--network", "none", "--read-only", "--user", f"{PROBE_UID}:{PROBE_UID}",
-        "--cap-drop", "ALL", "--security-opt", "no-new-privileges", image, "python3", "-s", "-P", "-c", _CONTRACT_PROBE,
-    ]  # fmt: skip
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=DOCKER_TIMEOUT_S, check=False)
-        found = json.loads(done.stdout) if done.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
-        return Check("image contract", False, f"the probe container failed: {exc}", REBUILD_FIX)
-    if not isinstance(found, dict):
-        why = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
-        return Check("image contract", False, f"the probe failed: {why[0]}", REBUILD_FIX)
-    problems = []
-    if not str(found.get("python", "")).startswith("3.11."):
-        problems.append(f"Python {found.get('python')}, not 3.11")
-    if not found.get("usr_bin_python3"):
-        problems.append("no /usr/bin/python3")
-    if found.get("opt"):
-        problems.append(f"/opt/colbench is not empty: {found['opt']}")
-    if found.get("net") == "reachable":
-        problems.append("the network is reachable with --network none")
-    summary = (
-        f"Python {found.get('python')}, numpy {found.get('numpy')}, bs4 {found.get('bs4')}, "
-        f"sqlite {found.get('sqlite')} as uid {found.get('uid')}, no network"
-    )
-    if problems:
-        return Check("image contract", False, "; ".join(problems), REBUILD_FIX)
-    return Check("image contract", True, summary)
-
-
-def _check_runner(image: str) -> Check:
-    """The runner protocol end to end, under the exact hardening the Docker runtime uses."""
-    fix = REBUILD_FIX + " (and check the daemon's logs)"
-    started = time.monotonic()
-    try:
-        done = subprocess.run(
-            run_argv(image),
-            input=json.dumps(_RUNNER_JOB) + "\n",
-            capture_output=True,
-            text=True,
-            timeout=DOCKER_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired, SandboxError) as exc:
-        return Check("runner in image", False, f"the runner container failed: {exc}", fix)
-    lines = []
-    for line in done.stdout.splitlines():
-        try:
-            lines.append(json.loads(line))
-        except ValueError:
-            lines.append(line)
-    expected: list[dict[str, Any]] = [{"ready": True}, {"id": 0, "i": 0, "outcome": "value"}, {"id": 0}]
-    ok = len(lines) == 3 and all(
-        isinstance(got, dict) and all(got.get(k) == v for k, v in want.items())
-        for got, want in zip(lines, expected, strict=True)
-    )
-    ok = ok and isinstance(lines[2], dict) and lines[2].get("done") is True
-    ok = ok and isinstance(lines[1], dict) and outcome_of(lines[1]).value == {"t": "int", "v": "6"}
-    if not ok:
-        err = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
-        return Check("runner in image", False, f"unexpected runner output {lines[:3]!r}: {err[0]}", fix)
-    return Check(
-        "runner in image",
-        True,
-        f"hardened run (no network, read-only, caps dropped, uids {PROBE_UID}/{PROBE_UID + 1}): "
-        f"handshake and one test in {time.monotonic() - started:.1f}s",
-    )
-
-
-def _check_bwrap() -> list[Check]:
-    bwrap = shutil.which("bwrap")
-    checks = [
-        Check("bubblewrap", True, f"{bwrap} (the bwrap runtime can run)", required=False)
-        if bwrap
-        else Check(
-            "bubblewrap",
-            False,
-            "bwrap not found: the bwrap runtime (--sandbox bwrap) cannot run",
-            "apt-get install bubblewrap",
-            required=False,
-        )
-    ]
-    if os.geteuid() == 0:
-        checks.append(
-            Check(
-                "root",
-                True,
-                "running as root: the bwrap runtime gives each worker and its tests uids of their own",
-                required=False,
-            )
-        )
-    else:
-        checks.append(
-            Check(
-                "root",
-                False,
-                "not root: the bwrap runtime shares your uid (process limits count your processes, a test can signal "
-                "its runner); Docker runs are unaffected",
-                "run as root for full bwrap-runtime isolation, or use the Docker runtime",
-                required=False,
-            )
-        )
-    return checks

@@ -20,7 +20,8 @@ from paths import REPO
 from colbench.cli.main import main as cli_main
 from colbench.errors import ConfigError
 from colbench.sandbox import image as sandbox_image
-from colbench.sandbox.image import IMAGE, LABEL_CONTRACT, LABEL_SANDBOX, build_image, doctor, run_argv
+from colbench.sandbox.doctor import doctor
+from colbench.sandbox.image import IMAGE, LABEL_CONTRACT, LABEL_SANDBOX, build_image, run_argv
 from colbench.sandbox.pool import outcome_of
 
 SCRIPT = REPO / "sandbox" / "build-offline.sh"
