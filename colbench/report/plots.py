@@ -23,12 +23,11 @@ import re
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from html import escape
 from typing import TYPE_CHECKING, Any, cast
 
-from colbench.probe.verdicts import empty_or_refusal
 from colbench.report import stats
+from colbench.report.figure_data import Cell, human_replies, reply_stats, task_cells
 from colbench.report.leaderboard import Report, Row, Table, estimate_cell
 from colbench.runs import Run
 
@@ -180,33 +179,6 @@ def leaderboard_figure(table: Table, current: Run) -> Figure:
 
 
 # -- per-task outcomes across runs ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Cell:
-    """One task in one run: its category (see :data:`OUTCOME_COLOURS`) and, where scored, its mean reward."""
-
-    category: str
-    value: float | None = None
-
-
-def task_cells(run: Run) -> dict[str, Cell]:
-    """Per task: success / mixed / fail (domains with success), or the mean reward (the others); ``infra`` where no
-    trial was scored. Trials are averaged within the task, as every score of the leaderboard is."""
-    domain = run.domain
-    scored = run.scored()
-    cells = {}
-    for task in dict.fromkeys(episode.task_id for episode in run.ordered_episodes()):
-        rewards = [(e.reward, e.success) for e in scored.get(task, []) if e.reward is not None]
-        if not rewards:
-            cells[task] = Cell("infra")
-        elif domain.metrics.has_success:
-            wins = [domain.success_of(r, s) for r, s in rewards]
-            category = "success" if all(wins) else "fail" if not any(wins) else "mixed"
-            cells[task] = Cell(category, sum(wins) / len(wins))
-        else:
-            cells[task] = Cell("scored", stats.mean([r for r, _ in rewards]))
-    return cells
-
-
 def _scale_bin(value: float, low: float, high: float) -> int:
     span = (high - low) or 1.0
     return min(SCALE_STEPS - 1, max(0, math.floor((value - low) / span * SCALE_STEPS)))
@@ -307,16 +279,6 @@ def _viridis() -> Any:
 
 
 # -- one run's distributions ------------------------------------------------------------------------------------
-def human_replies(run: Run) -> list[dict[str, Any]]:
-    """The simulated human's turns of the run's scored episodes, as recorded (the text the agent saw)."""
-    out = []
-    for episodes in run.scored().values():
-        for episode in episodes:
-            dialogue = episode.dialogue or []
-            out += [t for t in dialogue if t.get("role") == "human" and "text" in t]
-    return out
-
-
 def _histogram(ax: Axes, values: Sequence[float], title: str, xlabel: str, gid: str, *, integer: bool) -> None:
     import numpy as np
     from matplotlib.ticker import MaxNLocator
@@ -361,31 +323,6 @@ def distributions_figure(run: Run) -> Figure:
 
 
 # -- the simulated human across runs ----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ReplyStats:
-    """The human's replies of one run: how many, their mean length, the share empty or refusing (the heuristic of
-    ``colbench probe``, docs/leaks.md), and the share flagged as leaks (None: the run did not measure leaks)."""
-
-    replies: int
-    mean_chars: float | None
-    empty_or_refusal: float | None
-    leaked: float | None
-
-
-def reply_stats(run: Run) -> ReplyStats:
-    replies = human_replies(run)
-    if not replies:
-        return ReplyStats(0, None, None, None)
-    texts = [str(t["text"]) for t in replies]
-    measured = [bool(t.get("leak")) for t in replies if isinstance(t.get("leak_score"), int | float)]
-    return ReplyStats(
-        len(texts),
-        stats.mean([len(t) for t in texts]),
-        sum(empty_or_refusal(t) for t in texts) / len(texts),
-        sum(measured) / len(measured) if measured else None,
-    )
-
-
 def _run_bars(
     ax: Axes,
     values: Sequence[float | None],

@@ -22,7 +22,7 @@ from colbench.report.leaderboard import estimate_cell
 
 pytest.importorskip("matplotlib")
 
-from colbench.report import plots
+from colbench.report import figure_data
 
 PNG = (RUNS / "frontend-a" / "screens" / "f1.0.png").read_bytes()
 EVIL = "<script>alert(1)</script>&$x$"
@@ -278,7 +278,7 @@ def test_a_real_eval_run_shows_its_leaks(tmp_path: Path) -> None:
                         leak_policy="flag")  # fmt: skip
     assert run_eval(config).overall.ok == 3
     run = load_run(out)
-    stats = plots.reply_stats(run)
+    stats = figure_data.reply_stats(run)
     assert stats.replies >= 3 and stats.leaked == 1.0
     page = render_run(run, build_report([run]))
     assert "100.0" in texts(svg(page, "human"))
