@@ -199,3 +199,29 @@ def test_the_public_api_is_lazy_and_whole() -> None:
     assert colbench.ColbenchEnv.__module__ == "colbench.env.core" and issubclass(colbench.ConfigError, ValueError)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         _ = colbench.nope
+
+
+def test_every_function_level_import_says_why() -> None:
+    """An import of colbench inside a function is there to keep start-up or a process light: a comment on it, or
+    above its block of imports, says so (moving it to the top is the fix where no reason holds)."""
+    unexplained = []
+    count = 0
+    for path in modules().values():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for sub in ast.walk(node):
+                if not isinstance(sub, ast.Import | ast.ImportFrom):
+                    continue
+                target = sub.module if isinstance(sub, ast.ImportFrom) else sub.names[0].name
+                if not (target or "").startswith("colbench"):
+                    continue
+                count += 1
+                first = sub.lineno - 1
+                while first > 0 and lines[first - 1].strip().startswith(("from ", "import ")):
+                    first -= 1
+                if "#" not in lines[sub.lineno - 1] and not lines[first - 1].strip().startswith("#"):
+                    unexplained.append(f"{path.relative_to(REPO)}:{sub.lineno}")
+    assert count > 10  # the check sees them
+    assert unexplained == []

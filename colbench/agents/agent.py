@@ -230,6 +230,7 @@ def make_agent(
         system = options.pop("system_prompt", None)
         answer = options.pop("answer", None)
         if parsed.is_embedded and answer is None and options.get("max_tokens") is None:
+            # the embedded model's package only for llamacpp specs
             from colbench.llm.llamacpp import agent_answer
 
             answer = AnswerSettings(**agent_answer(prefill=answer_prefill, extra_body=options.get("extra_body")))

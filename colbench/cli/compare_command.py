@@ -25,6 +25,7 @@ def add_parser(commands: Subcommands) -> None:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """The first run against each other run, paired per task; every simulator swap the runs contain."""
+    # run-time import: `colbench --help` loads no command's library
     from colbench.report import load_run
     from colbench.report.compare import compare
 

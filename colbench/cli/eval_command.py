@@ -86,6 +86,7 @@ def _add_view_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Run an agent with a simulated human on tasks into a run directory (docs/evaluation.md, docs/run-format.md)."""
+    # run-time import: `colbench --help` loads no command's library
     from colbench.eval import RunPlan, run_eval
     from colbench.llm.limits import EndpointLimits
     from colbench.report import load_prices
@@ -127,11 +128,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         **{name: value for name, value in given.items() if value is not None},
     )
     if args.dry_run:
+        # run-time import: `colbench --help` loads no command's library
         from colbench.eval.harness import dry_run
 
         sys.stdout.write(dry_run(config, prices=prices, turns=args.forecast_turns))
         return 0
     if config.ray is not None:  # Ray is imported only here: a run without --ray never loads it
+        # run-time import: `colbench --help` loads no command's library
         from colbench.ray.eval_actors import run_eval as run_eval_on_ray
 
         result = run_eval_on_ray(config, stderr=sys.stderr)

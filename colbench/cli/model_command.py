@@ -24,6 +24,7 @@ def add_parser(commands: Subcommands) -> None:
 
 def cmd_model_export_hf(args: argparse.Namespace) -> int:
     """Convert (once: an existing conversion is reused unless ``--force``) and print the directory's path."""
+    # run-time import: `colbench --help` loads no command's library
     from colbench.llm.export import export_hf
 
     print(export_hf(args.gguf, args.out, force=args.force))

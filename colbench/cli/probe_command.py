@@ -38,6 +38,7 @@ def add_parser(commands: Subcommands) -> None:
 
 def cmd_probe_simulator(args: argparse.Namespace) -> int:
     """Play the adversarial probe suite against a simulated human; leak, refusal and off-topic rates (docs/leaks.md)."""
+    # run-time import: `colbench --help` loads no command's library
     from colbench.llm.limits import EndpointLimits
     from colbench.probe import ProbeConfig, run_probe, summary_table
 

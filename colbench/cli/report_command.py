@@ -34,6 +34,7 @@ def add_parser(commands: Subcommands) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Leaderboard of run directories (terminal table, optional Markdown), token costs, per-run HTML reports."""
+    # run-time import: `colbench --help` loads no command's library
     from colbench.report import build_report, load_prices, load_run, write_run_report
 
     runs = [load_run(path) for path in args.dirs]

@@ -31,6 +31,7 @@ def add_parser(commands: Subcommands) -> None:
 
 def cmd_sandbox_build(args: argparse.Namespace) -> int:
     """Build the image and print its name."""
+    # run-time import: `colbench --help` loads no command's library
     from colbench.sandbox.image import build_image
 
     print(build_image(args.method, image=args.image, force=args.force))
@@ -39,6 +40,7 @@ def cmd_sandbox_build(args: argparse.Namespace) -> int:
 
 def cmd_sandbox_doctor(args: argparse.Namespace) -> int:
     """One line per check (with its fix when it fails); exit 1 when a required check fails, 0 otherwise."""
+    # run-time import: `colbench --help` loads no command's library
     from colbench.sandbox.doctor import doctor
 
     failed = False

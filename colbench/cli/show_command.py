@@ -22,6 +22,7 @@ def add_parser(commands: Subcommands) -> None:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """One episode of a run directory as a readable dialogue, with its score."""
+    # run-time import: `colbench --help` loads no command's library
     from colbench.report.show import show
 
     sys.stdout.write(show(args.dir, args.task, args.trial))

@@ -29,6 +29,7 @@ def add_parser(commands: Subcommands) -> None:
 
 def cmd_specs_export(args: argparse.Namespace) -> int:
     """Write (or read from the cache) the spec of every task, as a pinned specs file (docs/leaks.md)."""
+    # run-time import: `colbench --help` loads no command's library
     from colbench.env.simulators import spec_writer
     from colbench.humans.spec import write_specs, written_specs
 

@@ -53,6 +53,7 @@ def cmd_tasks_ls(args: argparse.Namespace) -> int:
 
 def cmd_tasks_check(args: argparse.Namespace) -> int:
     """Ask each task's domain whether its tasks can be judged fairly (docs/tasks.md): one line per problem found."""
+    # run-time import: `colbench --help` loads no command's library
     from colbench.env.domain import check_tasks
 
     for line in check_tasks(load(args.source), {"sandbox": args.sandbox, "jobs": args.jobs, "rules": args.rules}):
@@ -62,6 +63,7 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
 
 def cmd_tasks_build_frontend(args: argparse.Namespace) -> int:
     """Build a WebSight frontend split (pinned, hash-checked) into a ColBench JSONL task file."""
+    # run-time import: `colbench --help` loads no command's library
     from colbench.tasks.websight import build_frontend
 
     tasks = build_frontend(args.split, args.out, revision=args.revision)

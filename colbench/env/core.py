@@ -83,6 +83,7 @@ class TextEnv(gym.Env[str, str]):
     @property
     def tasks(self) -> list[Task]:
         if self._tasks is None:
+            # task loaders (and the manifest's validation) only for tasks given by name
             from colbench.tasks.sources import load_shared
 
             assert isinstance(self._tasks_spec, str)

@@ -43,6 +43,7 @@ def prompt_dataset(
         import datasets
     except ImportError as exc:
         raise ConfigError(f"prompt_dataset needs the datasets package (pip install 'colbench[rl]'): {exc}") from None
+    # task loaders (and the manifest's validation) only for tasks given by name
     from colbench.tasks.sources import load_shared
 
     chosen = load_shared(tasks) if isinstance(tasks, str) else list(tasks)

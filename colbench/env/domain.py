@@ -21,12 +21,12 @@ from colbench._util.storage import sha256_text
 from colbench.errors import ConfigError
 from colbench.tasks.domain_registry import DOMAINS, domain_names, task_schema
 from colbench.types.dialogue import ANSWER_MARKER
+from colbench.types.leaks import Labelled, word_overlap
 from colbench.types.task import Task
 
 if TYPE_CHECKING:  # the LLM layer is imported when a simulator is made: scoring alone never loads openai
     from colbench.humans.simulator import Simulator
     from colbench.llm.client import LLMClient
-    from colbench.types.leaks import Labelled
 
 
 @runtime_checkable
@@ -173,6 +173,7 @@ class Domain(ABC):
         embedded one), ``options`` are this domain's ``simulator_options``. By default a
         :class:`~colbench.humans.simulator.ChatSimulator` cut at ``max_reply_chars``; a domain that shows its human
         more overrides this."""
+        # the human's classes (the LLM layer) only when a human is made: scoring never loads it
         from colbench.humans.simulator import ChatSimulator
 
         return ChatSimulator(client, prompt, max_chars=self.max_reply_chars)
@@ -194,8 +195,6 @@ class Domain(ABC):
     def leak_score(self, task: Task, reply: str) -> float:
         """How much of ``task.hidden_information`` the human's ``reply`` gives away, in [0, 1]. The default, for a
         domain without its own detector, is the longest run of the hidden text's words the reply repeats."""
-        from colbench.types.leaks import word_overlap
-
         return word_overlap(reply, task.hidden_information, task.problem_description)
 
     def labelled_replies(self, tasks: Sequence[Task], seed: int = 0) -> list[tuple[Task, Labelled]]:
@@ -214,8 +213,6 @@ class Domain(ABC):
     def labelled_for(self, task: Task, other: Task | None, seed: int) -> list[Labelled]:
         """The labelled replies of one task (``other``: another task, whose answer is not a leak of this one). By
         default the hidden text whole and in part (leaks), the description and a short answer (honest)."""
-        from colbench.types.leaks import Labelled
-
         words = task.hidden_information.split()
         return [
             Labelled(task.hidden_information, True, "verbatim"),

@@ -101,6 +101,7 @@ class HumanEnv(TextEnv):
         shared = dict(kwargs)
         spec = shared.get("agent", DEFAULT_AGENT)
         if isinstance(spec, str):
+            # task loaders (and the manifest's validation) only for tasks given by name
             from colbench.tasks.sources import load_shared
 
             tasks = shared.get("tasks") or DEFAULT_TASKS

@@ -54,6 +54,7 @@ def _request(run: Run, task_id: str) -> str | None:
     if not isinstance(spec, str) or not spec:
         return None
     try:
+        # task loaders only when the run's tasks must be read
         from colbench.tasks.sources import load
 
         tasks = {t.task_id: t for t in load(spec)}

@@ -12,7 +12,7 @@ import atexit
 import logging
 import threading
 
-from colbench.errors import ConfigError
+from colbench.errors import ConfigError, SandboxError
 from colbench.sandbox.contract import ExecResult, Limits, Sandbox, TestOutcome
 
 KINDS = ("auto", "docker", "bwrap")
@@ -30,7 +30,7 @@ def resolve_kind(kind: str) -> str:
         raise ConfigError(f"unknown sandbox {kind!r}; expected one of: {', '.join(KINDS)}")
     if kind != "auto":
         return kind
-    from colbench.errors import SandboxError
+    # a runtime's module (and the Docker SDK) only when that runtime is used
     from colbench.sandbox.image import docker_client, image_present
 
     try:
@@ -47,9 +47,11 @@ def make_sandbox(kind: str = "auto", *, workers: int | None = None, limits: Limi
     """A new sandbox of ``kind``; ``auto`` picks the strongest runtime this machine offers."""
     kind = resolve_kind(kind)
     if kind == "docker":
+        # a runtime's module (and the Docker SDK) only when that runtime is used
         from colbench.sandbox.docker import DockerSandbox
 
         return DockerSandbox(workers=workers, limits=limits)
+    # a runtime's module (and the Docker SDK) only when that runtime is used
     from colbench.sandbox.bwrap import BwrapSandbox
 
     return BwrapSandbox(workers=workers, limits=limits)

@@ -58,6 +58,7 @@ class BackendDomain(Domain):
 
     # -- scoring --------------------------------------------------------------------------------------------
     def make_scorer(self, options: Mapping[str, Any], *, jobs: int | None = None) -> Scorer:
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.scorer import BackendScorer
         from colbench.sandbox import make_sandbox
 
@@ -65,6 +66,7 @@ class BackendDomain(Domain):
         return BackendScorer(sandbox, jobs=jobs, owns_sandbox=True, rules=_rules(options))
 
     def shared_scorer(self, options: Mapping[str, Any]) -> Scorer:
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.scorer import BackendScorer
         from colbench.sandbox import resolve_kind, shared_sandbox
 
@@ -75,6 +77,7 @@ class BackendDomain(Domain):
             return self._shared[kind, rules]
 
     def unjudged(self, task_id: str, error: str) -> Score:
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.scorer import BackendScore
 
         return BackendScore.infra_error(task_id, error)
@@ -92,11 +95,13 @@ class BackendDomain(Domain):
     # -- leaks ----------------------------------------------------------------------------------------------
     def leak_score(self, task: Task, reply: str) -> float:
         """Code overlap with the reference function, robust to renaming and layout (``leaks.py``)."""
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.leaks import leak_score
 
         return leak_score(reply, task.hidden_information, task.problem_description)
 
     def labelled_for(self, task: Task, other: Task | None, seed: int) -> list[Labelled]:
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.leaks import labelled_replies
 
         calls = [call for _, call in task.test_cases]
@@ -106,6 +111,7 @@ class BackendDomain(Domain):
     # -- checks ---------------------------------------------------------------------------------------------
     def check_tasks(self, tasks: Sequence[Task], options: Mapping[str, Any]) -> Iterable[str]:
         """Every reference against its own tests and every test against degenerate answers (``audit``)."""
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.degenerate import audit
         from colbench.domains.backend.scorer import BackendScorer
 
@@ -117,6 +123,7 @@ class BackendDomain(Domain):
 
 def _rules(options: Mapping[str, Any]) -> int:
     """The judging rules a scoring configuration asks for (``rules``; default: the current ones)."""
+    # on first use: the registry loads the domain for its task schema alone
     from colbench.domains.backend.judging import CURRENT_RULES
 
     return int(options.get("rules", CURRENT_RULES))

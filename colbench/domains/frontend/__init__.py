@@ -72,6 +72,7 @@ class FrontendDomain(Domain):
     ) -> Simulator:
         """The human sees the pages (``page_human``): the page it wants, or in the spec view its notes in place of
         it, and the agent's page; a model that reads no images is shown the pages' HTML."""
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.frontend.page_human import PageSimulator
 
         if text_only:
@@ -82,11 +83,13 @@ class FrontendDomain(Domain):
     def leak_score(self, task: Task, reply: str) -> float:
         """Markup overlap with the reference page (tags, attributes, classes, styles), never its visible words
         (``leaks.py``)."""
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.frontend.leaks import leak_score
 
         return leak_score(reply, task.hidden_information, task.problem_description)
 
     def labelled_for(self, task: Task, other: Task | None, seed: int) -> list[Labelled]:
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.frontend.leaks import labelled_replies
 
         foil = other.hidden_information if other is not None else ""
@@ -96,6 +99,7 @@ class FrontendDomain(Domain):
     def shared_renderer(self) -> Renderer:
         """One browser per process for every frontend env and scorer (Chromium is heavy; renders are isolated
         per page)."""
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.render import Renderer
 
         with self._lock:
@@ -105,11 +109,13 @@ class FrontendDomain(Domain):
             return self._renderer
 
     def make_scorer(self, options: Mapping[str, Any], *, jobs: int | None = None) -> Scorer:
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.frontend.scorer import FrontendScorer
 
         return FrontendScorer(embedder=str(options.get("embedder", "clip")), concurrency=jobs or 4)
 
     def shared_scorer(self, options: Mapping[str, Any]) -> Scorer:
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.frontend.scorer import FrontendScorer
 
         spec = str(options.get("embedder", "clip"))
@@ -122,6 +128,7 @@ class FrontendDomain(Domain):
             return self._scorers[spec]
 
     def unjudged(self, task_id: str, error: str) -> Score:
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.frontend.scorer import FrontendScore
 
         return FrontendScore(math.nan, "infra_error", error)
@@ -140,6 +147,7 @@ class FrontendDomain(Domain):
 
     def check_tasks(self, tasks: Sequence[Task], options: Mapping[str, Any]) -> Iterable[str]:
         """Render every reference page: a task whose page does not render cannot be judged."""
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.render import Renderer
 
         failed = 0

