@@ -4,7 +4,7 @@
 
 Every task's reference page is scored as the answer. Measured, in pages per second:
 
-* ``render``: the reference pages through ``Renderer.render_async``, ``--concurrency`` at a time, no cache.
+* ``render``: the reference pages through ``Renderer.arender``, ``--concurrency`` at a time, no cache.
 * ``embed``: the screenshots from ``render`` through the embedder, ``--batch-size`` at a time. By default the CLIP
   ViT-B-32 architecture with RANDOM weights (timing only: no hub is needed, and the cost of a forward pass does not
   depend on the weights' values); ``--embedder clip`` or ``clip:/path/weights`` times the real weights.
@@ -96,7 +96,7 @@ async def render_all(renderer: Renderer, pages: list[str], concurrency: int) -> 
 
     async def one(html: str) -> RenderResult:
         async with gate:
-            return await renderer.render_async(html)
+            return await renderer.arender(html)
 
     return list(await asyncio.gather(*(one(html) for html in pages)))
 

@@ -315,7 +315,7 @@ def _stylesheet_index(css: bytes) -> StylesheetIndex:
 class Renderer:
     """HTML -> PNG with one long-lived headless Chromium; thread-safe, usable from sync and async code.
 
-    The browser lives on a private event-loop thread. ``render`` blocks the caller; ``render_async`` awaits from any
+    The browser lives on a private event-loop thread. ``render`` blocks the caller; ``arender`` awaits from any
     event loop; up to ``config.concurrency`` renders run at once, the others wait. Close with ``close()`` or ``with``.
     """
 
@@ -350,7 +350,7 @@ class Renderer:
         """Render ``html``; ``cache=True`` (reference pages) looks the result up in / stores it into the LRU."""
         return self._submit(html, cache).result()
 
-    async def render_async(self, html: str, *, cache: bool = False) -> RenderResult:
+    async def arender(self, html: str, *, cache: bool = False) -> RenderResult:
         """``render`` for async callers: awaits without blocking the caller's event loop."""
         return await asyncio.wrap_future(self._submit(html, cache))
 

@@ -503,7 +503,7 @@ def test_concurrent_async_renders() -> None:
         pytest.skip(f"headless Chromium unavailable: {exc}")
 
     async def both() -> list[RenderResult]:
-        return list(await asyncio.gather(*(instance.render_async(page(RED_BOX)) for _ in range(3))))
+        return list(await asyncio.gather(*(instance.arender(page(RED_BOX)) for _ in range(3))))
 
     try:
         results = asyncio.run(both())
@@ -595,7 +595,7 @@ def test_no_state_passes_from_one_page_to_the_next(renderer: Renderer) -> None:
     assert pixel(renderer.render(READER), 600, 300) == GREEN
 
     async def side_by_side() -> list[RenderResult]:
-        return list(await asyncio.gather(*(renderer.render_async(html) for html in (WRITER, READER, WRITER, READER))))
+        return list(await asyncio.gather(*(renderer.arender(html) for html in (WRITER, READER, WRITER, READER))))
 
     for result in asyncio.run(side_by_side())[1::2]:
         assert pixel(result, 600, 300) == GREEN
@@ -630,7 +630,7 @@ def test_the_same_page_gives_the_same_bytes_in_any_order_and_concurrency() -> No
     fresh = make_renderer(replace(CONFIG, concurrency=1, renders_per_context=1))  # a new context for every page
 
     async def all_at_once(instance: Renderer, htmls: list[str]) -> list[RenderResult]:
-        return list(await asyncio.gather(*(instance.render_async(html) for html in htmls)))
+        return list(await asyncio.gather(*(instance.arender(html) for html in htmls)))
 
     try:
         forward = [serial.render(html) for html in pages]
@@ -651,7 +651,7 @@ def test_concurrent_renders_each_get_a_context() -> None:
     instance = make_renderer(replace(CONFIG, concurrency=2))
 
     async def four() -> list[RenderResult]:
-        return list(await asyncio.gather(*(instance.render_async(page(f"{RED_BOX}<p>{i}</p>")) for i in range(4))))
+        return list(await asyncio.gather(*(instance.arender(page(f"{RED_BOX}<p>{i}</p>")) for i in range(4))))
 
     try:
         results = asyncio.run(four())

@@ -139,7 +139,7 @@ class FrontendEnv(ColbenchEnv):
 
     async def _aagent_turn(self, episode: Episode, action: str) -> Turn:
         html = extract_html(action)
-        self._pending = None if html is None else (html, await self.renderer.render_async(html))
+        self._pending = None if html is None else (html, await self.renderer.arender(html))
         return Turn("agent", action, image=None if self._pending is None else self._pending[1].png)
 
     def _human_reply(self, episode: Episode, turn: Turn) -> SimReply:

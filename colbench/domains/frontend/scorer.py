@@ -13,7 +13,7 @@ Semantics (docs/frontend.md has the reasons):
   does not start, or the embedder fails. It takes priority over the other statuses: a task whose reference cannot
   be rendered cannot be judged, whatever the answer.
 
-Throughput: renders run concurrently (``Renderer.render_async``, ``concurrency`` at a time) and each finished
+Throughput: renders run concurrently (``Renderer.arender``, ``concurrency`` at a time) and each finished
 screenshot joins the next embedding batch, computed in a worker thread while further pages render. Reference
 screenshots are cached by the renderer (``cache=True``) and reference embeddings here, per page content.
 """
@@ -229,13 +229,13 @@ class FrontendScorer:
 
     def score_many(self, pairs: Iterable[tuple[Task, str]]) -> list[FrontendScore]:
         """Score ``(task, answer_text)`` pairs, in order, with rendering and embedding overlapped."""
-        return _run_sync(self.score_many_async(pairs))
+        return _run_sync(self.ascore_many(pairs))
 
-    async def score_async(self, task: Task, answer_text: str) -> FrontendScore:
+    async def ascore(self, task: Task, answer_text: str) -> FrontendScore:
         """``score`` for async callers; concurrent calls on one event loop share embedding batches."""
-        return (await self.score_many_async([(task, answer_text)]))[0]
+        return (await self.ascore_many([(task, answer_text)]))[0]
 
-    async def score_many_async(self, pairs: Iterable[tuple[Task, str]]) -> list[FrontendScore]:
+    async def ascore_many(self, pairs: Iterable[tuple[Task, str]]) -> list[FrontendScore]:
         """``score_many`` for async callers."""
         jobs = list(pairs)
         for task, answer in jobs:
@@ -249,9 +249,9 @@ class FrontendScorer:
     def score_rendered(self, task: Task, page: RenderResult | None) -> FrontendScore:
         """Score a page rendered already (by this scorer's renderer or one with the same ``RenderConfig``);
         None (or an ``empty`` render) = the answer had no page."""
-        return _run_sync(self.score_rendered_async(task, page))
+        return _run_sync(self.ascore_rendered(task, page))
 
-    async def score_rendered_async(self, task: Task, page: RenderResult | None) -> FrontendScore:
+    async def ascore_rendered(self, task: Task, page: RenderResult | None) -> FrontendScore:
         """``score_rendered`` for async callers."""
         if task.domain != "frontend":
             raise DataError(f"task {task.task_id!r} is a {task.domain} task, not a frontend one")
@@ -310,7 +310,7 @@ class FrontendScorer:
             return None
         if isinstance(page, str):
             async with state.renders:
-                page = await self.renderer.render_async(page)
+                page = await self.renderer.arender(page)
         if page.status == "empty":
             return None
         if page.status != "ok" or page.png is None:
@@ -345,7 +345,7 @@ class FrontendScorer:
     async def _embed_reference(self, state: _LoopState, key: str, html: str) -> Embedding:
         try:
             async with state.renders:
-                rendered = await self.renderer.render_async(html, cache=True)
+                rendered = await self.renderer.arender(html, cache=True)
         except Exception as exc:
             raise _ReferenceError(f"could not render the reference page: {_describe(exc)}") from exc
         if rendered.status != "ok" or rendered.png is None:

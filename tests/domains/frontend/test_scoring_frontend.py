@@ -113,7 +113,7 @@ class StubRenderer:
         self.closed = False
         self._lock = threading.Lock()
 
-    async def render_async(self, html: str, *, cache: bool = False) -> RenderResult:
+    async def arender(self, html: str, *, cache: bool = False) -> RenderResult:
         with self._lock:
             self.calls.append((html, cache))
         await asyncio.sleep(self.delay_s)
@@ -275,7 +275,7 @@ def test_sync_api_inside_a_running_event_loop_and_async_api() -> None:
 
     async def main() -> tuple[FrontendScore, list[FrontendScore]]:
         inside = scorer.score(task, answer(NEAR))  # sync call from async code: runs on a helper thread
-        gathered = await asyncio.gather(*(scorer.score_async(task, answer(h)) for h in (REF, NEAR, FAR)))
+        gathered = await asyncio.gather(*(scorer.ascore(task, answer(h)) for h in (REF, NEAR, FAR)))
         return inside, list(gathered)
 
     inside, gathered = asyncio.run(main())
