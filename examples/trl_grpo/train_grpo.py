@@ -23,7 +23,8 @@ from trl import GRPOConfig, GRPOTrainer
 
 from colbench.integrations.trl import ColbenchRollout, reward_functions
 from colbench.llm.export import export_hf
-from colbench.tasks import load_shared, prompt_dataset
+from colbench import prompt_dataset
+from colbench.tasks import load_shared
 
 
 @dataclass
