@@ -21,9 +21,9 @@ from pathlib import Path
 from transformers import AutoModelForCausalLM, AutoTokenizer, HfArgumentParser
 from trl import GRPOConfig, GRPOTrainer
 
+from colbench import prompt_dataset
 from colbench.integrations.trl import ColbenchRollout, reward_functions
 from colbench.llm.export import export_hf
-from colbench import prompt_dataset
 from colbench.tasks import load_shared
 
 
