@@ -56,16 +56,15 @@ from colbench.runs import (
     EpisodeKey,
     EpisodeRecord,
     EpisodeWriter,
+    LeaksSection,
+    RoleSection,
+    RunConfig,
+    TasksSection,
     check_out_dir,
-    compared_view,
-    config_sha256,
     counted,
     final_records,
-    first_difference,
     lock_run_dir,
     read_episode_log,
-    read_run_json,
-    write_run_json,
 )
 from colbench.tasks.sources import describe_source, load
 from colbench.types.task import Task
@@ -271,7 +270,7 @@ class _Runner:
     tasks: dict[str, Task]
     keys: list[EpisodeKey]
     player: EpisodePlayer
-    run_json: dict[str, Any]
+    run_json: RunConfig
     resuming: bool
     final: dict[EpisodeKey, EpisodeRecord] = field(default_factory=dict)
     stop_reason: str | None = None
@@ -287,37 +286,35 @@ class _Runner:
         domain = get_domain(env_cls.domain_name)
         out = Path(config.out)
         resuming = check_out_dir(out, resume=config.resume)
-        previous = read_run_json(out) if resuming else None
+        previous = RunConfig.read(out) if resuming else None
 
         tasks_spec, selected = _selected_tasks(config, domain)
         player = EpisodePlayer.from_config(config, domain, selected, agent=agent, simulator=simulator, scorer=scorer)
 
         ids = [t.task_id for t in selected]
-        run_json: dict[str, Any] = {
-            "format": FORMAT,
-            "colbench_version": __version__,
-            "created": utc_timestamp(),
-            "env_id": config.env_id,
-            "domain": domain.name,
-            "max_turns": config.max_turns,
-            "agent_prompt_sha256": domain.prompt_sha256("agent"),
-            "trials": config.trials,
-            "limit": config.limit,
-            "tasks": {
-                "spec": tasks_spec,
-                "count": len(selected),
-                "ids_sha256": sha256_text("\n".join(ids)),
-                "source": describe_source(tasks_spec),
-            },
-            "agent": describe_agent(config.agent, player.agent, config.agent_options),
-            "simulator": describe_simulator(domain, config.simulator.text, player.simulator),
-            "scoring": _describe_scoring(player.env_kwargs["scorer"]),
-            "leaks": {
-                "policy": str(config.leak_policy),
-                "detector": domain.leak_detector,
-                "threshold": domain.leak_threshold,
-            },
-            "runtime": {
+        run_json = RunConfig(
+            format=FORMAT,
+            colbench_version=__version__,
+            created=utc_timestamp(),
+            env_id=config.env_id,
+            domain=domain.name,
+            max_turns=config.max_turns,
+            agent_prompt_sha256=domain.prompt_sha256("agent"),
+            trials=config.trials,
+            limit=config.limit,
+            tasks=TasksSection(
+                spec=tasks_spec,
+                count=len(selected),
+                ids_sha256=sha256_text("\n".join(ids)),
+                source=describe_source(tasks_spec),
+            ),
+            agent=RoleSection.model_validate(describe_agent(config.agent, player.agent, config.agent_options)),
+            simulator=RoleSection.model_validate(describe_simulator(domain, config.simulator.text, player.simulator)),
+            scoring=_describe_scoring(player.env_kwargs["scorer"]),
+            leaks=LeaksSection(
+                policy=str(config.leak_policy), detector=domain.leak_detector, threshold=domain.leak_threshold
+            ),
+            runtime={
                 "concurrency": config.concurrency,
                 "agent_rpm": config.agent_limits.rpm,
                 "agent_max_concurrency": config.agent_limits.max_concurrency,
@@ -326,16 +323,16 @@ class _Runner:
                 **{k: jsonable(v) for k, v in config.runtime.items() if not _SECRET.search(k) or k.endswith("_env")},
                 **_ray_runtime(config),
             },
-        }
+        )
         if previous is None:  # what --dry-run would have said: the report shows it beside what the run spent
             try:
                 prompts = first_prompts(config.env_id, selected)
-                run_json["forecast"] = forecast(config, domain, prompts, _episode_tasks(config, selected))[0].as_dict()
+                run_json.forecast = forecast(config, domain, prompts, _episode_tasks(config, selected))[0].as_dict()
             except ColbenchError as exc:  # a plug-in env or domain the forecast cannot read: the run goes on
                 log.warning("no forecast for this run: %s", exc)
-        run_json["config_sha256"] = config_sha256(run_json)
+        run_json = run_json.sealed()
         if previous is not None:
-            diff = first_difference(compared_view(previous), compared_view(run_json))
+            diff = previous.difference(run_json)
             if diff is not None:
                 raise ConfigError(
                     f"cannot resume {out}: the configuration differs from its {RUN_JSON} at {diff} "
@@ -366,7 +363,7 @@ class _Runner:
         if not self.resuming:
             if (self.out / RUN_JSON).exists():  # another run started here since the directory was checked
                 raise ConfigError(f"--out {self.out} is not empty: use --resume to continue the run there")
-            write_run_json(self.out, self.run_json)
+            self.run_json.write(self.out)
         log_records = read_episode_log(self.out / EPISODES, self.domain.metrics, repair=True).records
         self.final = final_records(log_records)
         kept = Tally()
@@ -381,7 +378,9 @@ class _Runner:
             stream=None if self.config.progress == "off" else stderr,
             mode=self.config.progress,
             pricing=Pricing.for_run(
-                self.run_json, self.config.prices, {"agent": self.config.agent, "simulator": self.config.simulator}
+                {"agent": self.run_json.agent, "simulator": self.run_json.simulator},
+                self.config.prices,
+                {"agent": self.config.agent, "simulator": self.config.simulator},
             ),
         )
         handler = logging.FileHandler(self.out / LOG_FILE, encoding="utf-8", delay=True)

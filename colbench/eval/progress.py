@@ -21,7 +21,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TextIO, cast
+from typing import Literal, TextIO, cast
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
@@ -31,7 +31,7 @@ from rich.table import Column
 from colbench.env.domain import Domain
 from colbench.llm.specs import ModelSpec
 from colbench.report.costs import LIST_PRICES, Price, Prices, price_names
-from colbench.runs import ROLES
+from colbench.runs import ROLES, RoleSection
 from colbench.runs.episodes import EpisodeRecord
 from colbench.types.chat import Usage
 
@@ -85,14 +85,17 @@ class Pricing:
 
     @classmethod
     def for_run(
-        cls, run_json: Mapping[str, Any], prices: Prices | None = None, specs: Mapping[str, ModelSpec] | None = None
+        cls,
+        sections: Mapping[str, RoleSection | None],
+        prices: Prices | None = None,
+        specs: Mapping[str, ModelSpec] | None = None,
     ) -> Pricing:
-        """Look each role's model up as run.json names it (``name`` / ``model``, the spec's model, the spec);
-        ``specs``: each role's spec, already parsed."""
+        """Look each role's model up as run.json's role ``sections`` name it (``name`` / ``model``, the spec's model,
+        the spec); ``specs``: each role's spec, already parsed."""
         table = prices or LIST_PRICES
         roles: dict[str, Price | None] = {}
         for role in ROLES:
-            found = table.find(price_names(run_json.get(role), role, (specs or {}).get(role)))
+            found = table.find(price_names(sections.get(role), role, (specs or {}).get(role)))
             roles[role] = found[1] if found else None
         return cls(roles)
 

@@ -134,10 +134,8 @@ def _episode_success(run: Run) -> dict[tuple[str, int], bool]:
 
 
 def _agent_name(run: Run) -> str:
-    agent = run.config.get("agent")
-    if isinstance(agent, dict):
-        return str(agent.get("name") or agent.get("spec"))
-    return str(agent)
+    agent = run.config.agent
+    return str(agent.name or agent.spec) if agent is not None else "None"
 
 
 def simulator_swaps(runs: Sequence[Run], labels: Sequence[str]) -> list[SimulatorSwap]:

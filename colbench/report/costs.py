@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from colbench._util.schema import validate
 from colbench.errors import ConfigError, DataError
 from colbench.llm.specs import ModelSpec, parse_spec
-from colbench.runs import ROLES, Run
+from colbench.runs import ROLES, RoleSection, Run
 from colbench.types.chat import Usage
 
 
@@ -118,14 +118,14 @@ class RoleCost:
         return None if value is None or not self.episodes else value / self.episodes
 
 
-def price_names(section: Any, role: str, parsed: ModelSpec | None = None) -> list[str]:
+def price_names(section: RoleSection | None, role: str, parsed: ModelSpec | None = None) -> list[str]:
     """Every name a price table may list a role's model under (``section``: the role in run.json), most specific
     first. ``parsed``: the section's spec, already parsed (a run being written has it; a stored run is read)."""
-    if not isinstance(section, dict):
+    if section is None:
         return []
-    names = [section.get(key) for key in ("name", "model")]
-    spec = section.get("spec")
-    if isinstance(spec, str):
+    names = [section.name, section.model]
+    spec = section.spec
+    if spec is not None:
         if parsed is None:
             try:
                 parsed = parse_spec(spec, role)
@@ -145,7 +145,7 @@ def role_costs(run: Run, prices: Prices) -> list[RoleCost]:
     out = []
     for role in roles:
         usage = run.usage.get(role, Usage())
-        found = prices.find(price_names(run.config.get(role), role))
+        found = prices.find(price_names(run.role(role), role))
         cost = found[1].cost(usage) if found else None
         out.append(RoleCost(role, run.role_model(role), usage, len(run.episodes), cost))
     return out
@@ -172,7 +172,7 @@ LIST_PRICES = Prices(
 
 def forecast_against_actual(run: Run, prices: Prices) -> tuple[list[str], list[list[str]]] | None:
     """run.json's forecast (the typical scenario ``--dry-run`` prints) beside what the run spent; None without one."""
-    forecast = run.config.get("forecast")
+    forecast = run.config.forecast
     if not isinstance(forecast, dict) or not isinstance(forecast.get("roles"), list):
         return None
     header = ["", "episodes", "agent tokens in / out", "simulator tokens in / out", "cost", "wall time"]

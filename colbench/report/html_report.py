@@ -278,8 +278,8 @@ def render_run(run: Run, report: Report) -> str:
         for x in (
             run.env_id,
             f"{run.trials} trial(s)",
-            f"created {config.get('created', '?')}",
-            f"colbench {config.get('colbench_version', '?')}",
+            f"created {config.created or '?'}",
+            f"colbench {config.colbench_version or '?'}",
         )
     )
     parts = [
@@ -313,7 +313,7 @@ def render_run(run: Run, report: Report) -> str:
     parts.append(plots_section(run, report))
     if run.domain.renders_pages:
         parts += ["<h3>Reference and final pages</h3>", screenshot_gallery(run)]
-    parts += ["<h2>Configuration (run.json)</h2>", _json(redact(config))]
+    parts += ["<h2>Configuration (run.json)</h2>", _json(redact(config.as_json()))]
     episodes = run.ordered_episodes()
     parts.append(f'<h2 id="episodes">Episodes ({len(episodes)})</h2>')
     body_rows = [

@@ -106,20 +106,19 @@ def summarize(run: Run, label: str, reference: Run | None = None) -> Row:
 
 # -- comparability ----------------------------------------------------------------------------------------------
 def _scoring(run: Run) -> str:
-    scoring = run.config.get("scoring")
-    if not isinstance(scoring, dict):
+    scoring = run.config.scoring
+    if scoring is None:
         return "{}"
     return json.dumps({k: v for k, v in scoring.items() if k != "sandbox"}, sort_keys=True)
 
 
 def _simulator(run: Run, key: str) -> Any:
-    section = run.config.get("simulator")
-    return section.get(key) if isinstance(section, dict) else None
+    return getattr(run.config.simulator, key, None)
 
 
 def _task_set(run: Run) -> str:
-    spec = run.tasks.get("spec")
-    parts = [str(spec) if spec else "unnamed", f"{run.task_count} tasks" if run.task_count is not None else None]
+    spec = run.tasks.spec
+    parts = [spec or "unnamed", f"{run.task_count} tasks" if run.task_count is not None else None]
     if run.ids_sha256:
         parts.append(f"ids {run.ids_sha256[:8]}")
     return ", ".join(p for p in parts if p)
@@ -143,10 +142,10 @@ _PROPERTIES: list[tuple[str, Callable[[Run], Any], Callable[[Run, Any], str]]] =
     ),
     (
         "max turns",
-        lambda r: r.config.get("max_turns"),
-        lambda r, base: f"max_turns {r.config.get('max_turns')}, {_vs(base)}",
+        lambda r: r.config.max_turns,
+        lambda r, base: f"max_turns {r.config.max_turns}, {_vs(base)}",
     ),
-    ("agent instructions", lambda r: r.config.get("agent_prompt_sha256"), lambda r, base: "other agent instructions"),
+    ("agent instructions", lambda r: r.config.agent_prompt_sha256, lambda r, base: "other agent instructions"),
     ("scoring", _scoring, lambda r, base: f"scoring {_scoring(r)}, {_vs(base)}"),
     ("simulator", _simulator_name, lambda r, base: f"simulator {_simulator_name(r)}, {_vs(base)}"),
     ("simulator prompt", lambda r: _simulator(r, "prompt_sha256"), lambda r, base: "other simulator prompt"),
@@ -155,8 +154,7 @@ _PROPERTIES: list[tuple[str, Callable[[Run], Any], Callable[[Run, Any], str]]] =
 
 
 def _leaks(run: Run, key: str) -> Any:
-    section = run.config.get("leaks")
-    return section.get(key) if isinstance(section, dict) else None
+    return getattr(run.config.leaks, key, None)
 
 
 def _differs(name: str, value: Any, baseline: Any) -> bool:

@@ -50,8 +50,8 @@ def _block(text: str, width: int) -> str:
 
 def _request(run: Run, task_id: str) -> str | None:
     """The task's request (its problem description), when the run's task source can still be read."""
-    spec = run.tasks.get("spec")
-    if not isinstance(spec, str) or not spec:
+    spec = run.tasks.spec
+    if not spec:
         return None
     try:
         # task loaders only when the run's tasks must be read

@@ -1,7 +1,7 @@
 """Run directories: the one place that reads and writes them (docs/run-format.md), for ``colbench eval`` (writing,
 resuming) and ``colbench report`` (reading) alike.
 
-- ``run.json``: :func:`read_run_json`, :func:`write_run_json`; what a resume compares: :func:`compared_view`.
+- ``run.json``: :class:`RunConfig` (``RunConfig.read``, ``.write``; what a resume compares: ``.compared_view``).
 - ``episodes.jsonl``: :func:`read_episode_log`, :class:`EpisodeWriter`; which record counts: :func:`final_records`.
 - a whole directory: :func:`load_run` -> :class:`Run`.
 """
@@ -34,11 +34,11 @@ from colbench.runs.layout import (
 from colbench.runs.run_json import (
     FORMAT,
     NOT_COMPARED,
-    compared_view,
-    config_sha256,
+    LeaksSection,
+    RoleSection,
+    RunConfig,
+    TasksSection,
     first_difference,
-    read_run_json,
-    write_run_json,
 )
 
 __all__ = [
@@ -55,10 +55,12 @@ __all__ = [
     "EpisodeLog",
     "EpisodeRecord",
     "EpisodeWriter",
+    "LeaksSection",
+    "RoleSection",
     "Run",
+    "RunConfig",
+    "TasksSection",
     "check_out_dir",
-    "compared_view",
-    "config_sha256",
     "counted",
     "final_records",
     "first_difference",
@@ -66,8 +68,6 @@ __all__ = [
     "lock_run_dir",
     "parse_record",
     "read_episode_log",
-    "read_run_json",
     "reference_screenshot_name",
     "screenshot_name",
-    "write_run_json",
 ]

@@ -7,15 +7,13 @@ when an episode has several is :func:`colbench.runs.episodes.final_records`: the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from colbench.env.domain import Domain, get_domain
 from colbench.runs.episodes import EpisodeRecord, final_records, read_episode_log
 from colbench.runs.layout import EPISODES
-from colbench.runs.run_json import read_run_json
+from colbench.runs.run_json import RoleSection, RunConfig, TasksSection
 from colbench.types.chat import Usage
 
 ROLES = ("agent", "simulator")
@@ -26,7 +24,7 @@ class Run:
     """One run directory, read."""
 
     path: Path
-    config: dict[str, Any]
+    config: RunConfig
     episodes: dict[tuple[str, int], EpisodeRecord] = field(default_factory=dict)
     records: int = 0
     usage: dict[str, Usage] = field(default_factory=dict)
@@ -36,11 +34,11 @@ class Run:
     # -- run.json fields ----------------------------------------------------------------------------------------
     @property
     def env_id(self) -> str:
-        return str(self.config["env_id"])
+        return self.config.env_id
 
     @property
     def domain_name(self) -> str:
-        return str(self.config["domain"])
+        return self.config.domain
 
     @property
     def domain(self) -> Domain:
@@ -49,33 +47,30 @@ class Run:
 
     @property
     def trials(self) -> int:
-        return int(self.config.get("trials", 1))
+        return self.config.trials
 
     @property
-    def tasks(self) -> Mapping[str, Any]:
-        tasks = self.config.get("tasks")
-        return tasks if isinstance(tasks, dict) else {}
+    def tasks(self) -> TasksSection:
+        return self.config.tasks or TasksSection()
 
     @property
     def task_count(self) -> int | None:
-        count = self.tasks.get("count")
-        return count if isinstance(count, int) and not isinstance(count, bool) else None
+        return self.tasks.count
 
     @property
     def ids_sha256(self) -> str | None:
-        value = self.tasks.get("ids_sha256")
-        return value if isinstance(value, str) and value else None
+        return self.tasks.ids_sha256 or None
+
+    def role(self, role: str) -> RoleSection | None:
+        """The ``agent`` or ``simulator`` section of run.json (None for any other role)."""
+        return {"agent": self.config.agent, "simulator": self.config.simulator}.get(role)
 
     def role_model(self, role: str) -> str | None:
         """The model name of a role as run.json gives it (``name`` / ``model``, else the spec)."""
-        section = self.config.get(role)
-        if not isinstance(section, dict):
+        section = self.role(role)
+        if section is None:
             return None
-        for key in ("name", "model", "spec"):
-            value = section.get(key)
-            if isinstance(value, str) and value:
-                return value
-        return None
+        return section.name or section.model or section.spec or None
 
     # -- episodes -----------------------------------------------------------------------------------------------
     def ordered_episodes(self) -> list[EpisodeRecord]:
@@ -102,7 +97,7 @@ class Run:
 def load_run(path: str | Path) -> Run:
     """Read one run directory; a ``DataError`` naming the file (and line) for anything malformed."""
     path = Path(path)
-    run = Run(path=path, config=read_run_json(path))
+    run = Run(path=path, config=RunConfig.read(path))
     episodes = path / EPISODES
     if not episodes.exists():
         run.warnings.append(f"{episodes}: not found: no episode has finished yet")

@@ -1,18 +1,18 @@
 """``run.json``: a run's whole configuration, written once before the first episode (docs/run-format.md).
 
 What must be equal for ``--resume`` to continue a run is everything except :data:`NOT_COMPARED`; its hash is
-``config_sha256``. Readers validate the fields they compute from and keep the rest as written.
+``config_sha256``. :class:`RunConfig` is the file: ``colbench eval`` writes it, every reader reads it back through
+the same model (typed sections; a field this colbench does not know is kept as written).
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from colbench._util.schema import validate
 from colbench._util.storage import canonical_json, sha256_text, write_json_atomic
@@ -42,18 +42,71 @@ NOT_COMPARED = frozenset(
 )
 
 
+class _Section(BaseModel):
+    """A section of run.json: the fields colbench writes are typed; fields it does not know are kept as written."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class TasksSection(_Section):
+    spec: str | None = None  # what the tasks were given as (a split or a file)
+    count: StrictInt | None = None
+    ids_sha256: str | None = None  # the selected ids, in order: what identifies the task set
+    source: dict[str, Any] | None = None  # where the tasks came from (kind, name or path, the file's hash)
+
+
+class RoleSection(_Section):
+    """The agent or the simulated human: its model spec and everything that could change its replies."""
+
+    spec: str | None = None
+    name: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    temperature: int | float | None = None  # as given: 0 stays 0
+    max_tokens: int | None = None
+    extra_body: dict[str, Any] | None = None
+    # the simulated human's
+    prompt_sha256: str | None = None
+    max_chars: int | None = None
+    image_mode: str | None = None
+    view: str | None = None
+    spec_writer: dict[str, Any] | None = None
+    # the agent's
+    system_prompt_sha256: str | None = None
+    answer: dict[str, Any] | None = None
+    options: dict[str, Any] | None = None
+
+
+class LeaksSection(_Section):
+    policy: str | None = None
+    detector: str | None = None
+    threshold: int | float | None = None
+
+
 class RunConfig(BaseModel):
-    """The fields of run.json that readers compute from; every other field is kept as written."""
+    """``run.json``: one run's whole configuration, written by ``colbench eval`` and read back by resume, report,
+    show and compare through this one model. ``scoring``, ``runtime`` and ``forecast`` are each domain's or tool's
+    own description (a mapping as written); a field this colbench does not know is kept as written."""
 
     model_config = ConfigDict(extra="allow")
 
     format: int
+    colbench_version: str | None = None
+    created: str | None = None
     env_id: str = Field(min_length=1)
     domain: str
+    max_turns: int | None = None
+    agent_prompt_sha256: str | None = None
     trials: int = Field(default=1, ge=1, strict=True)
-    tasks: dict[str, Any] | None = None
-    agent: dict[str, Any] | None = None
-    simulator: dict[str, Any] | None = None
+    limit: int | None = None
+    tasks: TasksSection | None = None
+    agent: RoleSection | None = None
+    simulator: RoleSection | None = None
+    scoring: dict[str, Any] | None = None
+    leaks: LeaksSection | None = None
+    runtime: dict[str, Any] | None = None
+    forecast: dict[str, Any] | None = None
+    config_sha256: str | None = None
 
     @field_validator("format")
     @classmethod
@@ -69,50 +122,56 @@ class RunConfig(BaseModel):
             raise ValueError(f"{value!r} is not a known domain ({', '.join(domain_names())})")
         return value
 
+    def as_json(self) -> dict[str, Any]:
+        """The file's JSON object: the fields that were given (or read), in order, extras included."""
+        return self.model_dump(mode="json", exclude_unset=True)
 
-def read_run_json(path: Path) -> dict[str, Any]:
-    """The run.json of the run directory ``path``, validated; a DataError naming the file (and line) otherwise."""
-    where = path / RUN_JSON
-    if not path.exists():
-        raise DataError(f"{path}: no such run directory")
-    if not path.is_dir():
-        raise DataError(f"{path}: not a directory (expected a run directory written by colbench eval)")
-    try:
-        text = where.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise DataError(f"{where}: not found (is {path} a run directory written by colbench eval?)") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"{where}: cannot read: {exc}") from exc
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{where}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
-    if not isinstance(config, dict):
-        raise DataError(f"{where}: expected a JSON object")
-    validate(RunConfig, config, str(where))
-    return config
+    def compared_view(self) -> dict[str, Any]:
+        """Without the fields in ``NOT_COMPARED``: what must be equal for a resume."""
+        view = copy.deepcopy(self.as_json())
+        for dotted in NOT_COMPARED:
+            *parents, leaf = dotted.split(".")
+            node: Any = view
+            for name in parents:
+                node = node.get(name) if isinstance(node, dict) else None
+            if isinstance(node, dict):
+                node.pop(leaf, None)
+        return view
 
+    def sealed(self) -> RunConfig:
+        """This configuration with its ``config_sha256`` (the hash of what a resume compares)."""
+        return self.model_copy(update={"config_sha256": sha256_text(canonical_json(self.compared_view()))})
 
-def write_run_json(path: Path, config: Mapping[str, Any]) -> None:
-    """Write a run's configuration once, atomically and durably (never a half-written file)."""
-    write_json_atomic(path / RUN_JSON, config, durable=True)
+    def difference(self, other: RunConfig) -> str | None:
+        """The first compared field where ``other`` differs from this one, as ``path: this -> other``."""
+        return first_difference(self.compared_view(), other.compared_view())
 
+    def write(self, path: Path) -> None:
+        """Write ``path/run.json`` once, atomically and durably (never a half-written file)."""
+        write_json_atomic(path / RUN_JSON, self.as_json(), durable=True)
 
-def compared_view(run: Mapping[str, Any]) -> dict[str, Any]:
-    """``run`` without the fields in ``NOT_COMPARED``: what must be equal for a resume."""
-    view = copy.deepcopy(dict(run))
-    for dotted in NOT_COMPARED:
-        *parents, leaf = dotted.split(".")
-        node: Any = view
-        for name in parents:
-            node = node.get(name) if isinstance(node, dict) else None
-        if isinstance(node, dict):
-            node.pop(leaf, None)
-    return view
-
-
-def config_sha256(run: Mapping[str, Any]) -> str:
-    return sha256_text(canonical_json(compared_view(run)))
+    @classmethod
+    def read(cls, path: Path) -> RunConfig:
+        """The run.json of the run directory ``path``, validated; a DataError naming the file (and line)
+        otherwise."""
+        where = path / RUN_JSON
+        if not path.exists():
+            raise DataError(f"{path}: no such run directory")
+        if not path.is_dir():
+            raise DataError(f"{path}: not a directory (expected a run directory written by colbench eval)")
+        try:
+            text = where.read_text(encoding="utf-8")
+        except FileNotFoundError as exc:
+            raise DataError(f"{where}: not found (is {path} a run directory written by colbench eval?)") from exc
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DataError(f"{where}: cannot read: {exc}") from exc
+        try:
+            config = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{where}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
+        if not isinstance(config, dict):
+            raise DataError(f"{where}: expected a JSON object")
+        return validate(cls, config, str(where))
 
 
 def _short(value: Any) -> str:

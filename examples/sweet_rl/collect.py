@@ -114,9 +114,9 @@ def trajectories_from_run(run_dir: str | Path) -> tuple[list[Trajectory], Counte
     from colbench.tasks import load
 
     run = load_run(run_dir)
-    tasks = {t.task_id: t for t in load(run.config["tasks"]["spec"])}
-    max_turns = int(run.config.get("max_turns") or MAX_TURNS)
-    policy = str(run.config.get("agent", {}).get("spec", ""))
+    tasks = {t.task_id: t for t in load(run.tasks.spec or "")}
+    max_turns = run.config.max_turns or MAX_TURNS
+    policy = run.config.agent.spec or "" if run.config.agent is not None else ""
     skipped: Counter[str] = Counter()
     out: list[Trajectory] = []
     for (task_id, trial), record in sorted(run.episodes.items()):

@@ -88,7 +88,7 @@ def test_the_domain_runs_as_an_env_through_eval_and_into_the_leaderboard(toy: Pa
     assert result.overall.ok == 3 and result.overall.success == 3
     assert "success 3/3 (100.0%)" in result.summary_line()
     run = load_run(out)
-    assert run.domain_name == "toy" and run.config["scoring"] == {"scorer": "exact word"}
+    assert run.domain_name == "toy" and run.config.scoring == {"scorer": "exact word"}
     (table,) = build_report([run]).tables
     assert table.domain == "toy" and table.rows[0].primary.value == 1.0
     assert "right %" in build_report([run]).text()

@@ -26,7 +26,7 @@ from colbench.eval import RunPlan, run_eval
 from colbench.eval.progress import Progress, Tally
 from colbench.humans.simulator import ScriptedSimulator
 from colbench.llm import EndpointLimits
-from colbench.runs import EpisodeRecord, final_records, first_difference, read_episode_log, read_run_json
+from colbench.runs import EpisodeRecord, RunConfig, final_records, first_difference, read_episode_log
 from colbench.tasks import Task, load
 from colbench.types.chat import Message, Usage
 
@@ -177,7 +177,8 @@ def test_the_harness_closes_the_agent_and_the_simulator(
 def test_run_json_describes_the_whole_configuration(tmp_path: Path, scorer: BackendScorer) -> None:
     out = tmp_path / "run"
     run_eval(config(out, limit=2, trials=3, max_turns=5), scorer=scorer)
-    run = read_run_json(out)
+    run = RunConfig.read(out).as_json()  # the file, read back through the model that wrote it
+    assert run == json.loads((out / "run.json").read_text())
     assert run["format"] == 1 and run["env_id"] == BACKEND and run["domain"] == "backend"
     assert run["trials"] == 3 and run["limit"] == 2 and run["max_turns"] == 5
     assert run["tasks"]["count"] == 2 and len(run["tasks"]["ids_sha256"]) == 64
@@ -199,8 +200,7 @@ def test_endpoint_settings_are_recorded_but_never_the_key(tmp_path: Path, scorer
         assert server.headers[0]["authorization"] == f"Bearer {secret}"
         base_url = server.base_url
     assert result.overall.ok == 1
-    run = read_run_json(out)
-    sim = run["simulator"]
+    sim = RunConfig.read(out).as_json()["simulator"]
     assert (sim["model"], sim["base_url"], sim["temperature"], sim["max_tokens"]) == (
         "stub-human",
         base_url,
@@ -580,7 +580,8 @@ def test_frontend_eval_scores_similarity_and_keeps_the_final_pages(tmp_path: Pat
         asked = run_eval(config(tmp_path / "ask", "scripted:ask", max_turns=2, **common), scorer=scorer)
         assert asked.overall.ok == 2 and asked.overall.reward_sum == 0.0
     assert result.exit_code == 0 and result.overall.ok == 2 and "mean similarity 1.000" in result.summary_line()
-    assert read_run_json(out)["scoring"]["embedder"].startswith("test-")
+    scoring = RunConfig.read(out).scoring
+    assert scoring is not None and scoring["embedder"].startswith("test-")
     for row in records(out):
         assert row["reward"] == 1.0 and row["success"] is None and row["score"]["similarity"] == 1.0
         assert row["answer_html"].lstrip().startswith("<html") and row["screenshot"].startswith("screens/")

@@ -11,7 +11,7 @@ from rich.console import Console
 from colbench.env.domain import get_domain
 from colbench.eval.progress import LINE_EVERY_S, Pricing, Progress, Tally
 from colbench.report.costs import Price, Prices
-from colbench.runs import EpisodeRecord
+from colbench.runs import EpisodeRecord, RoleSection
 
 BACKEND = get_domain("backend")
 
@@ -31,6 +31,11 @@ def ok(success: bool = True, agent: tuple[int, int] = (0, 0), simulator: tuple[i
     }
     row = {"task_id": "t", "trial": 0, "status": "ok", "reward": float(success), "success": success, "usage": usage}
     return EpisodeRecord.model_validate(row)
+
+
+def roles(sections: dict[str, dict[str, str]]) -> dict[str, RoleSection | None]:
+    """run.json's role sections, as the writer and readers of run.json have them."""
+    return {role: RoleSection.model_validate(section) for role, section in sections.items()}
 
 
 def lines_of(stream: io.StringIO) -> list[str]:
@@ -109,7 +114,7 @@ def test_the_bar_on_a_terminal_shows_tokens_cost_and_eta() -> None:
     clock, file = FakeClock(), io.StringIO()
     console = Console(file=file, force_terminal=True, width=200, highlight=False)
     pricing = Pricing.for_run(
-        {"agent": {"spec": "openai:gpt-4o-mini", "name": "openai:gpt-4o-mini"}, "simulator": {"model": "gpt-4o"}}
+        roles({"agent": {"spec": "openai:gpt-4o-mini", "name": "openai:gpt-4o-mini"}, "simulator": {"model": "gpt-4o"}})
     )
     progress = Progress(
         total=10, kept=Tally(), domain=BACKEND, stream=None, console=console, pricing=pricing, clock=clock
@@ -134,7 +139,9 @@ def test_cost_is_na_while_a_role_that_spent_tokens_has_no_price() -> None:
         "agent": {"spec": "openai:my-finetune", "name": "openai:my-finetune"},
         "simulator": {"spec": "scripted"},
     }
-    progress = Progress(total=3, kept=Tally(), domain=BACKEND, stream=io.StringIO(), pricing=Pricing.for_run(run_json))
+    progress = Progress(
+        total=3, kept=Tally(), domain=BACKEND, stream=io.StringIO(), pricing=Pricing.for_run(roles(run_json))
+    )
     progress.episode_started()
     progress.episode_finished(ok())  # no tokens spent yet: nothing to price
     assert "cost $0.00" in progress.line()
@@ -142,7 +149,7 @@ def test_cost_is_na_while_a_role_that_spent_tokens_has_no_price() -> None:
     progress.episode_finished(ok(agent=(3000, 1000)))
     assert "cost n/a" in progress.line() and progress.cost is None
     # a --prices table names the model (as the spec's model): priced; the scripted human spent nothing
-    priced = Pricing.for_run(run_json, Prices({"my-finetune": Price(1.0, 2.0)}))
+    priced = Pricing.for_run(roles(run_json), Prices({"my-finetune": Price(1.0, 2.0)}))
     assert priced.cost(progress.session) == pytest.approx(0.005)
     progress.pricing = priced
     assert "cost $0.0050" in progress.line()
@@ -153,10 +160,10 @@ def test_the_embedded_model_costs_nothing_but_an_unknown_server_stays_unknown(sp
     tally = Tally()
     tally.add(ok(agent=(5000, 800), simulator=(4000, 300)))
     run_json = {"agent": {"spec": spec, "model": "SmolLM2"}, "simulator": {"spec": spec}}
-    assert Pricing.for_run(run_json).cost(tally) == 0.0
+    assert Pricing.for_run(roles(run_json)).cost(tally) == 0.0
     # the same model behind an OpenAI-compatible server of the user's: no price is guessed
     served = {"agent": {"spec": "openai:SmolLM2", "model": "SmolLM2"}, "simulator": {"spec": spec}}
-    assert Pricing.for_run(served).cost(tally) is None
+    assert Pricing.for_run(roles(served)).cost(tally) is None
 
 
 def test_off_and_quiet_write_nothing() -> None:
