@@ -563,17 +563,21 @@ def embedded_eval_agent(domain_name: str, tmp_path: Path) -> Any:
 
 
 CHAT = [{"role": "user", "content": "Write the function."}]
-BACKEND_HUMAN_BODY = {
-    "model": "fake",
-    "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}],
-    "temperature": 0.0,
-    "max_tokens": 64,
+REPEATS_AND_DRY = {
     "repeat_penalty": 1.1,
     "repeat_last_n": 128,
     "dry_multiplier": 0.8,
     "dry_base": 1.75,
     "dry_allowed_length": 3,
     "dry_penalty_last_n": 8192,
+}
+"""The embedded model's anti-repetition fields, in the order the LLM layer writes them."""
+BACKEND_HUMAN_BODY = {
+    "model": "fake",
+    "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}],
+    "temperature": 0.0,
+    "max_tokens": 64,
+    **REPEATS_AND_DRY,
     "logit_bias": [["def", False], [" def", False], ["```", False]],
     "stop": ["```", "\ndef "],
 }
@@ -601,12 +605,7 @@ def test_backend_embedded_requests_are_unchanged(monkeypatch: pytest.MonkeyPatch
             "messages": CHAT,
             "temperature": 0.0,
             "max_tokens": 128,
-            "repeat_penalty": 1.1,
-            "repeat_last_n": 128,
-            "dry_multiplier": 0.8,
-            "dry_base": 1.75,
-            "dry_allowed_length": 3,
-            "dry_penalty_last_n": 8192,
+            **REPEATS_AND_DRY,
         }
     )
     client, messages, start = agent._request(CHAT, EpisodeContext("t", "backend", 10, 10))
