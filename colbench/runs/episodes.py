@@ -183,7 +183,9 @@ def parse_record(row: Any, where: str, metrics: Metrics) -> EpisodeRecord:
     """Validate one decoded line of ``episodes.jsonl`` (a DataError naming ``where`` and the field)."""
     if not isinstance(row, dict):
         raise DataError(f"{where}: expected a JSON object")
-    return validate(EpisodeRecord, row, where, context={"metrics": metrics}).at(where)
+    record = validate(EpisodeRecord, row, where, context={"metrics": metrics})
+    record._where = where  # a record just validated is this reader's own: no copy needed
+    return record
 
 
 @dataclass(frozen=True)
