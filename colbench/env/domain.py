@@ -22,7 +22,7 @@ from colbench.errors import ConfigError
 from colbench.tasks.domain_registry import DOMAINS, domain_names, task_schema
 from colbench.types.dialogue import ANSWER_MARKER
 from colbench.types.leaks import Labelled, word_overlap
-from colbench.types.task import Task
+from colbench.types.task import PlusTests, Task
 
 if TYPE_CHECKING:  # the LLM layer is imported when a simulator is made: scoring alone never loads openai
     from colbench.humans.simulator import Simulator
@@ -141,6 +141,10 @@ class Domain(ABC):
     def test_cases(self, row: Mapping[str, Any], where: str) -> tuple[tuple[str, str], ...]:
         """The row's tests, validated (a DataError naming ``where`` and the field); none by default."""
         return ()
+
+    def plus_tests(self, row: Mapping[str, Any], where: str) -> PlusTests | None:
+        """The row's ColBench+ tests (``colbench tasks augment``), validated; none by default."""
+        return None
 
     # -- prompts --------------------------------------------------------------------------------------------
     def prompt_template(self, name: str) -> str:

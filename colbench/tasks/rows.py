@@ -46,6 +46,7 @@ def task_from_row(row: Any, *, domain: str | None = None, where: str = "<row>") 
         hidden_information=hidden,
         test_cases=tests,
         source=where,
+        plus=spec.plus_tests(row, where),
     )
 
 

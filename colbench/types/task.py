@@ -15,9 +15,29 @@ from colbench._util.storage import canonical_json, sha256_text
 
 
 @dataclass(frozen=True)
+class PlusTests:
+    """ColBench+ tests of a backend task (``colbench tasks augment``): call expressions added to ``test_cases`` by
+    ``ColBench-Backend-v2``. ``augmenter`` is the version of the augmenter that made them (a task's plus tests are
+    a function of the task and that version alone); ``note`` says why a task has none (its reference is
+    nondeterministic, or raises on its own tests). They are not part of the task's content id."""
+
+    cases: tuple[tuple[str, str], ...]
+    augmenter: str
+    note: str = ""
+
+    def to_fields(self) -> dict[str, Any]:
+        """The row fields these tests round-trip through."""
+        fields: dict[str, Any] = {"plus_test_cases": dict(self.cases), "plus_augmenter": self.augmenter}
+        if self.note:
+            fields["plus_note"] = self.note
+        return fields
+
+
+@dataclass(frozen=True)
 class Task:
     """One ColBench task. ``hidden_information`` is what the simulated human knows and the agent never sees;
-    ``test_cases`` are the call expressions of a backend task (empty for domains judged otherwise)."""
+    ``test_cases`` are the call expressions of a backend task (empty for domains judged otherwise); ``plus``, its
+    ColBench+ tests when the row carries them (None: never augmented)."""
 
     task_id: str
     domain: str
@@ -26,6 +46,7 @@ class Task:
     hidden_information: str
     test_cases: tuple[tuple[str, str], ...] = ()
     source: str = ""
+    plus: PlusTests | None = None
 
     def to_row(self) -> dict[str, Any]:
         """The JSONL row this task round-trips through (``task_id`` included)."""
@@ -37,6 +58,8 @@ class Task:
         }
         if self.test_cases:
             row["test_cases"] = dict(self.test_cases)
+        if self.plus is not None:
+            row.update(self.plus.to_fields())
         return row
 
 
@@ -67,4 +90,8 @@ class TaskSchema(Protocol):
 
     def test_cases(self, row: Mapping[str, Any], where: str) -> tuple[tuple[str, str], ...]:
         """The row's tests, validated (a DataError naming ``where`` and the field)."""
+        ...
+
+    def plus_tests(self, row: Mapping[str, Any], where: str) -> PlusTests | None:
+        """The row's ColBench+ tests, validated, or None when it has none."""
         ...

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from colbench.env.domain import Domain, Metrics, Score, ScoreOption, Scorer
 from colbench.errors import DataError
 from colbench.types.dialogue import ANSWER_MARKER
-from colbench.types.task import Task
+from colbench.types.task import PlusTests, Task
 
 if TYPE_CHECKING:
     from colbench.types.leaks import Labelled
@@ -55,6 +55,25 @@ class BackendDomain(Domain):
             if not isinstance(expr, str) or not expr.strip():
                 raise DataError(f"{where}: field 'test_cases.{name}': expected a call expression string")
         return tuple((str(k), v) for k, v in raw.items())
+
+    def plus_tests(self, row: Mapping[str, Any], where: str) -> PlusTests | None:
+        raw = row.get("plus_test_cases")
+        if raw is None:
+            return None
+        if not isinstance(raw, dict):
+            raise DataError(f"{where}: field 'plus_test_cases': expected an object of call expressions")
+        for name, expr in raw.items():
+            if not isinstance(expr, str) or not expr.strip():
+                raise DataError(f"{where}: field 'plus_test_cases.{name}': expected a call expression string")
+        clash = next((name for name in raw if name in row.get("test_cases", {})), None)
+        if clash is not None:
+            raise DataError(f"{where}: field 'plus_test_cases.{clash}': the name is also one of 'test_cases'")
+        augmenter, note = row.get("plus_augmenter"), row.get("plus_note", "")
+        if not isinstance(augmenter, str) or not augmenter.strip():
+            raise DataError(f"{where}: field 'plus_augmenter': expected the augmenter version that made the plus tests")
+        if not isinstance(note, str):
+            raise DataError(f"{where}: field 'plus_note': expected a string")
+        return PlusTests(tuple((str(k), v) for k, v in raw.items()), augmenter, note)
 
     # -- scoring --------------------------------------------------------------------------------------------
     def make_scorer(self, options: Mapping[str, Any], *, jobs: int | None = None) -> Scorer:
