@@ -149,7 +149,8 @@ def _joined(outcomes: Sequence[TestOutcome]) -> TestOutcome:
     return TestOutcome("value", {"t": "tuple", "v": [o.value for o in outcomes]}, seconds=seconds)
 
 
-def _expected_from(runs: Sequence[TestOutcome]) -> Expected:
+def expected_from(runs: Sequence[TestOutcome]) -> Expected:
+    """What one test expects, from the reference's outcomes on it (one per run): its value, or why it cannot be judged."""
     first = runs[0]
     if first.outcome != "value":
         return Expected(False, reason=f"reference {first.outcome}: {first.error}".strip(": "))
@@ -181,7 +182,7 @@ class Reference:
                 if test.dropped:
                     found.append(Expected(False, reason=test.dropped))
                 else:
-                    found.append(_expected_from([run[i] for run in self.runs]))
+                    found.append(expected_from([run[i] for run in self.runs]))
             object.__setattr__(self, "_expected", found)  # a cache beside the fields: not compared, not saved
         return list(found)
 

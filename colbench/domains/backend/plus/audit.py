@@ -1,0 +1,161 @@
+"""Mutation analysis of a task's tests (``colbench tasks audit``): which wrong variants of the reference get full
+reward.
+
+Each task's reference is mutated (``mutants``); every mutant is scored as an answer, in the sandbox, with the
+scorer the audit is given (v1: the task's tests; v2: with its plus tests). A mutant that fails a test is
+*killed*. A surviving mutant is run, with the reference, on inputs from an independent generator
+(``inputs.random_calls``: every argument drawn afresh from its shape, its own seed, ``PROBES`` calls): where some
+input tells them apart it is *wrong* (the witness call is reported), where none does it is *possibly equivalent*
+and left out of the mutation score, killed / (mutants - possibly equivalent).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from colbench.domains.backend.plus.augment import MUTANT_LIMIT, mutant_budget, reference_problem, seed_of
+from colbench.domains.backend.plus.calls import run_calls
+from colbench.domains.backend.plus.inputs import domain_of, random_calls, templates
+from colbench.domains.backend.plus.mutants import Mutant, mutants
+from colbench.domains.backend.scorer import BackendScorer
+from colbench.types.task import Task
+
+PROBES = 200
+"""Inputs the independent generator tries per task."""
+AUDIT_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class Survivor:
+    """A mutant that passed every test: its edit, and a call on which it is wrong ("" if none was found)."""
+
+    mutant: Mutant
+    witness: str = ""
+
+    @property
+    def possibly_equivalent(self) -> bool:
+        return not self.witness
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "index": self.mutant.index,
+            "operator": self.mutant.operator,
+            "edit": self.mutant.edit,
+            "possibly_equivalent": self.possibly_equivalent,
+            "witness": self.witness,
+        }
+
+
+@dataclass(frozen=True)
+class TaskAudit:
+    """One task's mutation analysis (``problem``: why it could not be audited)."""
+
+    task_id: str
+    mutants: int = 0
+    killed: int = 0
+    survivors: tuple[Survivor, ...] = field(default=())
+    tests: int = 0
+    problem: str = ""
+
+    @property
+    def possibly_equivalent(self) -> int:
+        return sum(s.possibly_equivalent for s in self.survivors)
+
+    @property
+    def score(self) -> float | None:
+        """Killed over the mutants not possibly equivalent (None when there are none)."""
+        judged = self.mutants - self.possibly_equivalent
+        return self.killed / judged if judged else None
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "tests": self.tests,
+            "mutants": self.mutants,
+            "killed": self.killed,
+            "surviving": len(self.survivors),
+            "possibly_equivalent": self.possibly_equivalent,
+            "mutation_score": self.score,
+            "survivors": [s.row() for s in self.survivors],
+            "problem": self.problem,
+        }
+
+
+def audit_task(task: Task, scorer: BackendScorer, *, limit: int = MUTANT_LIMIT) -> TaskAudit:
+    """The mutation analysis of one task with ``scorer``'s tests and rules."""
+    problem = reference_problem(task, scorer)
+    if problem:
+        return TaskAudit(task.task_id, problem=problem)
+    made = mutants(task.ground_truth, limit=limit, seed=seed_of(task))
+    scores = scorer.score_many([(task, m.code) for m in made])
+    if any(not s.judged for s in scores):
+        bad = next(s for s in scores if not s.judged)
+        return TaskAudit(task.task_id, problem=f"the sandbox could not score a mutant: {bad.error}")
+    surviving = [m for m, s in zip(made, scores, strict=True) if s.success]
+    tests = scores[0].tests_total if scores else 0
+    return TaskAudit(
+        task.task_id,
+        mutants=len(made),
+        killed=len(made) - len(surviving),
+        survivors=tuple(_witnessed(task, scorer, surviving)),
+        tests=tests,
+    )
+
+
+def _witnessed(task: Task, scorer: BackendScorer, surviving: Sequence[Mutant]) -> list[Survivor]:
+    """Each survivor with the first independent input on which it differs from the reference."""
+    if not surviving:
+        return []
+    families = templates(task.test_cases, task.ground_truth)
+    rng = random.Random(f"audit:{seed_of(task)}:{AUDIT_VERSION}")
+    calls = random_calls(families, domain_of(families, task.ground_truth), rng, PROBES)
+    expected = run_calls(scorer.sandbox, task.ground_truth, calls, seed=scorer.seed, pool="reference")
+    valid = [(c, o) for c, o in zip(calls, expected, strict=True) if o.is_value]
+    budget = mutant_budget([o for _, o in valid])
+    found = []
+    for mutant in surviving:
+        outcomes = run_calls(scorer.sandbox, mutant.code, [c for c, _ in valid], seed=scorer.seed, budget=budget)
+        witness = next((c for (c, e), got in zip(valid, outcomes, strict=True) if not e.same(got)), "")
+        found.append(Survivor(mutant, witness))
+    return found
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A split's mutation analysis in a few numbers."""
+
+    tasks: int
+    audited: int
+    mutants: int
+    killed: int
+    possibly_equivalent: int
+    tasks_with_wrong_survivor: int
+
+    @property
+    def score(self) -> float:
+        judged = self.mutants - self.possibly_equivalent
+        return self.killed / judged if judged else 1.0
+
+    def line(self) -> str:
+        share = self.tasks_with_wrong_survivor / max(self.audited, 1)
+        return (
+            f"{self.audited}/{self.tasks} tasks audited: {self.mutants} mutants, {self.killed} killed, "
+            f"{self.mutants - self.killed} surviving ({self.possibly_equivalent} possibly equivalent); mutation "
+            f"score {self.score:.3f}; tasks where a wrong mutant gets full reward: {self.tasks_with_wrong_survivor} "
+            f"({100 * share:.1f}%)"
+        )
+
+
+def summarize(audits: Sequence[TaskAudit]) -> Summary:
+    done = [a for a in audits if not a.problem]
+    return Summary(
+        tasks=len(audits),
+        audited=len(done),
+        mutants=sum(a.mutants for a in done),
+        killed=sum(a.killed for a in done),
+        possibly_equivalent=sum(a.possibly_equivalent for a in done),
+        tasks_with_wrong_survivor=sum(any(not s.possibly_equivalent for s in a.survivors) for a in done),
+    )

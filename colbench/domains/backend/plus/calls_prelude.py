@@ -1,0 +1,129 @@
+"""Runs in the sandbox, prepended to a job's module: many calls of one module in one test process.
+
+The augmenter and the audit judge thousands of candidate calls against a reference and its mutants. One process
+per call (how the scorer runs a test) would cost a fork each; here one test expression runs a batch of calls, each
+in a fresh module (the source executed again in a new namespace, the generators seeded again), so no call sees
+another's state. Each call is held to budgets that do not depend on the machine: Python line events (``max_ops``),
+call depth (``max_depth``) and the size of the value (``max_items``). Every call's outcome is a plain tuple the
+sandbox can encode: ``("v", value, ops)``, ``("raised", type)``, ``("budget", what)``, ``("other", type)`` for a
+value of a type the judge cannot compare here, or ``("module", type)`` when the module itself fails. Values are
+made of built-in types only (numpy arrays and scalars as lists and numbers).
+
+Standard library only; nothing here is trusted by the host, which decodes the outcomes as claims.
+"""
+
+import random as __colbench_random
+import sys as __colbench_sys
+import types as __colbench_types
+
+
+class __ColbenchBudget(BaseException):
+    """Raised into the traced code when a call goes over a budget (a BaseException: ``except Exception`` in the
+    code under test does not swallow it)."""
+
+
+def __colbench_plain(value, room):
+    """``value`` as built-in types, with ``room[0]`` items of budget left; raises TypeError for other types."""
+    room[0] -= 1
+    if room[0] < 0:
+        raise __ColbenchBudget("size")
+    if value is None or isinstance(value, (bool, float, complex)):
+        return value
+    if isinstance(value, int):
+        if value.bit_length() > 4096:
+            raise __ColbenchBudget("size")
+        return int(value)
+    if isinstance(value, (str, bytes)):
+        room[0] -= len(value) // 16
+        if room[0] < 0:
+            raise __ColbenchBudget("size")
+        return value
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [__colbench_plain(v, room) for v in value]
+        return items if isinstance(value, list) else tuple(items) if isinstance(value, tuple) else set(items)
+    if isinstance(value, dict):
+        return {__colbench_plain(k, room): __colbench_plain(v, room) for k, v in value.items()}
+    numpy = __colbench_sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, (numpy.ndarray, numpy.generic)):
+        return __colbench_plain(value.tolist(), room)
+    raise TypeError(type(value).__name__)
+
+
+def __colbench_relation(a, b):
+    """How two compared values stand (numbers and strings only: other types' comparisons may run their code)."""
+    kinds = (int, float, str)
+    if type(a) in kinds and type(b) in kinds and (type(a) is str) == (type(b) is str):
+        return "lt" if a < b else "eq" if a == b else "gt"
+    return ""
+
+
+def __colbench_calls__(source, calls, seed, max_ops, max_depth, max_items, cover=False):
+    """The outcome of each call expression in ``calls``, each evaluated in a fresh module of ``source``. With
+    ``cover``, a value's outcome also lists what the call covered: the lines of ``solution.py`` it ran (``L7``)
+    and how the operands of each instrumented comparison stood (``C3:eq``; see ``coverage.instrument``)."""
+    code = compile(source, "solution.py", "exec")
+    results = []
+    for call in calls:
+        __colbench_random.seed(seed)
+        numpy = __colbench_sys.modules.get("numpy")
+        if numpy is not None:
+            numpy.random.seed(seed)
+        module = __colbench_types.ModuleType("solution")
+        __colbench_sys.modules["solution"] = module
+        covered = set()
+
+        def compare(i, a, b, op, covered=covered):
+            relation = __colbench_relation(a, b)
+            if relation:
+                covered.add(f"C{i}:{relation}")
+            return op(a, b)
+
+        module.__dict__["__colbench_cmp__"] = compare
+        try:
+            exec(code, module.__dict__)
+        except BaseException as exc:
+            results.append(("module", type(exc).__name__))
+            continue
+        state = {"ops": 0, "depth": 0, "over": ""}
+
+        def local(frame, event, arg, state=state, covered=covered):
+            if event == "line":
+                state["ops"] += 1
+                if cover and frame.f_code.co_filename == "solution.py":
+                    covered.add(f"L{frame.f_lineno}")
+                if state["ops"] > max_ops:
+                    state["over"] = state["over"] or "ops"
+                    raise __ColbenchBudget("ops")
+            elif event == "return":
+                state["depth"] -= 1
+            return local
+
+        def on_call(frame, event, arg, state=state):
+            if event != "call":
+                return None
+            state["depth"] += 1
+            if state["depth"] > max_depth:
+                state["over"] = state["over"] or "depth"
+                raise __ColbenchBudget("depth")
+            return local
+
+        try:
+            __colbench_sys.settrace(on_call)
+            try:
+                value = eval(call, module.__dict__)
+            finally:
+                __colbench_sys.settrace(None)
+        except BaseException as exc:
+            results.append(("budget", state["over"]) if state["over"] else ("raised", type(exc).__name__))
+            continue
+        if state["over"]:  # the code caught the budget's exception and went on
+            results.append(("budget", state["over"]))
+            continue
+        try:
+            plain = __colbench_plain(value, [max_items])
+            results.append(("v", plain, state["ops"], sorted(covered)) if cover else ("v", plain, state["ops"]))
+        except __ColbenchBudget:
+            results.append(("budget", "size"))
+        except BaseException as exc:
+            results.append(("other", str(exc) or type(exc).__name__))
+    return results

@@ -1,0 +1,339 @@
+"""Single-edit mutants of a reference module: the wrong answers a test set must tell from the reference.
+
+Each mutant changes one node of the reference's syntax tree with one operator (docs/tasks.md lists them):
+
+* ``arithmetic``: ``+``/``-``, ``*``/``/``, ``//``/``/``, ``%``/``//``, ``**``/``*``, ``<<``/``>>``, ``&``/``|``
+  swapped, in expressions and augmented assignments; a unary minus removed;
+* ``comparison``: ``<``/``<=``, ``>``/``>=``, ``==``/``!=``, ``in``/``not in``, ``is``/``is not`` swapped;
+* ``boolean``: ``and``/``or`` swapped, a ``not`` removed;
+* ``constant``: a number moved by one (a float near zero doubled), a string changed, ``True``/``False`` swapped;
+* ``negate``: the condition of an ``if``, ``while``, conditional expression or comprehension filter negated;
+* ``remove``: a statement that is not the body's last replaced by ``pass`` (assignments, calls, ``break``,
+  ``continue``, early returns);
+* ``return``: a returned expression replaced by ``None``;
+* ``call``: ``min``/``max``, ``any``/``all``, ``floor``/``ceil``, ``sum`` of a sequence by its ``len`` swapped.
+
+Mutants are made in source order, deduplicated by their code, and identical to the reference (after
+``ast.unparse``) ones dropped. A task with more than ``limit`` mutants keeps an even spread chosen with its own
+seed, so every task has a bounded audit cost.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+_ARITH: dict[type[ast.operator], type[ast.operator]] = {
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Div,
+    ast.Div: ast.Mult,
+    ast.FloorDiv: ast.Div,
+    ast.Mod: ast.FloorDiv,
+    ast.Pow: ast.Mult,
+    ast.LShift: ast.RShift,
+    ast.RShift: ast.LShift,
+    ast.BitAnd: ast.BitOr,
+    ast.BitOr: ast.BitAnd,
+}
+_COMPARE: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+}
+_CALLS = {"min": "max", "max": "min", "any": "all", "all": "any", "floor": "ceil", "ceil": "floor", "sum": "len"}
+OPERATORS = ("arithmetic", "comparison", "boolean", "constant", "negate", "remove", "return", "call")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One edit of the reference: ``operator`` (of ``OPERATORS``), where (``line``), what it changed
+    (``before`` -> ``after``, as source) and the whole mutated module (``code``)."""
+
+    index: int
+    operator: str
+    line: int
+    before: str
+    after: str
+    code: str
+
+    @property
+    def edit(self) -> str:
+        return f"line {self.line}: {self.before} -> {self.after}"
+
+
+Edit = Callable[[ast.AST], ast.AST | None]
+"""Turns a copy of a node into its mutated form in place (or returns a replacement); None: does not apply."""
+
+
+def _points(tree: ast.Module) -> Iterator[tuple[int, str, Edit]]:
+    """Every (node position in ``ast.walk`` order, operator, edit) of the tree."""
+    skip = _skipped(tree)
+    for position, node in enumerate(ast.walk(tree)):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.BinOp | ast.AugAssign) and type(node.op) in _ARITH:
+            yield position, "arithmetic", _swap_op
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            yield position, "arithmetic", lambda n: n.operand if isinstance(n, ast.UnaryOp) else None
+        if isinstance(node, ast.Compare):
+            for k, op in enumerate(node.ops):
+                if type(op) in _COMPARE:
+                    yield position, "comparison", _swap_compare(k)
+        if isinstance(node, ast.BoolOp):
+            yield position, "boolean", _swap_bool
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            yield position, "boolean", lambda n: n.operand if isinstance(n, ast.UnaryOp) else None
+        if isinstance(node, ast.Constant) and _changed_constant(node.value) is not None:
+            yield position, "constant", _change_constant
+        if isinstance(node, ast.If | ast.While | ast.IfExp):
+            yield position, "negate", _negate_test
+        if isinstance(node, ast.comprehension) and node.ifs:
+            yield position, "negate", _negate_first_if
+        if isinstance(node, ast.Return) and node.value is not None and not _is_none(node.value):
+            yield position, "return", _return_none
+        if isinstance(node, ast.Call) and _call_name(node) in _CALLS:
+            yield position, "call", _swap_call
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if isinstance(body, list) and len(body) > 1:
+                for k, statement in enumerate(body[:-1]):
+                    if isinstance(statement, _REMOVABLE) and id(statement) not in skip:
+                        yield position, "remove", _Remove(field, k)
+
+
+_REMOVABLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Break, ast.Continue, ast.Return, ast.If)
+
+
+def _skipped(tree: ast.Module) -> set[int]:
+    """Nodes no operator touches: docstrings, annotations, f-string format specs, ``__main__`` blocks."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+        ):
+            skip |= {id(n) for n in ast.walk(body[0])}
+        for annotation in (getattr(node, "annotation", None), getattr(node, "returns", None)):
+            if isinstance(annotation, ast.AST):
+                skip |= {id(n) for n in ast.walk(annotation)}
+        if isinstance(node, ast.FormattedValue) and node.format_spec is not None:
+            skip |= {id(n) for n in ast.walk(node.format_spec)}
+        if isinstance(node, ast.JoinedStr):
+            skip |= {id(v) for v in node.values if isinstance(v, ast.Constant)}
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+            skip |= {id(n) for n in ast.walk(node)}
+    return skip
+
+
+def _is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _call_name(node: ast.Call) -> str:
+    if isinstance(node.func, ast.Name):
+        return node.func.id
+    if isinstance(node.func, ast.Attribute):
+        return node.func.attr
+    return ""
+
+
+def _swap_op(node: ast.AST) -> ast.AST | None:
+    if isinstance(node, ast.BinOp | ast.AugAssign):
+        node.op = _ARITH[type(node.op)]()
+        return node
+    return None
+
+
+def _swap_compare(k: int) -> Edit:
+    def edit(node: ast.AST) -> ast.AST | None:
+        if isinstance(node, ast.Compare):
+            node.ops[k] = _COMPARE[type(node.ops[k])]()
+            return node
+        return None
+
+    return edit
+
+
+def _swap_bool(node: ast.AST) -> ast.AST | None:
+    if isinstance(node, ast.BoolOp):
+        node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+        return node
+    return None
+
+
+def _changed_constant(value: object) -> object | None:
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value * 2 if 0 < abs(value) < 1 else value + 1
+    if isinstance(value, str):
+        return value + "X" if value else "X"
+    return None
+
+
+def _change_constant(node: ast.AST) -> ast.AST | None:
+    if isinstance(node, ast.Constant):
+        node.value = _changed_constant(node.value)
+        return node
+    return None
+
+
+def _negate_test(node: ast.AST) -> ast.AST | None:
+    if isinstance(node, ast.If | ast.While | ast.IfExp):
+        node.test = ast.UnaryOp(ast.Not(), node.test)
+        return node
+    return None
+
+
+def _negate_first_if(node: ast.AST) -> ast.AST | None:
+    if isinstance(node, ast.comprehension) and node.ifs:
+        node.ifs[0] = ast.UnaryOp(ast.Not(), node.ifs[0])
+        return node
+    return None
+
+
+def _return_none(node: ast.AST) -> ast.AST | None:
+    if isinstance(node, ast.Return):
+        node.value = ast.Constant(None)
+        return node
+    return None
+
+
+def _swap_call(node: ast.AST) -> ast.AST | None:
+    if not isinstance(node, ast.Call):
+        return None
+    new = _CALLS[_call_name(node)]
+    if isinstance(node.func, ast.Name):
+        node.func.id = new
+    elif isinstance(node.func, ast.Attribute):
+        node.func.attr = new
+    return node
+
+
+class _Remove:
+    """Replaces statement ``k`` of a body by ``pass``; the removed statement is what the edit shows."""
+
+    def __init__(self, field: str, k: int) -> None:
+        self.field, self.k = field, k
+
+    def statement(self, node: ast.AST) -> ast.stmt:
+        statement: ast.stmt = getattr(node, self.field)[self.k]
+        return statement
+
+    def __call__(self, node: ast.AST) -> ast.AST | None:
+        body = getattr(node, self.field)
+        body[self.k] = ast.copy_location(ast.Pass(), body[self.k])
+        return node
+
+
+def _shown(node: ast.AST) -> str:
+    try:
+        text = ast.unparse(node)
+    except (AttributeError, ValueError, TypeError):  # a comprehension or operator alone: no source of its own
+        text = type(node).__name__
+    text = " ".join(text.split())
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def scaled(source: str) -> list[Mutant]:
+    """Wider constant edits the augmenter also fits on (never part of the audit's or the bench's mutants): each
+    number the reference holds scaled by 0.8 and by 1.25, so a threshold written 40 for 50 is looked for too."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    skip, made = _skipped(tree), []
+    for position, node in enumerate(ast.walk(tree)):
+        if id(node) in skip or not isinstance(node, ast.Constant) or isinstance(node.value, bool):
+            continue
+        if not isinstance(node.value, int | float) or not node.value:
+            continue
+        for factor in (0.8, 1.25):
+            value = node.value * factor
+            new = round(value) if isinstance(node.value, int) else value
+            if new == node.value:
+                continue
+            copy_tree = copy.deepcopy(tree)
+            target = next(n for k, n in enumerate(ast.walk(copy_tree)) if k == position)
+            assert isinstance(target, ast.Constant)
+            target.value = new
+            code = ast.unparse(copy_tree)
+            made.append(Mutant(-1 - len(made), "scale", node.lineno, repr(node.value), repr(new), code))
+    return made
+
+
+def mutants(source: str, *, limit: int | None = None, seed: str = "") -> list[Mutant]:
+    """The single-edit mutants of ``source`` (none when it does not parse), at most ``limit`` of them."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    baseline = ast.unparse(tree)
+    made: list[Mutant] = []
+    seen = {baseline}
+    for position, operator, edit in _points(tree):
+        copy_tree = copy.deepcopy(tree)
+        node = next(n for k, n in enumerate(ast.walk(copy_tree)) if k == position)
+        shown = edit.statement(node) if isinstance(edit, _Remove) else node
+        line = getattr(shown, "lineno", 0) or _first_line(shown)
+        original = _shown(shown.test if isinstance(shown, ast.If | ast.While) else shown)
+        changed = edit(node)
+        if changed is None:
+            continue
+        if changed is not node:
+            _replace(copy_tree, node, changed)
+        ast.fix_missing_locations(copy_tree)
+        try:
+            code = ast.unparse(copy_tree)
+            compile(code, "mutant.py", "exec")
+        except (SyntaxError, ValueError, TypeError, RecursionError):
+            continue
+        if code in seen:
+            continue
+        seen.add(code)
+        after = (
+            "pass"
+            if isinstance(edit, _Remove)
+            else _shown(changed.test if isinstance(changed, ast.If | ast.While) else changed)
+        )
+        made.append(Mutant(len(made), operator, line, original, after, code))
+    made = [
+        Mutant(i, m.operator, m.line, m.before, m.after, m.code)
+        for i, m in enumerate(sorted(made, key=lambda m: m.line))
+    ]
+    if limit is not None and len(made) > limit:
+        keep = sorted(random.Random(f"mutants:{seed}").sample(range(len(made)), limit))
+        made = [Mutant(i, m.operator, m.line, m.before, m.after, m.code) for i, m in enumerate(made[k] for k in keep)]
+    return made
+
+
+def _replace(tree: ast.AST, old: ast.AST, new: ast.AST) -> None:
+    """Puts ``new`` where ``old`` is in ``tree`` (an edit that replaces a node rather than changing it)."""
+    for parent in ast.walk(tree):
+        for field, value in ast.iter_fields(parent):
+            if value is old:
+                setattr(parent, field, new)
+                return
+            if isinstance(value, list) and any(item is old for item in value):
+                value[next(i for i, item in enumerate(value) if item is old)] = new
+                return
+
+
+def _first_line(node: ast.AST) -> int:
+    return min((n.lineno for n in ast.walk(node) if hasattr(n, "lineno")), default=0)

@@ -1,0 +1,230 @@
+"""ColBench+: mutants, input generation, batched calls in the sandbox, augmentation and the audit."""
+
+from __future__ import annotations
+
+import ast
+import random
+
+import pytest
+from conftest import make_task
+
+from colbench.domains.backend.plus.audit import audit_task, summarize
+from colbench.domains.backend.plus.augment import MAX_TESTS, augment_task, is_fit
+from colbench.domains.backend.plus.calls import Budget, run_calls
+from colbench.domains.backend.plus.coverage import instrument
+from colbench.domains.backend.plus.inputs import domain_of, mutated_calls, random_calls, template, templates
+from colbench.domains.backend.plus.mutants import OPERATORS, mutants
+from colbench.domains.backend.plus.proposals import kept_proposals
+from colbench.domains.backend.scorer import BackendScorer
+from colbench.tasks import Task
+
+TIERED = '''def shipping_cost(weight, express):
+    """Price of a parcel."""
+    if weight > 20:
+        cost = 30 + (weight - 20) * 2
+    elif weight >= 5:
+        cost = 15
+    else:
+        cost = 8
+    if express and weight < 50:
+        cost = cost * 1.5
+    return round(cost, 2)
+'''
+# The task's own tests never touch a threshold: off-by-one and operator slips at 5, 20 and 50 all pass them.
+TIERED_TESTS = [
+    "shipping_cost(2, False)",
+    "shipping_cost(10, False)",
+    "shipping_cost(30, False)",
+    "shipping_cost(3, True)",
+]
+
+
+def tiered_task() -> Task:
+    return make_task(TIERED, TIERED_TESTS, task_id="tiered")
+
+
+def test_every_operator_makes_single_edits_that_compile() -> None:
+    made = mutants(TIERED)
+    assert {m.operator for m in made} >= {
+        "arithmetic",
+        "comparison",
+        "boolean",
+        "constant",
+        "negate",
+        "remove",
+        "return",
+    }
+    assert set(OPERATORS) >= {m.operator for m in made}
+    baseline = ast.unparse(ast.parse(TIERED))
+    for m in made:
+        compile(m.code, "m", "exec")
+        assert m.code != baseline
+        changed = [a for a, b in zip(baseline.splitlines(), m.code.splitlines(), strict=False) if a != b]
+        assert len(changed) <= 1 or m.operator == "remove", m.edit  # one line changes (an edit of one node)
+    edits = {m.edit for m in made}
+    assert "line 3: weight > 20 -> weight >= 20" in edits
+    assert "line 9: express and weight < 50 -> express or weight < 50" in edits
+    assert "line 11: return round(cost, 2) -> return None" in edits
+    assert not any("Price of a parcel" in m.before for m in made)  # docstrings are never mutated
+    assert len({m.code for m in made}) == len(made)
+
+
+def test_mutant_limit_keeps_a_seeded_spread() -> None:
+    all_of_them = mutants(TIERED)
+    a, b = mutants(TIERED, limit=5, seed="x"), mutants(TIERED, limit=5, seed="x")
+    assert [m.code for m in a] == [m.code for m in b] and len(a) == 5
+    assert {m.code for m in a} <= {m.code for m in all_of_them}
+    assert mutants("def broken(:") == []
+
+
+def test_templates_slots_and_skeletons() -> None:
+    found = template("f(3, [1, 2], {'a': -1.5}, key='x')")
+    assert found is not None
+    assert found.values == (3, [1, 2], {"a": -1.5}, "x")
+    assert found.fill({0: 7, 3: "y"}) == "f(7, [1, 2], {'a': -1.5}, key='y')"
+    assert found.skeleton() == "f(<int>, <list[int]>, <dict[str:float]>, key=<str>)"
+    method = template("Account(5).deposit(10)")
+    assert method is not None and method.values == (5, 10)
+    assert template("f(x)") is None  # no literal argument to vary
+    families = templates(
+        [("t1", "f(1, 'a')"), ("t2", "print(f(2, 'b'))"), ("t3", "g([1])")], "def f(a, b): pass\ndef g(x): pass"
+    )
+    assert [(f.skeleton, f.seen) for f in families] == [
+        ("f(<int>, <str>)", [[1, 2], ["a", "b"]]),
+        ("g(<list[int]>)", [[[1]]]),
+    ]
+
+
+def test_new_inputs_stay_in_the_tests_domain_and_hit_the_references_boundaries() -> None:
+    families = templates([(f"t{i}", c) for i, c in enumerate(TIERED_TESTS)], TIERED)
+    domain = domain_of(families, TIERED)
+    assert domain.boundaries == [5, 20, 50] and not domain.negative and not domain.zero
+    made = mutated_calls(families, domain, random.Random(0), 300)
+    calls = [c for c, _ in made]
+    assert {
+        "shipping_cost(20, False)",
+        "shipping_cost(5, False)",
+        "shipping_cost(4, False)",
+        "shipping_cost(50, True)",
+    } <= set(calls)
+    for call in calls:
+        found = template(call)
+        assert found is not None and found.skeleton() == "shipping_cost(<int>, <bool>)"
+        assert found.values[0] > 0  # the tests never pass a weight <= 0, so neither does the augmenter
+        assert call not in TIERED_TESTS
+    assert made == mutated_calls(families, domain, random.Random(0), 300)  # seeded: the same calls
+    fresh = random_calls(families, domain, random.Random(1), 50)
+    assert len(fresh) == 50 and all(template(c).values[0] > 0 for c in fresh)  # type: ignore[union-attr]
+
+
+def test_model_proposals_keep_only_calls_in_the_tests_shape_and_domain() -> None:
+    families = templates([(f"t{i}", c) for i, c in enumerate(TIERED_TESTS)], TIERED)
+    reply = "shipping_cost(20, True)\n1. shipping_cost(5, False)\nshipping_cost('heavy', True)\nshipping_cost(-4, True)\n`shipping_cost(50, False)`\nother(1)"
+    assert kept_proposals(reply, families, TIERED) == ["shipping_cost(20, True)", "shipping_cost(50, False)"]
+
+
+def test_instrumented_reference_computes_the_same_values() -> None:
+    source = (
+        "from __future__ import annotations\n"
+        + TIERED
+        + "\nclass C:\n    def m(self, x):\n        return 1 if x == 2 else 3 <= x < 9\n"
+    )
+    probed = instrument(source)
+    assert probed.count("__colbench_cmp__") == 4  # three in TIERED, one in C.m; the chained one stays as it is
+    original: dict[str, object] = {}
+    exec(source, original)
+    assert "__colbench_cmp__" not in original
+    spy: dict[str, object] = {"__colbench_cmp__": lambda i, a, b, op: op(a, b)}
+    exec(probed, spy)
+    for weight in range(0, 60):
+        for express in (True, False):
+            assert spy["shipping_cost"](weight, express) == original["shipping_cost"](weight, express)  # type: ignore[operator]
+    assert [spy["C"]().m(x) for x in range(12)] == [original["C"]().m(x) for x in range(12)]  # type: ignore[operator]
+
+
+def test_batched_calls_in_the_sandbox(scorer: BackendScorer) -> None:
+    source = "import time\nSEEN = []\ndef f(n):\n    SEEN.append(n)\n    return len(SEEN), n * 2\ndef loop():\n    while True:\n        pass\ndef deep(k):\n    return deep(k + 1)\ndef big():\n    return list(range(100000))\ndef obj():\n    return object()\ndef nap():\n    time.sleep(30)\n"
+    calls = ["f(1)", "f(2)", "f('a')", "1 / 0", "loop()", "deep(0)", "big()", "obj()", "undefined()"]
+    got = run_calls(scorer.sandbox, source, calls, budget=Budget(max_ops=20_000))
+    assert [o.kind for o in got] == [
+        "value",
+        "value",
+        "value",
+        "raised",
+        "budget",
+        "budget",
+        "budget",
+        "other",
+        "raised",
+    ]
+    assert got[0].value == (1, 2) and got[1].value == (1, 4)  # each call in a fresh module: no state carried over
+    assert got[2].value == (1, "aa") and got[0].ops > 0
+    assert got[3].detail == "ZeroDivisionError" and got[4].detail == "ops" and got[5].detail == "depth"
+    assert got[6].detail == "size"
+    # A call the budgets cannot stop (C code, sleeping) runs into the batch's wall-clock backstop: that batch is run
+    # again one call per process, so only the call itself is lost.
+    got = run_calls(scorer.sandbox, source, ["f(1)", "nap()", "f(3)"], budget=Budget(backstop_s=1.0))
+    assert [o.kind for o in got] == ["value", "lost", "value"] and got[2].value == (1, 6)
+    covered = run_calls(scorer.sandbox, instrument(TIERED), ["shipping_cost(20, True)"], cover=True)[0].covered
+    assert {"C1:eq", "C2:gt", "C3:lt"} <= covered and any(item.startswith("L") for item in covered)
+
+
+def test_augmentation_kills_what_the_tasks_tests_miss_and_is_deterministic(scorer: BackendScorer) -> None:
+    task = tiered_task()
+    first, again = augment_task(task, scorer), augment_task(task, scorer)
+    assert first.plus.cases == again.plus.cases and first.plus.augmenter
+    assert 0 < len(first.plus.cases) <= MAX_TESTS - len(task.test_cases)
+    calls = [c for _, c in first.plus.cases]
+    assert all(c.startswith("shipping_cost(") for c in calls) and not set(calls) & set(TIERED_TESTS)
+    assert {name for name, _ in first.plus.cases}.isdisjoint({name for name, _ in task.test_cases})
+    # Near-miss answers that the task's own tests pass: every one fails a plus test.
+    near_misses = [
+        TIERED.replace("weight > 20", "weight >= 20"),
+        TIERED.replace("weight >= 5", "weight > 5"),
+        TIERED.replace("weight < 50", "weight <= 50"),
+        TIERED.replace("weight < 50", "weight < 40"),
+    ]
+    original = scorer.score_many([(task, m) for m in near_misses])
+    assert all(s.success for s in original)
+    plus_only = make_task(TIERED, calls, task_id="tiered-plus")
+    assert scorer.score(plus_only, TIERED).success
+    assert not any(s.success for s in scorer.score_many([(plus_only, m) for m in near_misses]))
+    # The fit half and the held-out half split the mutants by a hash of their code.
+    fit = [m for m in first.mutants if is_fit(task, m)]
+    assert 0 < len(fit) < len(first.mutants) and frozenset(m.index for m in fit) == first.fit
+
+
+def test_tasks_whose_reference_cannot_anchor_tests_get_no_plus_tests(scorer: BackendScorer) -> None:
+    flaky = make_task(
+        "import time\ndef f(x):\n    return time.perf_counter_ns() % 7 + x\n", ["f(1)", "f(2)"], task_id="flaky"
+    )
+    broken = make_task("def f(x):\n    return x / 0\n", ["f(1)", "f(2)"], task_id="broken")
+    for task, why in ((flaky, "nondeterministic on its own test"), (broken, "passes none of its own tests")):
+        made = augment_task(task, scorer)
+        assert made.plus.cases == () and why in made.plus.note
+        audit = audit_task(task, scorer)
+        assert audit.mutants == 0 and why in audit.problem
+
+
+def test_audit_reports_survivors_with_their_edits_and_witnesses(scorer: BackendScorer) -> None:
+    audit = audit_task(tiered_task(), scorer)
+    assert audit.mutants == len(mutants(TIERED)) and audit.killed + len(audit.survivors) == audit.mutants
+    edits = {s.mutant.edit: s for s in audit.survivors}
+    assert "line 3: weight > 20 -> weight >= 20" in edits  # the tests never weigh 20
+    assert edits["line 3: weight > 20 -> weight >= 20"].witness  # ...and the independent inputs show it is wrong
+    row = audit.row()
+    assert row["mutation_score"] == audit.score and row["surviving"] == len(audit.survivors)
+    dead = make_task("def f(x):\n    if x > 100:\n        return 1\n    return 1\n", ["f(1)", "f(200)"], task_id="dead")
+    dead_audit = audit_task(dead, scorer)
+    assert dead_audit.possibly_equivalent >= 1  # `x > 100` -> `x >= 100` changes nothing: no input tells
+    summary = summarize([audit, dead_audit, audit_task(make_task("def f(x):\n    return x / 0\n", ["f(1)"]), scorer)])
+    assert summary.tasks == 3 and summary.audited == 2 and summary.tasks_with_wrong_survivor >= 1
+    assert "mutation score" in summary.line()
+
+
+@pytest.mark.slow
+def test_plus_tests_on_real_sample_tasks(scorer: BackendScorer, shared_backend_sample: list[Task]) -> None:
+    for task in shared_backend_sample[:3]:
+        made = augment_task(task, scorer)
+        plus_only = make_task(task.ground_truth, [c for _, c in made.plus.cases] or ["None"], task_id=task.task_id)
+        assert not made.plus.cases or scorer.score(plus_only, task.ground_truth).success
