@@ -1,17 +1,26 @@
-"""``colbench tasks ls | check | build-frontend``: list task files and splits, check that they can be judged fairly,
-build the frontend splits (docs/tasks.md)."""
+"""``colbench tasks ls | check | audit | augment | build-frontend``: list task files and splits, check that they can
+be judged fairly, audit backend tests by mutation and strengthen them (ColBench+), build the frontend splits
+(docs/tasks.md)."""
 
 from __future__ import annotations
 
 import argparse
 import os
-from typing import TYPE_CHECKING
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from typing import TYPE_CHECKING, TextIO
 
 from colbench.cli.arguments import SANDBOX_HELP
+from colbench.cli.jsonl_io import write_jsonl
+from colbench.errors import ConfigError
 from colbench.tasks.sources import load
 
 if TYPE_CHECKING:
     from colbench.cli.arguments import Subcommands
+    from colbench.domains.backend.plus.augment import Proposer
+    from colbench.domains.backend.scorer import BackendScorer
+    from colbench.types.task import Task
 
 
 def add_parser(commands: Subcommands) -> None:
@@ -30,6 +39,23 @@ def add_parser(commands: Subcommands) -> None:
         "--rules", type=int, choices=(2, 3), default=3, help="backend judging: 3 (current) or 2 (colbench 0.1)"
     )
     check.set_defaults(func=cmd_tasks_check)
+    audit = tasks.add_parser(
+        "audit", help="mutation analysis of backend tasks' tests: which wrong variants of the reference pass them"
+    )
+    audit.add_argument("source", metavar="FILE_OR_SPLIT")
+    audit.add_argument("--out", metavar="REPORT.jsonl", help="one row per task (survivors with their edits)")
+    audit.add_argument("--sandbox", default="auto", help=SANDBOX_HELP)
+    audit.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="tasks at once")
+    audit.set_defaults(func=cmd_tasks_audit)
+    augment = tasks.add_parser("augment", help="add ColBench+ tests (plus_test_cases) to backend tasks")
+    augment.add_argument("source", metavar="FILE_OR_SPLIT")
+    augment.add_argument("--out", required=True, metavar="FILE.jsonl")
+    augment.add_argument(
+        "--generator", metavar="MODEL_SPEC", help="also ask this model for inputs (openai:MODEL, llamacpp; off)"
+    )
+    augment.add_argument("--sandbox", default="auto", help=SANDBOX_HELP)
+    augment.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="tasks at once")
+    augment.set_defaults(func=cmd_tasks_augment)
     build_frontend = tasks.add_parser(
         "build-frontend", help="build a frontend split from WebSight v0.2 into a ColBench JSONL task file"
     )
@@ -61,6 +87,66 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _backend_tasks(source: str) -> list[Task]:
+    tasks = load(source)
+    other = next((t for t in tasks if not t.test_cases), None)
+    if other is not None:
+        raise ConfigError(
+            f"{source}: task {other.task_id!r} is a {other.domain} task: audit and augment take tasks judged by "
+            "test calls (backend)"
+        )
+    return tasks
+
+
+def cmd_tasks_audit(args: argparse.Namespace) -> int:
+    """Mutation analysis per task (a report row each with --out) and a summary line for the split."""
+    # run-time import: `colbench --help` loads no command's library
+    from colbench.domains.backend.plus.audit import summarize
+    from colbench.domains.backend.plus.many import audit_tasks
+
+    tasks = _backend_tasks(args.source)
+    audits = []
+    with (
+        closing(_scorer(args.sandbox, args.jobs)) as scorer,
+        _report(args.out) as out,
+        _bar("auditing", len(tasks)) as advance,
+    ):
+        for audit in audit_tasks(tasks, scorer, jobs=args.jobs):
+            audits.append(audit)
+            if out is not None:
+                write_jsonl(out, audit.row())
+            if audit.problem:
+                print(f"{audit.task_id}: not audited: {audit.problem}", file=sys.stderr)
+            advance()
+    print(summarize(audits).line() + (f" -> {args.out}" if args.out else ""))
+    return 0
+
+
+def cmd_tasks_augment(args: argparse.Namespace) -> int:
+    """The tasks with plus tests, written in order as they are made (a task without any says why on stderr)."""
+    # run-time import: `colbench --help` loads no command's library
+    from colbench.domains.backend.plus.augment import AUGMENTER_VERSION
+    from colbench.domains.backend.plus.many import augment_tasks
+
+    tasks = _backend_tasks(args.source)
+    proposer = _proposer(args.generator) if args.generator else None
+    added = 0
+    with (
+        closing(_scorer(args.sandbox, args.jobs)) as scorer,
+        _report(args.out) as out,
+        _bar("augmenting", len(tasks)) as advance,
+    ):
+        assert out is not None
+        for made in augment_tasks(tasks, scorer, jobs=args.jobs, proposer=proposer):
+            write_jsonl(out, made.task.to_row())
+            added += len(made.plus.cases)
+            if made.plus.note:
+                print(f"{made.task.task_id}: no plus tests: {made.plus.note}", file=sys.stderr)
+            advance()
+    print(f"augmenter {AUGMENTER_VERSION}: {added} plus tests for {len(tasks)} tasks -> {args.out}")
+    return 0
+
+
 def cmd_tasks_build_frontend(args: argparse.Namespace) -> int:
     """Build a WebSight frontend split (pinned, hash-checked) into a ColBench JSONL task file."""
     # run-time import: `colbench --help` loads no command's library
@@ -69,3 +155,41 @@ def cmd_tasks_build_frontend(args: argparse.Namespace) -> int:
     tasks = build_frontend(args.split, args.out, revision=args.revision)
     print(f"wrote {len(tasks)} frontend tasks of split {args.split} -> {args.out}")
     return 0
+
+
+def _scorer(sandbox: str, jobs: int) -> BackendScorer:
+    """The backend scorer (the current judging rules) with a sandbox of ``jobs`` workers."""
+    # run-time import: `colbench --help` loads no command's library
+    from colbench.domains.backend.scorer import BackendScorer
+    from colbench.sandbox import make_sandbox
+
+    return BackendScorer(make_sandbox(sandbox, workers=jobs), jobs=jobs, owns_sandbox=True)
+
+
+def _proposer(spec: str) -> Proposer:
+    # run-time import: --generator only (the LLM layer)
+    from colbench.domains.backend.plus.proposals import ModelProposer
+    from colbench.llm.specs import connect
+
+    return ModelProposer(connect(spec, "generator", temperature=0.0))
+
+
+@contextmanager
+def _report(path: str | None) -> Iterator[TextIO | None]:
+    if path is None:
+        yield None
+        return
+    with open(path, "w", encoding="utf-8") as out:
+        yield out
+
+
+@contextmanager
+def _bar(what: str, total: int) -> Iterator[Callable[[], None]]:
+    """A progress bar on stderr (rich), advanced once per task."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        bar = progress.add_task(what, total=total)
+        yield lambda: progress.advance(bar)

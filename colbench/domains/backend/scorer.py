@@ -150,7 +150,8 @@ def _joined(outcomes: Sequence[TestOutcome]) -> TestOutcome:
 
 
 def expected_from(runs: Sequence[TestOutcome]) -> Expected:
-    """What one test expects, from the reference's outcomes on it (one per run): its value, or why it cannot be judged."""
+    """What one test expects, from the reference's outcomes on it (one per run): its value, or why it cannot be
+    judged."""
     first = runs[0]
     if first.outcome != "value":
         return Expected(False, reason=f"reference {first.outcome}: {first.error}".strip(": "))

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import ast
+import json
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import make_task
@@ -16,7 +20,7 @@ from colbench.domains.backend.plus.inputs import domain_of, mutated_calls, rando
 from colbench.domains.backend.plus.mutants import OPERATORS, mutants
 from colbench.domains.backend.plus.proposals import kept_proposals
 from colbench.domains.backend.scorer import BackendScorer
-from colbench.tasks import Task
+from colbench.tasks import Task, load_jsonl
 
 TIERED = '''def shipping_cost(weight, express):
     """Price of a parcel."""
@@ -228,3 +232,44 @@ def test_plus_tests_on_real_sample_tasks(scorer: BackendScorer, shared_backend_s
         made = augment_task(task, scorer)
         plus_only = make_task(task.ground_truth, [c for _, c in made.plus.cases] or ["None"], task_id=task.task_id)
         assert not made.plus.cases or scorer.score(plus_only, task.ground_truth).success
+
+
+def test_tasks_augment_and_audit_commands(tmp_path: Path, bundled_tasks: list[Task]) -> None:
+    source = tmp_path / "tasks.jsonl"
+    rows = [t.to_row() for t in bundled_tasks[:2]]
+    for row in rows:
+        del row["task_id"]  # ids from content: the augmented file must keep them
+    rows.append(
+        {"problem_description": "x", "ground_truth": "def f(a):\n    return 1 / 0\n", "test_cases": {"t": "f(1)"}}
+    )
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out, report = tmp_path / "plus.jsonl", tmp_path / "audit.jsonl"
+    run = [sys.executable, "-m", "colbench", "tasks"]
+    done = subprocess.run(
+        [*run, "augment", str(source), "--out", str(out), "--jobs", "2", "--sandbox", "bwrap"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "augmenter 1:" in done.stdout and "no plus tests: the reference passes none of its own tests" in done.stderr
+    before, after = load_jsonl(source), load_jsonl(out)
+    assert [t.task_id for t in before] == [t.task_id for t in after]
+    assert [t.test_cases for t in before] == [t.test_cases for t in after]
+    assert all(t.plus is not None and t.plus.augmenter == "1" for t in after)
+    assert after[0].plus is not None and after[0].plus.cases and after[2].plus is not None and not after[2].plus.cases
+    done = subprocess.run(
+        [*run, "audit", str(out), "--out", str(report), "--jobs", "2", "--sandbox", "bwrap"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "2/3 tasks audited" in done.stdout and "mutation score" in done.stdout
+    audited = [json.loads(line) for line in report.read_text().splitlines()]
+    assert [r["task_id"] for r in audited] == [t.task_id for t in before]
+    assert audited[0]["mutants"] == audited[0]["killed"] + audited[0]["surviving"] > 0 and audited[2]["problem"]
+    frontend = subprocess.run([*run, "audit", "frontend-sample"], capture_output=True, text=True)
+    assert (
+        frontend.returncode != 0
+        and "is a frontend task: audit and augment take tasks judged by test calls (backend)" in frontend.stderr
+    )
+    assert len(frontend.stderr.strip().splitlines()) == 1

@@ -1,3 +1,5 @@
+# mypy: ignore-errors
+# (this file is the source of a program run in the sandbox, where nothing of colbench is importable)
 """Runs in the sandbox, prepended to a job's module: many calls of one module in one test process.
 
 The augmenter and the audit judge thousands of candidate calls against a reference and its mutants. One process

@@ -175,7 +175,7 @@ def _swap_bool(node: ast.AST) -> ast.AST | None:
     return None
 
 
-def _changed_constant(value: object) -> object | None:
+def _changed_constant(value: object) -> bool | int | float | str | None:
     if isinstance(value, bool):
         return not value
     if isinstance(value, int):
@@ -258,7 +258,7 @@ def scaled(source: str) -> list[Mutant]:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    skip, made = _skipped(tree), []
+    skip, made = _skipped(tree), list[Mutant]()
     for position, node in enumerate(ast.walk(tree)):
         if id(node) in skip or not isinstance(node, ast.Constant) or isinstance(node.value, bool):
             continue
