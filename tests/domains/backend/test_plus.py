@@ -7,20 +7,25 @@ import json
 import random
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import make_task
 
 from colbench.domains.backend.plus.audit import audit_task, summarize
-from colbench.domains.backend.plus.augment import MAX_TESTS, augment_task, is_fit
+from colbench.domains.backend.plus.augment import AUGMENTER_VERSION, MAX_TESTS, augment_task, is_fit
 from colbench.domains.backend.plus.calls import Budget, run_calls
 from colbench.domains.backend.plus.coverage import instrument
 from colbench.domains.backend.plus.inputs import domain_of, mutated_calls, random_calls, template, templates
 from colbench.domains.backend.plus.mutants import OPERATORS, mutants
-from colbench.domains.backend.plus.proposals import kept_proposals
+from colbench.domains.backend.plus.plus_cache import PlusCache
+from colbench.domains.backend.plus.proposals import ModelProposer, kept_proposals
 from colbench.domains.backend.scorer import BackendScorer
+from colbench.llm.specs import connect
 from colbench.tasks import Task, load_jsonl
+from colbench.types.task import PlusTests
 
 TIERED = '''def shipping_cost(weight, express):
     """Price of a parcel."""
@@ -273,3 +278,31 @@ def test_tasks_augment_and_audit_commands(tmp_path: Path, bundled_tasks: list[Ta
         and "is a frontend task: audit and augment take tasks judged by test calls (backend)" in frontend.stderr
     )
     assert len(frontend.stderr.strip().splitlines()) == 1
+
+
+def test_plus_tests_computed_once_per_task_content_and_kept_on_disk(scorer: BackendScorer, tmp_path: Path) -> None:
+    task = tiered_task()
+    cache = PlusCache(tmp_path)
+    assert cache.lookup(task) is None
+    made = cache.plus_tests(task, scorer)
+    assert made.cases and made.augmenter == AUGMENTER_VERSION
+    assert len(list(tmp_path.glob("*.json"))) == 1
+    renamed = make_task(TIERED, TIERED_TESTS, task_id="the same task in another file")
+    assert PlusCache(tmp_path).lookup(renamed) == made  # found on disk, by content
+    carried = replace(task, plus=PlusTests((("p", "shipping_cost(1, True)"),), "0"))
+    assert cache.lookup(carried) == carried.plus  # a task's own plus tests win
+    other = make_task(TIERED, TIERED_TESTS[:3], task_id="other")
+    seen: list[tuple[int, int]] = []
+    done = cache.with_plus_tests([task, other], scorer, jobs=2, progress=lambda k, n: seen.append((k, n)))
+    assert [t.plus is not None and t.plus.cases != () for t in done] == [True, True] and seen == [(1, 1)]
+
+
+def test_model_proposals_from_an_openai_compatible_endpoint(scorer: BackendScorer, make_stub: Any) -> None:
+    server = make_stub(lambda body: "shipping_cost(20, True)\nshipping_cost(-3, False)\nnonsense(")
+    client = connect("openai:stub-model", "generator", base_url=server.base_url, api_key="k", temperature=0.0)
+    task = tiered_task()
+    families = templates(task.test_cases, TIERED)
+    assert ModelProposer(client)(task, families) == ["shipping_cost(20, True)"]
+    prompt = server.requests[0]["messages"][0]["content"]
+    assert task.problem_description.strip() in prompt and "shipping_cost(30, False)" in prompt
+    assert augment_task(task, scorer, proposer=ModelProposer(client)).plus.cases
