@@ -250,24 +250,19 @@ def test_tasks_augment_and_audit_commands(tmp_path: Path, bundled_tasks: list[Ta
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out, report = tmp_path / "plus.jsonl", tmp_path / "audit.jsonl"
     run = [sys.executable, "-m", "colbench", "tasks"]
-    done = subprocess.run(
-        [*run, "augment", str(source), "--out", str(out), "--jobs", "2", "--sandbox", "bwrap"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+
+    def tasks_command(action: str, source: Path, out: Path) -> subprocess.CompletedProcess[str]:
+        argv = [*run, action, str(source), "--out", str(out), "--jobs", "2", "--sandbox", "bwrap"]
+        return subprocess.run(argv, capture_output=True, text=True, check=True)
+
+    done = tasks_command("augment", source, out)
     assert "augmenter 1:" in done.stdout and "no plus tests: the reference passes none of its own tests" in done.stderr
     before, after = load_jsonl(source), load_jsonl(out)
     assert [t.task_id for t in before] == [t.task_id for t in after]
     assert [t.test_cases for t in before] == [t.test_cases for t in after]
     assert all(t.plus is not None and t.plus.augmenter == "1" for t in after)
     assert after[0].plus is not None and after[0].plus.cases and after[2].plus is not None and not after[2].plus.cases
-    done = subprocess.run(
-        [*run, "audit", str(out), "--out", str(report), "--jobs", "2", "--sandbox", "bwrap"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    done = tasks_command("audit", out, report)
     assert "2/3 tasks audited" in done.stdout and "mutation score" in done.stdout
     audited = [json.loads(line) for line in report.read_text().splitlines()]
     assert [r["task_id"] for r in audited] == [t.task_id for t in before]
