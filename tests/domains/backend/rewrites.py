@@ -435,8 +435,9 @@ def _negate(test: ast.expr) -> ast.expr:
 
 
 def _rename_locals(module: _Module) -> bool:
-    """Local and loop variables get fresh names; parameters, imports, nested definitions and names some nested
-    scope binds too keep theirs. Checked with ``symtable``: every scope's symbols are the original's, renamed."""
+    """Local, loop and comprehension variables get fresh names; parameters, imports, nested definitions and names
+    some other scope binds too keep theirs. Checked with ``symtable``: every scope's symbols are the original's,
+    renamed."""
     original = ast.unparse(module.tree)
     renames: dict[tuple[str, ...], dict[str, str]] = {}
     paths = [path for path, _ in _functions(module.tree)]
@@ -445,15 +446,13 @@ def _rename_locals(module: _Module) -> bool:
         if not fn.safe or paths.count(path) > 1:
             continue
         names = [n for n in fn.own if n in fn.plain and not n.startswith("__") and n not in fn.nested_bound]
-        if not names:
-            continue
         mapping = {name: module.fresh(name) for name in names}
         for sub in _walk(node.body):
             if isinstance(sub, ast.Name) and sub.id in mapping:
                 sub.id = mapping[sub.id]
-            elif isinstance(sub, ast.ExceptHandler) and sub.name in mapping:
-                sub.name = mapping[sub.name]
-        renames[path] = mapping
+        comprehension_names = _comprehension_renames(node, module)
+        if mapping or comprehension_names:
+            renames[path] = mapping | comprehension_names
     if not renames:
         return False
     try:
@@ -462,6 +461,37 @@ def _rename_locals(module: _Module) -> bool:
     except SyntaxError:
         return False
     return _same_symbols(before, after, renames, (), {})
+
+
+def _comprehension_renames(node: ast.FunctionDef, module: _Module) -> dict[str, str]:
+    """Fresh names for comprehension variables, applied: a name is renamed where every occurrence of it in the
+    function is inside comprehensions that bind it (none inside another, no other scope in them binding it)."""
+    comprehensions = [c for c in _walk(node.body) if isinstance(c, _COMPREHENSIONS)]
+    counts = _name_counts(node.body)
+    mapping: dict[str, str] = {}
+    for comp in comprehensions:
+        for target in [n.id for g in comp.generators for n in _walk([g.target]) if isinstance(n, ast.Name)]:
+            if target in mapping or target.startswith("__"):
+                continue
+            binding = [c for c in comprehensions if target in _comprehension_targets(c)]
+            inner = [_walk(_inner_parts(c)) for c in binding]
+            nested = [n for walk in inner for n in walk if n not in binding and isinstance(n, _SCOPES)]
+            if any(target in _scope_bindings(n) for n in nested):
+                continue
+            if sum(_name_counts(_inner_parts(c))[target] for c in binding) != counts[target]:
+                continue
+            mapping[target] = module.fresh(target)
+            for c in binding:
+                for sub in _walk(_inner_parts(c)):
+                    if isinstance(sub, ast.Name) and sub.id == target:
+                        sub.id = mapping[target]
+    return mapping
+
+
+def _comprehension_targets(comp: ast.expr) -> list[str]:
+    """The variables a comprehension binds."""
+    generators = comp.generators  # type: ignore[attr-defined]
+    return [n.id for g in generators for n in _walk([g.target]) if isinstance(n, ast.Name)]
 
 
 def _symbol_flags(symbol: symtable.Symbol) -> tuple[bool, ...]:
@@ -639,51 +669,80 @@ def _accumulation(
             body = stmt.body
         else:
             break
-    if len(body) != 1 or not generators:
+    if not generators:
         return None
-    op = body[0]
     loop_names = {n.id for g in generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
     inside, everywhere = _name_counts([loop]), _name_counts(node.body)
-    if inside[acc] != 1 or any(inside[n] != everywhere[n] or n in fn.params for n in loop_names):
+    if any(inside[n] != everywhere[n] or n in fn.params for n in loop_names):
         return None
     banned = (ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr, ast.Lambda, *_FUNCTIONS, ast.ClassDef)
-    if any(isinstance(n, banned) for n in ast.walk(loop)):
+    if len(body) != 1 or any(isinstance(n, banned) for n in ast.walk(loop)):
         return None
+    found = _element(body[0], acc, shape, module)
+    if found is None or inside[acc] != found[1]:  # the accumulator is mentioned by its updates only
+        return None
+    element = found[0]
     value: ast.expr
-    if shape in ("list", "set"):
-        elt = _method_call(op, acc, "append" if shape == "list" else "add")
-        if elt is None:
-            return None
-        value = ast.ListComp(elt, generators) if shape == "list" else ast.SetComp(elt, generators)
-    elif shape == "dict":
-        if not (isinstance(op, ast.Assign) and len(op.targets) == 1 and isinstance(op.targets[0], ast.Subscript)):
-            return None
-        target = op.targets[0]
-        key = target.slice
-        if not (isinstance(target.value, ast.Name) and target.value.id == acc) or isinstance(key, ast.Slice):
-            return None
+    if isinstance(element, tuple):
+        key, item = element
 
         def bound(e: ast.expr) -> bool:
             if isinstance(e, ast.Tuple):
                 return all(bound(x) for x in e.elts)
-            return (
-                isinstance(e, ast.Constant)
-                or (isinstance(e, ast.Name) and e.id in loop_names)
-                or (isinstance(e, ast.Name) and e.id in fn.params and e.id not in fn.deleted)
-            )
+            if isinstance(e, ast.Name):
+                return e.id in loop_names or (e.id in fn.params and e.id not in fn.deleted)
+            return isinstance(e, ast.Constant)
 
-        if not (bound(key) or bound(op.value)):
+        if not (bound(key) or bound(item)):
             return None
-        value = ast.DictComp(key, op.value, generators)
+        value = ast.DictComp(key, item, generators)
+    elif shape == "list":
+        value = ast.ListComp(element, generators)
+    elif shape == "set":
+        value = ast.SetComp(element, generators)
     else:
-        if not (isinstance(op, ast.AugAssign) and isinstance(op.op, ast.Add) and isinstance(op.target, ast.Name)):
-            return None
-        if op.target.id != acc or not _int_valued(op.value, module):
-            return None
         start = init.value.value  # type: ignore[attr-defined]
-        args: list[ast.expr] = [ast.GeneratorExp(op.value, generators)]
+        args: list[ast.expr] = [ast.GeneratorExp(element, generators)]
         value = ast.Call(ast.Name("sum", ast.Load()), args + ([ast.Constant(start)] if start != 0 else []), [])
     return ast.copy_location(ast.Assign([ast.Name(acc, ast.Store())], value), init)
+
+
+_Element = ast.expr | tuple[ast.expr, ast.expr]
+
+
+def _element(stmt: ast.stmt, acc: str, shape: str, module: _Module) -> tuple[_Element, int] | None:
+    """What one loop step adds to the accumulator, and how many updates name it: ``r.append(e)`` gives ``e``,
+    ``r[k] = v`` gives ``(k, v)``, ``r += e`` (``e`` an int) gives ``e``; ``if c: <update a> else: <update b>``
+    (through ``elif``) gives ``a if c else b`` (for dicts, where both updates store the same key)."""
+    if isinstance(stmt, ast.If):
+        if len(stmt.body) != 1 or len(stmt.orelse) != 1:
+            return None
+        first, other = _element(stmt.body[0], acc, shape, module), _element(stmt.orelse[0], acc, shape, module)
+        if first is None or other is None:
+            return None
+        (a, m), (b, n) = first, other
+        if isinstance(a, tuple) and isinstance(b, tuple):
+            if ast.dump(a[0]) != ast.dump(b[0]):
+                return None
+            return (a[0], ast.IfExp(stmt.test, a[1], b[1])), m + n
+        if isinstance(a, tuple) or isinstance(b, tuple):
+            return None
+        return ast.IfExp(stmt.test, a, b), m + n
+    if shape in ("list", "set"):
+        elt = _method_call(stmt, acc, "append" if shape == "list" else "add")
+        return None if elt is None else (elt, 1)
+    if shape == "dict":
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Subscript)):
+            return None
+        target = stmt.targets[0]
+        if not (isinstance(target.value, ast.Name) and target.value.id == acc) or isinstance(target.slice, ast.Slice):
+            return None
+        return (target.slice, stmt.value), 1
+    if not (isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add) and isinstance(stmt.target, ast.Name)):
+        return None
+    if stmt.target.id != acc or not _int_valued(stmt.value, module):
+        return None
+    return stmt.value, 1
 
 
 def _loop_to_comprehension(module: _Module) -> bool:
@@ -701,6 +760,69 @@ def _loop_to_comprehension(module: _Module) -> bool:
                     changed = True
                     fn = _analyse(node)
                 i += 1
+    return changed
+
+
+def _search(loop: ast.stmt, last: ast.stmt, node: ast.FunctionDef, fn: _Function, module: _Module) -> ast.stmt | None:
+    """``for x in xs: [if f:] if c: return A`` then ``return B`` (``A``, ``B`` literals) as ``return A if any(c for
+    x in xs [if f]) else B``: ``any`` stops at the first true ``c`` as the loop returns there, testing each ``c``
+    once; ``True``/``False`` need no conditional, and ``if not c: return False ... return True`` is ``all(c ...)``.
+    The loop variables must be used nowhere else (they no longer outlive the search)."""
+    if not (isinstance(loop, ast.For) and isinstance(last, ast.Return) and isinstance(last.value, ast.Constant)):
+        return None
+    if not (module.builtin("any") and module.builtin("all")):
+        return None
+    generators: list[ast.comprehension] = []
+    body: list[ast.stmt] = [loop]
+    while len(body) == 1 and isinstance(body[0], (ast.For, ast.If)) and not body[0].orelse:
+        stmt = body[0]
+        if isinstance(stmt, ast.For):
+            if not _plain_target(stmt.target):
+                return None
+            generators.append(ast.comprehension(target=stmt.target, iter=stmt.iter, ifs=[], is_async=0))
+        else:
+            generators[-1].ifs.append(stmt.test)
+        body = stmt.body
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or not isinstance(body[0].value, ast.Constant):
+        return None
+    if not generators[-1].ifs:
+        return None
+    test = generators[-1].ifs.pop()
+    found, otherwise = body[0].value.value, last.value.value
+    loop_names = {n.id for g in generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+    inside, everywhere = _name_counts([loop]), _name_counts(node.body)
+    if any(inside[n] != everywhere[n] or n in fn.params or n in fn.cells for n in loop_names):
+        return None
+    banned = (ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr, ast.Lambda, *_FUNCTIONS, ast.ClassDef)
+    if any(isinstance(n, banned) for n in ast.walk(loop)) or found is otherwise:
+        return None
+    value: ast.expr
+    if found is False and otherwise is True and isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        value = ast.Call(ast.Name("all", ast.Load()), [ast.GeneratorExp(test.operand, generators)], [])
+    else:
+        search = ast.Call(ast.Name("any", ast.Load()), [ast.GeneratorExp(test, generators)], [])
+        if found is True and otherwise is False:
+            value = search
+        elif found is False and otherwise is True:
+            value = ast.UnaryOp(ast.Not(), search)
+        else:
+            value = ast.IfExp(search, ast.Constant(found), ast.Constant(otherwise))
+    return ast.copy_location(ast.Return(value), loop)
+
+
+def _loop_to_any_all(module: _Module) -> bool:
+    changed = False
+    for _, node in _functions(module.tree):
+        fn = _analyse(node)
+        if not fn.safe:
+            continue
+        for block, _ in _blocks(node.body):
+            for i in reversed(range(len(block) - 1)):
+                new = _search(block[i], block[i + 1], node, fn, module)
+                if new is not None:
+                    block[i : i + 2] = [new]
+                    changed = True
+                    fn = _analyse(node)
     return changed
 
 
@@ -1020,6 +1142,7 @@ _TRANSFORMS: dict[str, Callable[[_Module], bool]] = {
     "rename-locals": _rename_locals,
     "reorder-independent": _reorder_independent,
     "loop-to-comprehension": _loop_to_comprehension,
+    "loop-to-any-all": _loop_to_any_all,
     "comprehension-to-loop": _comprehension_to_loop,
     "extract-helper": _extract_helper,
     "if-else-swap": _if_else_swap,
