@@ -348,26 +348,32 @@ def _all_blocks(tree: ast.AST) -> list[list[ast.stmt]]:
 
 
 class _Module:
-    """The tree being rewritten, with the names already taken (for fresh names) and bound (for builtins)."""
+    """The tree being rewritten, with the names already taken (for fresh names) and bound (for builtins). The name
+    sets are the original module's: every kind starts from a fresh parse of the same source."""
 
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, tree: ast.Module, names: tuple[frozenset[str], frozenset[str]]) -> None:
         self.tree = tree
-        self.bound: set[str] = set()
-        self.taken: set[str] = set(dir(builtins)) | set(keyword.kwlist) | set(keyword.softkwlist)
+        self.bound, taken = names
+        self.taken = set(taken)
+
+    @staticmethod
+    def names(tree: ast.Module) -> tuple[frozenset[str], frozenset[str]]:
+        """Every name some scope of ``tree`` binds, and every identifier it uses (plus builtins and keywords)."""
+        bound: set[str] = set()
+        taken: set[str] = set(dir(builtins)) | set(keyword.kwlist) | set(keyword.softkwlist)
         for node in ast.walk(tree):
-            names = _binds(node)
-            if isinstance(node, ast.arg):
-                names = [node.arg]
-            self.bound.update(names)
-            self.taken.update(names)
+            names = [node.arg] if isinstance(node, ast.arg) else _binds(node)
+            bound.update(names)
+            taken.update(names)
             if isinstance(node, ast.Name):
-                self.taken.add(node.id)
+                taken.add(node.id)
             elif isinstance(node, ast.Attribute):
-                self.taken.add(node.attr)
+                taken.add(node.attr)
             elif isinstance(node, ast.keyword) and node.arg:
-                self.taken.add(node.arg)
+                taken.add(node.arg)
             elif isinstance(node, ast.alias):
-                self.taken.add(node.name.split(".")[0])
+                taken.add(node.name.split(".")[0])
+        return frozenset(bound), frozenset(taken)
 
     def fresh(self, base: str) -> str:
         """A name used nowhere in the module and no builtin, so it shadows nothing: ``base_1``, ``base_2``, ..."""
@@ -931,13 +937,14 @@ def _helper_parameters(node: ast.FunctionDef, fn: _Function, k: int) -> list[str
     if written & fn.cells:
         return None
     own = set(fn.own)
-    params: list[str] = []
+    needed: list[str] = []
     for name in dict.fromkeys(n.id for n in _walk(suffix) if isinstance(n, ast.Name) and n.id in own):
         if name in definite:
-            params.append(name)
+            needed.append(name)
         elif name in maybe:
             return None
-    return params
+    # The function's parameters first, in its order; then its variables, in the order the block mentions them.
+    return [p for p in fn.params if p in needed] + [n for n in needed if n not in fn.params]
 
 
 def _trivial(stmt: ast.stmt) -> bool:
@@ -1154,15 +1161,16 @@ _TRANSFORMS: dict[str, Callable[[_Module], bool]] = {
 KINDS: tuple[str, ...] = tuple(_TRANSFORMS)
 
 
-def _finish(kind: str, original: ast.Module, tree: ast.Module) -> Rewrite | None:
-    """The rewrite's source, if it differs from the original and survives ``unparse`` unchanged (so the source is
-    exactly the tree that was reasoned about) and compiles."""
+def _finish(kind: str, original: str, tree: ast.Module) -> Rewrite | None:
+    """The rewrite's source, if it differs from the original (``original`` is its ``ast.dump``) and survives
+    ``unparse`` unchanged (so the source is exactly the tree that was reasoned about) and compiles."""
     ast.fix_missing_locations(tree)
-    if ast.dump(tree) == ast.dump(original):
+    dumped = ast.dump(tree)
+    if dumped == original:
         return None
     try:
         code = ast.unparse(tree)
-        if ast.dump(ast.parse(code)) != ast.dump(tree):
+        if ast.dump(ast.parse(code)) != dumped:
             return None
         compile(code, f"<{kind}>", "exec")
     except (SyntaxError, ValueError, RecursionError):
@@ -1177,15 +1185,16 @@ def rewrites(source: str, kinds: Iterable[str] = KINDS) -> list[Rewrite]:
         original = ast.parse(source)
     except (SyntaxError, ValueError):
         return []
+    dumped, names = ast.dump(original), _Module.names(original)
     out: list[Rewrite] = []
     for kind in kinds:
-        tree = copy.deepcopy(original)
+        tree = ast.parse(source)  # a fresh tree per kind (several times faster than a deep copy)
         try:
-            if not _TRANSFORMS[kind](_Module(tree)):
+            if not _TRANSFORMS[kind](_Module(tree, names)):
                 continue
         except RecursionError:
             continue
-        rewrite = _finish(kind, original, tree)
+        rewrite = _finish(kind, dumped, tree)
         if rewrite is not None:
             out.append(rewrite)
     return out
