@@ -376,7 +376,10 @@ class _Module:
         return frozenset(bound), frozenset(taken)
 
     def fresh(self, base: str) -> str:
-        """A name used nowhere in the module and no builtin, so it shadows nothing: ``base_1``, ``base_2``, ..."""
+        """A name used nowhere in the module and no builtin, so it shadows nothing: ``base_1``, ``base_2``, ...
+        (never one starting with two underscores, which a class would mangle)."""
+        if base.startswith("__") or base == "_":
+            base = base.lstrip("_") or "unused"
         n = 1
         while f"{base}_{n}" in self.taken:
             n += 1
@@ -1000,7 +1003,7 @@ def _if_else_swap(module: _Module) -> bool:
     changed = False
     for node in ast.walk(module.tree):
         if isinstance(node, (ast.If, ast.IfExp)) and (isinstance(node, ast.IfExp) or node.orelse):
-            node.test, node.body, node.orelse = _negate(node.test), node.orelse, node.body  # type: ignore[assignment]
+            node.test, node.body, node.orelse = _negate(node.test), node.orelse, node.body
             changed = True
     return changed
 
@@ -1087,8 +1090,9 @@ def _inline_temp(module: _Module) -> bool:
                 if not (isinstance(first, ast.Assign) and len(first.targets) == 1 and isinstance(then, ast.Return)):
                     continue
                 t, r = first.targets[0], then.value
-                named = isinstance(t, ast.Name) and isinstance(r, ast.Name) and t.id == r.id
-                if named and t.id in fn.plain and counts[t.id] == 2:
+                if not (isinstance(t, ast.Name) and isinstance(r, ast.Name) and t.id == r.id):
+                    continue
+                if t.id in fn.plain and counts[t.id] == 2:
                     block[i : i + 2] = [ast.copy_location(ast.Return(first.value), first)]
                     changed = True
     return changed
