@@ -6,6 +6,12 @@ validity tests score *rewrites* of each reference: the same function as another 
 of an ``if`` the other way round, ...). A test that fails such a rewrite tests the reference's wording, not its
 behaviour.
 
+The kinds (:data:`KINDS`): ``rename-locals`` (local, loop and comprehension variables), ``reorder-independent``
+(adjacent assignments with no data dependency), ``loop-to-comprehension`` (list/set/dict building and int sums),
+``loop-to-any-all`` (a searching loop), ``comprehension-to-loop``, ``extract-helper`` (a function's tail or body
+moved into a top-level helper), ``if-else-swap``, ``invert-early-return``, ``conditional-expression`` (``x = a if
+c else b`` and the ``if`` statement, both ways), ``inline-temp`` (``t = e; return t``) and ``fstring-to-format``.
+
 Every rewrite is made on the ``ast``, deterministically, and is exact: it compiles, differs from the original, and
 returns the same value or raises the same exception on every input. A kind applies only where its conditions are
 proved from the code; where they are not, that kind makes nothing, since a rewrite that is only "usually" equal would
@@ -957,13 +963,14 @@ def _trivial(stmt: ast.stmt) -> bool:
 def _extract_helper(module: _Module) -> bool:
     """The tail of each top-level function's body (the shortest one worth moving, else the whole body) moves into a
     new top-level helper taking the variables it needs and returning what the tail returned. Not for generators,
-    methods (zero-argument super), or recursive functions (the helper doubles the stack depth per call)."""
+    methods (zero-argument super), or functions any function calls (were that recursion, the helper would double
+    the stack depth per call)."""
     tree = module.tree
     changed = False
     called_inside = {
         n.id
         for f in ast.walk(tree)
-        if isinstance(f, (*_SCOPES,))
+        if isinstance(f, _SCOPES)
         for part in _inner_parts(f)
         for n in ast.walk(part)
         if isinstance(n, ast.Name)
