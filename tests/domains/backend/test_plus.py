@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import operator
 import random
 import subprocess
 import sys
@@ -143,7 +144,8 @@ def test_instrumented_reference_computes_the_same_values() -> None:
     original: dict[str, object] = {}
     exec(source, original)
     assert "__colbench_cmp__" not in original
-    spy: dict[str, object] = {"__colbench_cmp__": lambda i, a, b, op: op(a, b)}
+    operators = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq}
+    spy: dict[str, object] = {"__colbench_cmp__": lambda i, a, b, op: operators[op](a, b)}
     exec(probed, spy)
     for weight in range(0, 60):
         for express in (True, False):

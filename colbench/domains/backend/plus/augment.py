@@ -13,7 +13,8 @@ For one task (docs/tasks.md, "ColBench+"):
    augmenter sees only the *fit* half: it runs the fit mutants that the task's own tests do not kill on every
    candidate, then keeps the fewest candidates that kill them, greedily (the candidate killing the most mutants
    not yet killed twice, ties to the earlier candidate), up to ``MAX_TESTS`` tests in all. It also fits on
-   wider constant edits (``mutants.scaled``: a number scaled by 0.8 or 1.25), which are never measured, and
+   wider edits that are never measured (``mutants.fit_only``: numbers scaled, strings cut, ``and`` / ``or``
+   operands dropped), and
    wants calls that cover what the task's tests do not (``_coverage``), then at least ``MIN_PLUS`` calls with
    values new to the test set. The other half is left for measuring (``bench/plus_tests.py``), so the reported
    scores are not fitted.
@@ -36,7 +37,7 @@ from colbench.domains.backend.judging import plan
 from colbench.domains.backend.plus.calls import Budget, CallOutcome, run_calls
 from colbench.domains.backend.plus.coverage import instrument
 from colbench.domains.backend.plus.inputs import Family, domain_of, mutated_calls, templates
-from colbench.domains.backend.plus.mutants import Mutant, mutants, scaled
+from colbench.domains.backend.plus.mutants import Mutant, fit_only, mutants
 from colbench.domains.backend.scorer import BackendScorer, expected_from
 from colbench.domains.backend.values import values_equal
 from colbench.types.task import PlusTests, Task, content_id
@@ -134,7 +135,7 @@ def augment_task(task: Task, scorer: BackendScorer, *, proposer: Proposer | None
     made = mutants(reference, limit=MUTANT_LIMIT, seed=seed_of(task))
     fit = frozenset(m.index for m in made if is_fit(task, m))
     original = _killed_by_original(task, scorer, made)
-    targets = [m for m in made if m.index in fit and m.index not in original] + scaled(reference)
+    targets = [m for m in made if m.index in fit and m.index not in original] + fit_only(reference)
     kills = _kill_matrix(scorer, targets, kept)
     wanted = [_coverage(o, covered, seen_values.get(made_from[call])) | kills[k] for k, (call, o) in enumerate(kept)]
     cap = max(0, MAX_TESTS - len(task.test_cases))
@@ -187,15 +188,30 @@ def _kill_matrix(
     return [frozenset(k) for k in killed]
 
 
+def _relations(outcome: CallOutcome) -> dict[str, set[str]]:
+    """How the operands of each comparison a call evaluated stood (``{"C3": {"lt", "eq"}}``)."""
+    found: dict[str, set[str]] = {}
+    for item in outcome.covered:
+        if item.startswith("C"):
+            comparison, _, relation = item.partition(":")
+            found.setdefault(comparison, set()).add(relation)
+    return found
+
+
 def _coverage(outcome: CallOutcome, covered: frozenset[str], template: CallOutcome | None) -> frozenset[int | str]:
     """What a call covers that the task's tests do not: lines and comparison relations they never reach, and
-    each comparison its edit puts on its boundary (operands equal where they were not in the test it was made from)
-    while its value differs from that test's (``C3:eq!``: the boundary decides something there)."""
+    a *decisive boundary* (``C3:eq!``): the call differs from the test it was made from in how the operands of one
+    comparison stand, and of no other comparison both evaluated, its operands are now equal, and its value differs
+    from that test's: the boundary of that comparison alone decides the value, so a fault there (``<`` for ``<=``,
+    a constant off by one) shows."""
+    new = frozenset(outcome.covered - covered)
     if template is None or not template.is_value or outcome.same(template):
-        return frozenset(outcome.covered - covered)
-    moved = outcome.covered - template.covered  # what the edit changed: a comparison put on its boundary
-    decisive = {item + "!" for item in moved if item.endswith(":eq")}
-    return frozenset(outcome.covered - covered) | frozenset(decisive)
+        return new
+    mine, theirs = _relations(outcome), _relations(template)
+    changed = [c for c in mine.keys() & theirs.keys() if mine[c] != theirs[c]]
+    if len(changed) == 1 and "eq" in mine[changed[0]] and "eq" not in theirs[changed[0]]:
+        return new | {f"{changed[0]}:eq!"}
+    return new
 
 
 def _cover(kills: Sequence[frozenset[int | str]], *, cap: int) -> list[int]:

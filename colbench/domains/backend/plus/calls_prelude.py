@@ -51,9 +51,31 @@ def __colbench_plain(value, room):
     raise TypeError(type(value).__name__)
 
 
-def __colbench_relation(a, b):
-    """How two compared values stand (numbers and strings only: other types' comparisons may run their code)."""
+__COLBENCH_OPS = {
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b,
+    "eq": lambda a, b: a == b,
+    "ne": lambda a, b: a != b,
+    "in": lambda a, b: a in b,
+    "notin": lambda a, b: a not in b,
+}
+
+
+def __colbench_relation(a, b, op):
+    """How two compared values stand: numbers and strings, and membership in a built-in collection (other types'
+    comparisons may run their code, so they are not looked at twice)."""
     kinds = (int, float, str)
+    if op in ("in", "notin"):
+        if type(b) in (list, tuple, dict, set, frozenset, str) and type(a) in (*kinds, bool, type(None)):
+            if type(b) is str and type(a) is not str:
+                return ""
+            if a not in b:
+                return "out"
+            found = repr(a)  # which item was found: each one the code looks for is wanted once
+            return "in:" + found if len(found) <= 40 else "in"
+        return ""
     if type(a) in kinds and type(b) in kinds and (type(a) is str) == (type(b) is str):
         return "lt" if a < b else "eq" if a == b else "gt"
     return ""
@@ -61,9 +83,9 @@ def __colbench_relation(a, b):
 
 def __colbench_calls__(source, calls, seed, max_ops, max_depth, max_items, cover=False):
     """The outcome of each call expression in ``calls``, each evaluated in a fresh module of ``source``. With
-    ``cover``, a value's outcome also lists what the call covered: the lines of ``solution.py`` it ran (``L7``)
+    ``cover``, a value's outcome also lists what the call covered: the lines of the task's code it ran (``L7``)
     and how the operands of each instrumented comparison stood (``C3:eq``; see ``coverage.instrument``)."""
-    code = compile(source, "solution.py", "exec")
+    code = compile(source, "task.py", "exec")
     results = []
     for call in calls:
         __colbench_random.seed(seed)
@@ -75,10 +97,10 @@ def __colbench_calls__(source, calls, seed, max_ops, max_depth, max_items, cover
         covered = set()
 
         def compare(i, a, b, op, covered=covered):
-            relation = __colbench_relation(a, b)
+            relation = __colbench_relation(a, b, op)
             if relation:
                 covered.add(f"C{i}:{relation}")
-            return op(a, b)
+            return __COLBENCH_OPS[op](a, b)
 
         module.__dict__["__colbench_cmp__"] = compare
         try:
@@ -91,7 +113,7 @@ def __colbench_calls__(source, calls, seed, max_ops, max_depth, max_items, cover
         def local(frame, event, arg, state=state, covered=covered):
             if event == "line":
                 state["ops"] += 1
-                if cover and frame.f_code.co_filename == "solution.py":
+                if cover and frame.f_code.co_filename == "task.py":
                     covered.add(f"L{frame.f_lineno}")
                 if state["ops"] > max_ops:
                     state["over"] = state["over"] or "ops"

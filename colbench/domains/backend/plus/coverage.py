@@ -4,16 +4,28 @@ Killing the mutants the augmenter fits on is not enough where they are few or th
 them: a fault at a comparison nobody fitted on (``x > 8`` written ``x >= 8``) is found only by a call that puts the
 operands on the boundary. So the augmenter also wants, for each comparison of the reference, calls where its
 operands are below, equal and above each other, and calls that run every line, wherever the reference can be made
-to. :func:`instrument` rewrites each single comparison ``a < b`` (``<``, ``<=``, ``>``, ``>=``, ``==``, ``!=``)
-as ``__colbench_cmp__(ID, a, b, operator.lt)``: the same operands, evaluated once and in the same order, the same
-result; the batch runner (``calls_prelude.py``) records how the operands stood.
+to. :func:`instrument` rewrites each single comparison ``a < b`` (``<``, ``<=``, ``>``, ``>=``, ``==``, ``!=``,
+``in``, ``not in``) as ``__colbench_cmp__(ID, a, b, "lt")``: the same operands, evaluated once and in the same
+order, the same result. The batch runner (``calls_prelude.py``) records how the operands stood: below, equal or
+above, for numbers and strings; for a membership test in a built-in collection, whether the item was in it and
+which (``in:'USA'``), so that every element of a collection the code looks things up in, and every keyword it
+searches a text for, is wanted once.
 """
 
 from __future__ import annotations
 
 import ast
 
-_OPERATORS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+_OPERATORS = {
+    ast.Lt: "lt",
+    ast.LtE: "le",
+    ast.Gt: "gt",
+    ast.GtE: "ge",
+    ast.Eq: "eq",
+    ast.NotEq: "ne",
+    ast.In: "in",
+    ast.NotIn: "notin",
+}
 
 
 class _Instrument(ast.NodeTransformer):
@@ -25,14 +37,9 @@ class _Instrument(ast.NodeTransformer):
         if len(node.ops) != 1 or type(node.ops[0]) not in _OPERATORS:
             return node
         self.count += 1
-        operator = ast.Attribute(
-            ast.Name("__colbench_operator__", ast.Load()), _OPERATORS[type(node.ops[0])], ast.Load()
-        )
-        call = ast.Call(
-            ast.Name("__colbench_cmp__", ast.Load()),
-            [ast.Constant(self.count), node.left, node.comparators[0], operator],
-            [],
-        )
+        operator = ast.Constant(_OPERATORS[type(node.ops[0])])
+        arguments = [ast.Constant(self.count), node.left, node.comparators[0], operator]
+        call = ast.Call(ast.Name("__colbench_cmp__", ast.Load()), arguments, [])
         return ast.copy_location(call, node)
 
 
@@ -43,12 +50,5 @@ def instrument(source: str) -> str:
     except SyntaxError:
         return source
     tree = _Instrument().visit(tree)
-    at = 0
-    for statement in tree.body:  # after the docstring and any ``from __future__`` import
-        docstring = isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) and at == 0
-        if not (docstring or (isinstance(statement, ast.ImportFrom) and statement.module == "__future__")):
-            break
-        at += 1
-    tree.body.insert(at, ast.Import([ast.alias("operator", "__colbench_operator__")]))
     ast.fix_missing_locations(tree)
     return ast.unparse(tree)

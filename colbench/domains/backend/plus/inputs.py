@@ -217,7 +217,14 @@ def domain_of(families: Sequence[Family], reference: str) -> Domain:
     except SyntaxError:
         return found
     compared: set[int] = set()
+    skip = {id(n) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for n in ast.walk(n)}
     for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            skip.add(id(body[0].value))  # a docstring
+        text = node.value if isinstance(node, ast.Constant) and id(node) not in skip else None
+        if isinstance(text, str) and 0 < len(text) <= 40:  # any string the code holds may be one it looks for
+            found.strings.append(text)
         if isinstance(node, ast.Compare):
             for side in [node.left, *node.comparators]:
                 number = _number(side)
@@ -362,6 +369,10 @@ def mutated_calls(families: Sequence[Family], domain: Domain, rng: random.Random
             elif isinstance(value, str):
                 for text in domain.strings:
                     add(tmpl, {i: text})
+            elif isinstance(value, list) and value and all(isinstance(e, str) for e in value):
+                for text in domain.strings:  # one of the strings the code holds, alone and among the others
+                    add(tmpl, {i: [text]})
+                    add(tmpl, {i: [*value[:-1], text]})
     boundary = list(made.items())
     rng.shuffle(boundary)
     made = dict(boundary[: count * 4 // 5])

@@ -25,6 +25,7 @@ import copy
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
 _ARITH: dict[type[ast.operator], type[ast.operator]] = {
     ast.Add: ast.Sub,
@@ -251,31 +252,56 @@ def _shown(node: ast.AST) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def scaled(source: str) -> list[Mutant]:
-    """Wider constant edits the augmenter also fits on (never part of the audit's or the bench's mutants): each
-    number the reference holds scaled by 0.8 and by 1.25, so a threshold written 40 for 50 is looked for too."""
+def fit_only(source: str) -> list[Mutant]:
+    """Wider edits the augmenter also fits on, never part of the audit's or the bench's mutants (so the measured
+    scores say how its tests do on faults it did not see): each number the reference holds scaled by 0.8 and by
+    1.25 (a threshold written 40 for 50), each string with its last character dropped, each operand of an
+    ``and`` / ``or`` dropped."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
     skip, made = _skipped(tree), list[Mutant]()
     for position, node in enumerate(ast.walk(tree)):
-        if id(node) in skip or not isinstance(node, ast.Constant) or isinstance(node.value, bool):
+        if id(node) in skip:
             continue
-        if not isinstance(node.value, int | float) or not node.value:
-            continue
-        for factor in (0.8, 1.25):
-            value = node.value * factor
-            new = round(value) if isinstance(node.value, int) else value
-            if new == node.value:
-                continue
+        for edit in _wider_edits(node):
             copy_tree = copy.deepcopy(tree)
             target = next(n for k, n in enumerate(ast.walk(copy_tree)) if k == position)
-            assert isinstance(target, ast.Constant)
-            target.value = new
+            changed = edit(target)
+            if changed is not target:
+                _replace(copy_tree, target, changed)
             code = ast.unparse(copy_tree)
-            made.append(Mutant(-1 - len(made), "scale", node.lineno, repr(node.value), repr(new), code))
+            line = getattr(node, "lineno", 0)
+            made.append(Mutant(-1 - len(made), "wider", line, _shown(node), _shown(changed), code))
     return made
+
+
+def _wider_edits(node: ast.AST) -> list[Callable[[ast.AST], ast.AST]]:
+    edits: list[Callable[[ast.AST], ast.AST]] = []
+    if isinstance(node, ast.Constant) and not isinstance(node.value, bool):
+        value = node.value
+        if isinstance(value, int | float) and value:
+            for factor in (0.8, 1.25):
+                new = round(value * factor) if isinstance(value, int) else value * factor
+                if new != value:
+                    edits.append(partial(_constant, new))
+        elif isinstance(value, str) and len(value) >= 2:
+            edits.append(partial(_constant, value[:-1]))
+    elif isinstance(node, ast.BoolOp):
+        for k in range(len(node.values)):
+            edits.append(partial(_without, k=k))
+    return edits
+
+
+def _constant(value: float | str, node: ast.AST) -> ast.AST:
+    return ast.copy_location(ast.Constant(value), node)
+
+
+def _without(node: ast.AST, k: int) -> ast.AST:
+    assert isinstance(node, ast.BoolOp)
+    rest = node.values[:k] + node.values[k + 1 :]
+    return rest[0] if len(rest) == 1 else ast.BoolOp(node.op, rest)
 
 
 def mutants(source: str, *, limit: int | None = None, seed: str = "") -> list[Mutant]:
