@@ -254,11 +254,6 @@ def describe_agent(spec: ModelSpec, agent: Agent, options: Mapping[str, Any]) ->
     return described
 
 
-def _describe_scoring(scorer: Scorer) -> dict[str, Any]:
-    describe = getattr(scorer, "describe", None)
-    return dict(describe()) if callable(describe) else {"scorer": type(scorer).__name__}
-
-
 # ------------------------------------------------------------------------------------------------- the run
 
 
@@ -310,7 +305,7 @@ class _Runner:
             ),
             agent=RoleSection.model_validate(describe_agent(config.agent, player.agent, config.agent_options)),
             simulator=RoleSection.model_validate(describe_simulator(domain, config.simulator.text, player.simulator)),
-            scoring=_describe_scoring(player.env_kwargs["scorer"]),
+            scoring=domain.describe_scoring(player.env_kwargs["scorer"], selected),
             leaks=LeaksSection(
                 policy=str(config.leak_policy), detector=domain.leak_detector, threshold=domain.leak_threshold
             ),

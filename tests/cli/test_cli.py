@@ -18,8 +18,9 @@ def colbench(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "colbench", *args], capture_output=True, text=True, timeout=300)
 
 
-def score_backend(answers: Path, out: Path) -> list[str]:
-    """The arguments of ``colbench score backend`` for an answers file of the bundled sample, in the bwrap sandbox."""
+def score_backend(answers: Path, out: Path, env_id: str = "ColBench-Backend-v1") -> list[str]:
+    """The arguments of ``colbench score backend`` for an answers file of the bundled sample, in the bwrap sandbox,
+    under ``env_id``'s rules (the sample has no plus tests, which the newest id judges)."""
     return [
         "score",
         "backend",
@@ -31,6 +32,8 @@ def score_backend(answers: Path, out: Path) -> list[str]:
         str(out),
         "--sandbox",
         "bwrap",
+        "--env",
+        env_id,
     ]
 
 
@@ -70,7 +73,17 @@ def test_score_backend(tmp_path: Path, bundled_tasks: list[Task]) -> None:
     assert res.returncode == 0, res.stderr
     results = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["task_id"] for r in results] == [r["task_id"] for r in rows]
-    assert set(results[0]) == {"task_id", "tests_passed", "tests_total", "pass_rate", "success", "status", "error"}
+    assert set(results[0]) == {
+        "task_id",
+        "tests_passed",
+        "tests_total",
+        "pass_rate",
+        "success",
+        "status",
+        "error",
+        "env_id",
+    }
+    assert {r["env_id"] for r in results} == {"ColBench-Backend-v1"}
     assert [(r["tests_passed"], r["success"], r["status"]) for r in results] == [
         (10, True, "ok"),
         (0, False, "ok"),
