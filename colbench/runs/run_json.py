@@ -108,6 +108,7 @@ class RunConfig(BaseModel):
     leaks: LeaksSection | None = None
     runtime: dict[str, Any] | None = None
     forecast: dict[str, Any] | None = None
+    rescored_from: dict[str, Any] | None = None  # ``colbench rescore``: the run whose answers this one scored again
     config_sha256: str | None = None
 
     @field_validator("format")
