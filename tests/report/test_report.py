@@ -331,7 +331,9 @@ def test_mismatched_runs_are_annotated_not_mixed_silently(tmp_path: Path) -> Non
     backend, backend_v1, frontend = report.tables
     assert (backend.env_id, backend_v1.env_id) == ("ColBench-Backend-v0", "ColBench-Backend-v1")
     assert [row.label for row in backend_v1.rows] == ["env"]  # versions never share a table
-    assert [row.rank for row in backend_v1.rows] == [1] and backend_v1.rows[0].notes == ["incomplete: 2 of 3 episodes not run"]
+    assert [row.rank for row in backend_v1.rows] == [1] and backend_v1.rows[0].notes == [
+        "incomplete: 2 of 3 episodes not run"
+    ]
     notes = {row.label: row.notes for row in backend.rows}
     assert not [n for n in notes["base1"] + notes["base2"] if not n.startswith("incomplete")]
     assert notes["tasks"][0].startswith("other task set: unit, 2 tasks, ids ")
