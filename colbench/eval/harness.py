@@ -199,7 +199,8 @@ def first_prompts(env_id: str, tasks: Sequence[Task]) -> dict[str, str]:
     """Each task's first observation, as the agent will see it (a scripted human: no model is called)."""
     prompts = {}
     for task in tasks:
-        env = gym.make(env_id, disable_env_checker=True, tasks=[task], simulator=ScriptedSimulator()).unwrapped
+        spec = gym.spec(env_id)  # not the id: no "out of date" warning for the version the run chose (player.py)
+        env = gym.make(spec, disable_env_checker=True, tasks=[task], simulator=ScriptedSimulator()).unwrapped
         try:
             prompts[task.task_id] = env.reset(options={"task_id": task.task_id})[0]
         finally:
