@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from colbench.env.tokens import TokenizedEpisode, TurnSpan, tokenize_chat, tokenize_transcript
     from colbench.env.vector import ColbenchVectorEnv
     from colbench.errors import ColbenchError, ConfigError, DataError, InfraError, LLMError, SandboxError
+    from colbench.runs.rescore import RescoreResult, rescore, rescore_answers
     from colbench.tasks import get_task, iter_tasks, known_splits, load, register_domain
     from colbench.types.task import Task
 
@@ -52,6 +53,10 @@ _HOME = {
     "known_splits": "colbench.tasks",
     "prompt_dataset": "colbench.env.dataset",
     "prompt_rows": "colbench.env.dataset",
+    # scores under another env id: a run directory's answers, or answers in memory
+    "rescore": "colbench.runs.rescore",
+    "rescore_answers": "colbench.runs.rescore",
+    "RescoreResult": "colbench.runs.rescore",
     # token export with the learner's mask
     "tokenize_chat": "colbench.env.tokens",
     "tokenize_transcript": "colbench.env.tokens",
@@ -81,6 +86,7 @@ __all__ = [
     "HumanVectorEnv",
     "InfraError",
     "LLMError",
+    "RescoreResult",
     "SandboxError",
     "Task",
     "TokenizedEpisode",
@@ -95,6 +101,8 @@ __all__ = [
     "prompt_dataset",
     "prompt_rows",
     "register_domain",
+    "rescore",
+    "rescore_answers",
     "tokenize_chat",
     "tokenize_transcript",
 ]

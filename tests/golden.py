@@ -1,4 +1,6 @@
-"""Golden outputs of the command line, recorded before the layered restructuring (issue 25) and compared after it.
+"""Golden outputs of the command line, recorded before the layered restructuring (issue 25) and compared after it;
+recorded again when every score came to name its env id (issue 26: ``env_id`` in result rows, score records and
+run.json's ``scoring``; the numbers unchanged).
 
 ``produce(workdir)`` runs a fixed set of ``colbench`` commands (scripted evals of both domains, ``show``,
 ``report``, ``compare``, ``score``, ``tasks ls``) in ``workdir`` and returns every output as normalised text, one
@@ -135,6 +137,8 @@ def produce(workdir: Path) -> dict[str, str]:
         "scores.jsonl",
         "--sandbox",
         "bwrap",
+        "--env",
+        "ColBench-Backend-v1",  # the default is the newest id, v2, whose plus tests the bundled sample lacks
     )
     out["score.backend.summary.txt"] = _text(summary, workdir)
     out["score.backend.jsonl"] = (workdir / "scores.jsonl").read_text(encoding="utf-8")

@@ -22,6 +22,7 @@ from colbench.cli import (
     model_command,
     probe_command,
     report_command,
+    rescore_command,
     sandbox_command,
     score_command,
     serve_command,
@@ -44,6 +45,7 @@ COMMANDS: tuple[Callable[[Subcommands], None], ...] = (
     report_command.add_parser,
     show_command.add_parser,
     compare_command.add_parser,
+    rescore_command.add_parser,
     serve_command.add_parser,
     model_command.add_parser,
     sandbox_command.add_parser,
@@ -63,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; every colbench error is a one-line message on stderr and an exit code, never a traceback."""
     args = build_parser().parse_args(argv)
-    if getattr(args, "jobs", 1) < 1:
+    jobs = getattr(args, "jobs", None)
+    if jobs is not None and jobs < 1:
         print("colbench: error: --jobs must be >= 1", file=sys.stderr)
         return 2
     try:

@@ -1,5 +1,6 @@
 """``colbench score <domain>``: answers scored offline by their domain's scorer, one result row per answer, in
-answer order (docs/scoring.md); ``--ray`` spreads the chunks over a cluster's actors (docs/scale.md)."""
+answer order (docs/scoring.md); ``--env ID`` picks the version of the scoring (default: the domain's newest env id),
+and every row names it; ``--ray`` spreads the chunks over a cluster's actors (docs/scale.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from colbench.cli.arguments import add_ray_arguments
 from colbench.cli.jsonl_io import read_answers, write_jsonl
 from colbench.env.domain import all_domains, get_domain
+from colbench.env.versions import newest_env, scoring_env, scoring_envs, scoring_options
 from colbench.errors import DataError, InfraError
 from colbench.tasks.sources import load
 
@@ -32,6 +34,14 @@ def add_parser(commands: Subcommands) -> None:
         scoring.add_argument("--tasks", required=True, metavar="FILE_OR_SPLIT")
         scoring.add_argument("--answers", required=True, help='JSONL of {"task_id", "answer"}')
         scoring.add_argument("--out", required=True, help="JSONL results, one per answer, in answer order")
+        versions = [d.id for d in scoring_envs(domain)]
+        if versions:
+            scoring.add_argument(
+                "--env",
+                metavar="ID",
+                help=f"the env id whose scoring rules judge the answers: {', '.join(versions)} "
+                f"(default: the newest, {newest_env(domain)})",
+            )
         for option in domain.score_options:
             scoring.add_argument(
                 f"--{option.name.replace('_', '-')}",
@@ -54,23 +64,32 @@ def cmd_score(args: argparse.Namespace) -> int:
         raise DataError(
             f"{args.tasks}: task {wrong.task_id!r} is a {wrong.domain} task; use `colbench score {wrong.domain}`"
         )
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    env_id = scoring_env(domain, getattr(args, "env", None))
     options = {option.name: getattr(args, option.name) for option in domain.score_options}
     jobs = options.pop("jobs", None)  # make_scorer's own argument, not one of its options
+    if env_id is not None:
+        options.update(scoring_options(env_id))
     scores: list[Score] = []
-    with closing(domain.make_scorer(options, jobs=jobs)) as scorer, open(args.out, "w", encoding="utf-8") as out:
-        size = RAY_SCORE_CHUNK if args.ray is not None else SCORE_CHUNK
-        chunks = [answers[start : start + size] for start in range(0, len(answers), size)]
-        scored = _scored_chunks(
-            domain, scorer, chunks, options=options, jobs=jobs, ray=args.ray, ray_workers=args.ray_workers
-        )
-        for chunk, done in zip(chunks, scored, strict=True):
-            if isinstance(done, InfraError):
-                done = [domain.unjudged(task.task_id, str(done)) for task, _ in chunk]
-            for (task, _), score in zip(chunk, done, strict=True):
-                write_jsonl(out, score.result_row(task.task_id))
-            scores += done
-        print(f"{domain.score_summary(scores, scorer)} -> {args.out}")
+    with closing(domain.make_scorer(options, jobs=jobs)) as scorer:
+        domain.describe_scoring(scorer, [task for task, _ in answers])  # what the version needs, checked up front
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        with open(args.out, "w", encoding="utf-8") as out:
+            size = RAY_SCORE_CHUNK if args.ray is not None else SCORE_CHUNK
+            chunks = [answers[start : start + size] for start in range(0, len(answers), size)]
+            scored = _scored_chunks(
+                domain, scorer, chunks, options=options, jobs=jobs, ray=args.ray, ray_workers=args.ray_workers
+            )
+            for chunk, done in zip(chunks, scored, strict=True):
+                if isinstance(done, InfraError):
+                    done = [domain.unjudged(task.task_id, str(done)) for task, _ in chunk]
+                for (task, _), score in zip(chunk, done, strict=True):
+                    row = score.result_row(task.task_id)
+                    if env_id is not None:  # an unjudged answer's row names the version it was to be scored by too
+                        row["env_id"] = env_id
+                    write_jsonl(out, row)
+                scores += done
+        version = f"{env_id}: " if env_id is not None else ""
+        print(f"{version}{domain.score_summary(scores, scorer)} -> {args.out}")
     return 0
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from colbench.env.domain import Domain, Scorer, get_domain
 from colbench.env.simulators import make_simulator
 from colbench.env.spaces import UnicodeText
+from colbench.env.versions import env_id_for
 from colbench.errors import ColbenchError, ConfigError
 from colbench.humans.simulator import SimReply, Simulator
 from colbench.types.chat import Message, Usage
@@ -220,6 +221,17 @@ class ColbenchEnv(TextEnv):
         return shared
 
     @property
+    def env_id(self) -> str | None:
+        """The env id whose rules score this env's answers (``info["env_id"]``): the registered id of its scoring
+        options (:mod:`colbench.env.versions`), so an env made with other options than its id's says so; for a
+        domain whose envs are registered with Gymnasium alone, the id it was made as (None if made directly)."""
+        return env_id_for(self.domain, self.scoring_options()) or (self.spec.id if self.spec is not None else None)
+
+    def scoring_options(self) -> dict[str, Any]:
+        """This env's values of its domain's ``scoring_kwargs`` (none by default)."""
+        return {}
+
+    @property
     def scorer(self) -> Scorer:
         """The scorer of final answers (made on first use: making an env must be cheap and offline)."""
         if self._scorer is None:
@@ -355,6 +367,7 @@ class ColbenchEnv(TextEnv):
     def _info(self) -> dict[str, Any]:
         episode = self._require_episode()
         info: dict[str, Any] = {
+            "env_id": self.env_id,
             "task_id": episode.task.task_id,
             "turn": episode.agent_turns,
             "termination": None,

@@ -226,11 +226,16 @@ class Domain(ABC):
         ]
 
     # -- scoring --------------------------------------------------------------------------------------------
+    scoring_kwargs: ClassVar[Mapping[str, Any]] = {}
+    """The env kwargs that choose how this domain's answers are scored, with the env's defaults (backend:
+    ``rules``, ``plus_tests``): an env id's scoring is its definition's values of these, and the scorers read them
+    from ``make_scorer``'s ``options`` under the same names (:mod:`colbench.env.versions`)."""
+
     @abstractmethod
     def make_scorer(self, options: Mapping[str, Any], *, jobs: int | None = None) -> Scorer:
         """A new scorer, owned by the caller (close it). ``options``: scoring options; each domain reads its own
-        (backend: ``sandbox``; frontend: ``embedder``; ``score_options`` declares them) and ignores the others.
-        ``jobs``: answers at once."""
+        (backend: ``sandbox``; frontend: ``embedder``; ``score_options`` declares them; and the version's
+        ``scoring_kwargs``) and ignores the others. ``jobs``: answers at once."""
 
     @abstractmethod
     def shared_scorer(self, options: Mapping[str, Any]) -> Scorer:
@@ -240,6 +245,13 @@ class Domain(ABC):
     @abstractmethod
     def unjudged(self, task_id: str, error: str) -> Score:
         """The score of an answer the harness could not judge (an infrastructure error)."""
+
+    def describe_scoring(self, scorer: Scorer, tasks: Sequence[Task]) -> dict[str, Any]:
+        """run.json's ``scoring`` for a run over ``tasks``: the scorer's own description, and whatever the scores
+        depend on in the tasks beyond their content ids (backend ``-v2``: which plus tests). A scorer without
+        ``describe`` (a test's stand-in) is named by its class."""
+        describe = getattr(scorer, "describe", None)
+        return dict(describe()) if callable(describe) else {"scorer": type(scorer).__name__}
 
     score_options: ClassVar[tuple[ScoreOption, ...]] = ()
     """The scoring options a caller sets (``make_scorer``'s ``options``, and ``jobs``), with their defaults and

@@ -199,7 +199,8 @@ def first_prompts(env_id: str, tasks: Sequence[Task]) -> dict[str, str]:
     """Each task's first observation, as the agent will see it (a scripted human: no model is called)."""
     prompts = {}
     for task in tasks:
-        env = gym.make(env_id, disable_env_checker=True, tasks=[task], simulator=ScriptedSimulator()).unwrapped
+        spec = gym.spec(env_id)  # not the id: no "out of date" warning for the version the run chose (player.py)
+        env = gym.make(spec, disable_env_checker=True, tasks=[task], simulator=ScriptedSimulator()).unwrapped
         try:
             prompts[task.task_id] = env.reset(options={"task_id": task.task_id})[0]
         finally:
@@ -254,11 +255,6 @@ def describe_agent(spec: ModelSpec, agent: Agent, options: Mapping[str, Any]) ->
     return described
 
 
-def _describe_scoring(scorer: Scorer) -> dict[str, Any]:
-    describe = getattr(scorer, "describe", None)
-    return dict(describe()) if callable(describe) else {"scorer": type(scorer).__name__}
-
-
 # ------------------------------------------------------------------------------------------------- the run
 
 
@@ -310,7 +306,7 @@ class _Runner:
             ),
             agent=RoleSection.model_validate(describe_agent(config.agent, player.agent, config.agent_options)),
             simulator=RoleSection.model_validate(describe_simulator(domain, config.simulator.text, player.simulator)),
-            scoring=_describe_scoring(player.env_kwargs["scorer"]),
+            scoring=domain.describe_scoring(player.env_kwargs["scorer"], selected),
             leaks=LeaksSection(
                 policy=str(config.leak_policy), detector=domain.leak_detector, threshold=domain.leak_threshold
             ),

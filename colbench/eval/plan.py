@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from colbench.env.versions import scoring_options
 from colbench.errors import ConfigError
 from colbench.eval.progress import ProgressMode
 from colbench.llm.limits import EndpointLimits
@@ -113,5 +114,6 @@ class RunPlan:
 
     @property
     def scoring_options(self) -> dict[str, Any]:
-        """What the domains' scorers read (each its own: backend ``sandbox``, frontend ``embedder``)."""
-        return {"sandbox": self.sandbox, "embedder": self.embedder}
+        """What the domains' scorers read (each its own: backend ``sandbox``, frontend ``embedder``), with the
+        env id's version of the scoring (backend ``rules``, ``plus_tests``; :mod:`colbench.env.versions`)."""
+        return {**scoring_options(self.env_id), "sandbox": self.sandbox, "embedder": self.embedder}

@@ -82,9 +82,15 @@ class EpisodePlayer:
         )
 
     def make_env(self, task: Task) -> ColbenchEnv:
+        # made from the spec, not the id: Gymnasium warns that an id older than the newest of its name is "out of
+        # date", and a run of v1 is a v1 run by choice (run.json and the report name its id)
         try:
             env = gym.make(
-                self.env_id, disable_env_checker=True, tasks=[task], simulator=self.simulator, **self.env_kwargs
+                gym.spec(self.env_id),
+                disable_env_checker=True,
+                tasks=[task],
+                simulator=self.simulator,
+                **self.env_kwargs,
             ).unwrapped
         except TypeError as exc:
             raise ConfigError(f"env {self.env_id!r}: {exc}") from exc

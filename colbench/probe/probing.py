@@ -279,7 +279,7 @@ class _Runner:
 
     def _env(self, view: str, task: Task, turns: int) -> ColbenchEnv:
         env = gym.make(
-            self.domain.env_id,
+            gym.spec(self.domain.env_id),  # the domain's current id, not "out of date" to the person probing
             disable_env_checker=True,
             tasks=[task],
             simulator=self.simulators[view],

@@ -5,6 +5,10 @@ Two runs on the same tasks are compared **paired**: per task, the difference of 
 together, so the task's difficulty cancels), win / loss / tie counts, and for success the exact McNemar test on the
 (task, trial) episodes both runs scored (only discordant pairs carry information; two-sided binomial test at 1/2).
 
+Runs of different env ids (a run and its ``colbench rescore`` under other rules, say) are compared all the same, but
+labelled as not comparable across versions: the difference is the change of rules as much as of the agent, so each
+task whose score changed is listed.
+
 Simulator swap: when the runs hold the same agents under two simulated humans (told apart by run.json's simulator
 model, or spec), each agent's score change from the first simulator to the second gets its paired interval, and the
 agents' ranks under the two are compared with Spearman's rho and Kendall's tau (tau-b). A benchmark whose ranking of
@@ -46,6 +50,14 @@ class Paired:
     mcnemar_p: float | None
     only_a: int = 0  # tasks scored in one run only (not compared)
     only_b: int = 0
+    env_a: str = ""
+    env_b: str = ""
+    changed: tuple[tuple[str, float, float], ...] = ()  # other env ids: (task, mean a, mean b) where they differ
+
+    @property
+    def across_versions(self) -> bool:
+        """The runs are of different env ids: their scores come from different rules."""
+        return self.env_a != self.env_b
 
 
 @dataclass(frozen=True)
@@ -121,6 +133,11 @@ def paired(a: Run, b: Run, label_a: str, label_b: str) -> Paired:
         mcnemar_p=mcnemar_exact(b_only, a_only),
         only_a=len(means_a) - len(common),
         only_b=len(means_b) - len(common),
+        env_a=a.env_id,
+        env_b=b.env_id,
+        changed=tuple((t, means_a[t], means_b[t]) for t in common if means_a[t] != means_b[t])
+        if a.env_id != b.env_id
+        else (),
     )
 
 
@@ -253,6 +270,19 @@ def _pair_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     return header, body
 
 
+def _version_line(pair: Paired) -> str:
+    return (
+        f"{pair.b} ({pair.env_b}) vs {pair.a} ({pair.env_a}): not comparable across versions (other env ids judge "
+        f"by other rules); per-task changes: {len(pair.changed)} of {pair.tasks} tasks changed"
+    )
+
+
+def _change_rows(pair: Paired) -> tuple[list[str], list[list[str]]]:
+    header = ["task", f"{pair.a} ({pair.env_a})", f"{pair.b} ({pair.env_b})", "change"]
+    body = [[task, f"{a:.3f}", f"{b:.3f}", _signed(b - a)] for task, a, b in pair.changed]
+    return header, body
+
+
 def _swap_rows(swap: SimulatorSwap) -> tuple[list[str], list[list[str]]]:
     header = ["agent", f"under {swap.first}", f"under {swap.second}", "change [95% CI]"]
     body = [
@@ -279,6 +309,11 @@ def _text(comparison: Comparison) -> str:
     metric = comparison.pairs[0].metric
     parts = [f"{metric}, paired against {comparison.labels[0]} (per task: mean over trials; diff = run - vs)\n"]
     parts.append(_fixed(*_pair_rows(comparison)))
+    for pair in comparison.pairs:
+        if pair.across_versions:
+            parts.append(f"\n{_version_line(pair)}\n")
+            if pair.changed:
+                parts.append(_fixed(*_change_rows(pair)))
     for swap in comparison.swaps:
         parts.append(f"\nsimulator swap: {swap.first} -> {swap.second}\n")
         parts.append(_fixed(*_swap_rows(swap)))
@@ -299,6 +334,11 @@ def _html(comparison: Comparison) -> str:
         "exact test on the episodes both runs scored.</p>",
         _html_table(*_pair_rows(comparison)),
     ]
+    for pair in comparison.pairs:
+        if pair.across_versions:
+            sections.append(f"<p><b>{html.escape(_version_line(pair))}</b></p>")
+            if pair.changed:
+                sections.append(_html_table(*_change_rows(pair)))
     for swap in comparison.swaps:
         sections.append(f"<h2>Simulator swap: {html.escape(swap.first)} → {html.escape(swap.second)}</h2>")
         sections.append(_html_table(*_swap_rows(swap)))

@@ -242,6 +242,9 @@ def _episode_section(run: Run, index: int, episode: EpisodeRecord) -> str:
     ]
     if episode.error:
         facts.append(("error", f"<span class='infra'>{e(episode.error)}</span>"))
+    if episode.rescored_from is not None:  # colbench rescore: the score under the source run's env id
+        before = {k: v for k, v in episode.rescored_from.items() if k != "score"}
+        facts.append(("before rescoring", e(json.dumps(before, ensure_ascii=False))))
     if episode.timings is not None:
         facts.append(("timings", e(json.dumps(episode.timings, ensure_ascii=False))))
     if episode.usage is not None:
@@ -277,6 +280,11 @@ def render_run(run: Run, report: Report) -> str:
         e(x)
         for x in (
             run.env_id,
+            *(
+                [f"rescored from the {config.rescored_from.get('env_id', '?')} run {config.rescored_from.get('run')}"]
+                if config.rescored_from is not None
+                else []
+            ),
             f"{run.trials} trial(s)",
             f"created {config.created or '?'}",
             f"colbench {config.colbench_version or '?'}",
@@ -294,7 +302,7 @@ def render_run(run: Run, report: Report) -> str:
     ]
     if row is not None:
         table = next(t for t in report.tables if row in t.rows)
-        header, body = leaderboard_columns(Table(table.domain, [row], table.reference_label))
+        header, body = leaderboard_columns(Table(table.domain, table.env_id, [row], table.reference_label))
         parts.append(_plain_table(header, body))
         parts.append("<ul class='legend'>" + "".join(f"<li>{e(n)}</li>" for n in legend(report)) + "</ul>")
     for warning in run.warnings:

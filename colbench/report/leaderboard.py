@@ -1,8 +1,9 @@
-"""The leaderboard: one row per run, one table per domain, best first; plus tokens and cost per role.
+"""The leaderboard: one row per run, one table per env id (a domain's versions score differently, so their runs are
+never ranked together), best first; plus tokens and cost per role.
 
-Runs that do not share an env, task set, scoring or simulator are still shown in one table (``colbench report
-runs/*`` must not fail because one run is odd), but each such row says how it differs in its note column; the
-baseline of each property is the value most runs in the table share (ties: the run named first).
+Runs of one env id that do not share a task set, scoring or simulator are still shown in one table (``colbench
+report runs/*`` must not fail because one run is odd), but each such row says how it differs in its note column;
+the baseline of each property is the value most runs in the table share (ties: the run named first).
 """
 
 from __future__ import annotations
@@ -49,7 +50,10 @@ class Row:
 
 @dataclass
 class Table:
+    """The runs of one env id, ranked."""
+
     domain: str
+    env_id: str
     rows: list[Row]
     reference_label: str | None = None
 
@@ -132,7 +136,8 @@ def _simulator_name(run: Run) -> Any:
     return _simulator(run, "model") or _simulator(run, "spec")
 
 
-# (name, value, note for a row whose value differs from the baseline). A missing task set is never comparable.
+# (name, value, note for a row whose value differs from the baseline). A missing task set is never comparable. The
+# runs of a table share their env id; a reference run of another id is named as differing in it.
 _PROPERTIES: list[tuple[str, Callable[[Run], Any], Callable[[Run, Any], str]]] = [
     ("env", lambda r: r.env_id, lambda r, base: f"env {r.env_id}, {_vs(base)}"),
     (
@@ -259,21 +264,19 @@ def build_report(runs: Sequence[Run], *, reference: Run | None = None, prices: P
     tables = []
     for domain in all_domains():
         against = reference if reference is not None and reference.domain_name == domain.name else None
-        rows = [
-            summarize(run, label, against)
-            for run, label in zip(unique, labels, strict=True)
-            if run.domain_name == domain.name
+        runs_of_domain = [
+            (run, label) for run, label in zip(unique, labels, strict=True) if run.domain_name == domain.name
         ]
-        if not rows:
-            continue
-        _annotate(rows)
-        if against is not None:
-            for row in rows:
-                _reference_notes(row, against)
-        rows.sort(key=_sort_key)
-        for rank, row in enumerate(rows, start=1):
-            row.rank = rank
-        tables.append(Table(domain.name, rows, reference_label if against is not None else None))
+        for env_id in sorted({run.env_id for run, _ in runs_of_domain}):
+            rows = [summarize(run, label, against) for run, label in runs_of_domain if run.env_id == env_id]
+            _annotate(rows)
+            if against is not None:
+                for row in rows:
+                    _reference_notes(row, against)
+            rows.sort(key=_sort_key)
+            for rank, row in enumerate(rows, start=1):
+                row.rank = rank
+            tables.append(Table(domain.name, env_id, rows, reference_label if against is not None else None))
     prices = prices if prices is not None else LIST_PRICES
     costs = [(label, role_costs(run, prices)) for run, label in zip(unique, labels, strict=True)]
     return Report(tables, costs, prices, reference)
@@ -396,25 +399,32 @@ def legend(report: Report) -> list[str]:
         "(flagged by the domain's leak detector, docs/leaks.md; under --leak-policy redact the agent did not see "
         "it); - = not measured.",
     ]
+    by_domain: dict[str, list[Table]] = {}
     for table in report.tables:
-        spec = get_domain(table.domain).metrics
-        if spec.has_success:
-            lines.append(f"{table.domain} rows sorted by success %, then {spec.reward_label}.")
-        elif table.reference_label is not None:
+        by_domain.setdefault(table.domain, []).append(table)
+    for domain, tables in by_domain.items():
+        if len(tables) > 1:
             lines.append(
-                f"{table.domain} rows sorted by {spec.reward_name}; win % = share of common tasks where the run's "
+                f"{domain} runs of {' and '.join(t.env_id for t in tables)} are in separate tables: scores of "
+                "different env ids are not comparable across versions (each version judges answers by its own rules)."
+            )
+        spec = get_domain(domain).metrics
+        if spec.has_success:
+            lines.append(f"{domain} rows sorted by success %, then {spec.reward_label}.")
+        elif tables[0].reference_label is not None:
+            lines.append(
+                f"{domain} rows sorted by {spec.reward_name}; win % = share of common tasks where the run's "
                 f"{spec.reward_name} beats the reference run's (ties count half)."
             )
         else:
             no_win = "; no --reference-run, so no win rate (the paper's is vs GPT-4o)" if spec.win_rate else ""
-            lines.append(f"{table.domain} rows sorted by {spec.reward_name}{no_win}.")
+            lines.append(f"{domain} rows sorted by {spec.reward_name}{no_win}.")
     return lines
 
 
 def _title(table: Table) -> str:
-    envs = sorted({row.run.env_id for row in table.rows})
     runs = f"{len(table.rows)} run{'s' if len(table.rows) != 1 else ''}"
-    return f"{table.domain.capitalize()} leaderboard: {', '.join(envs)} ({runs})"
+    return f"{table.domain.capitalize()} leaderboard: {table.env_id} ({runs})"
 
 
 def _cost_title(report: Report) -> str:

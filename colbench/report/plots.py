@@ -452,7 +452,7 @@ def _figures(run: Run, report: Report, row: Row | None, table: Table | None) -> 
         runs = f"{len(table.rows)} run{'s' if len(table.rows) != 1 else ''}"
         parts.append(
             _figure_block(
-                f"Leaderboard ({table.domain}, {runs})",
+                f"Leaderboard ({table.env_id}, {runs})",
                 to_svg(fig, "leaderboard", "leaderboard"),
                 "bars: the score x100; lines: its 95% interval; this run in dark blue",
             )

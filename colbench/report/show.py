@@ -67,13 +67,26 @@ def _request(run: Run, task_id: str) -> str | None:
 def _score_line(episode: EpisodeRecord) -> str:
     if not episode.ok:
         return f"not scored: infrastructure error: {episode.error}"
-    parts = [f"reward {float(episode.reward or 0):.3f}"]
-    score: Mapping[str, Any] = episode.score if isinstance(episode.score, dict) else {}
-    if isinstance(score.get("tests_total"), int):
-        parts.append(f"tests passed {score.get('tests_passed', 0)}/{score['tests_total']}")
-    if episode.success is not None:
-        parts.append("success" if episode.success else "no success")
+    return _score_parts(episode.reward, episode.success, episode.score)
+
+
+def _score_parts(reward: Any, success: Any, score: Any) -> str:
+    parts = [f"reward {float(reward or 0):.3f}"]
+    details: Mapping[str, Any] = score if isinstance(score, dict) else {}
+    if isinstance(details.get("tests_total"), int):
+        parts.append(f"tests passed {details.get('tests_passed', 0)}/{details['tests_total']}")
+    if isinstance(success, bool):
+        parts.append("success" if success else "no success")
     return ", ".join(parts)
+
+
+def _before_rescoring(episode: EpisodeRecord) -> list[str]:
+    """The score a rescored record had under its run's earlier env id (``colbench rescore``)."""
+    before = episode.rescored_from
+    if before is None:
+        return []
+    score = _score_parts(before.get("reward"), before.get("success"), before.get("score"))
+    return [f"BEFORE RESCORING ({before.get('env_id', '?')}): {score}"]
 
 
 def render_episode(run: Run, episode: EpisodeRecord, *, width: int = WIDTH, request: bool = True) -> str:
@@ -85,6 +98,9 @@ def render_episode(run: Run, episode: EpisodeRecord, *, width: int = WIDTH, requ
         f"{run.env_id}  task {episode.task_id}  trial {episode.trial}  ({run.path})",
         f"agent: {agent}   human: {human}   {count} agent turns, ended by {episode.termination or episode.status}",
     ]
+    source = run.config.rescored_from
+    if source is not None:
+        out.append(f"rescored from the {source.get('env_id', '?')} run {source.get('run', '?')} (no model was called)")
     timings = episode.timings or {}
     if timings.get("duration_s") is not None:
         usage = episode.usage_by_role()
@@ -106,7 +122,7 @@ def render_episode(run: Run, episode: EpisodeRecord, *, width: int = WIDTH, requ
     if answer is not None:
         how = "after the answer marker" if is_answer(answer) else "the last turn, at the turn cap"
         out += ["", f"ANSWER SCORED ({how})", _block(after_marker(answer).strip(), width)]
-    out += ["", f"SCORE: {_score_line(episode)}"]
+    out += ["", f"SCORE: {_score_line(episode)}", *_before_rescoring(episode)]
     return "\n".join(out) + "\n"
 
 

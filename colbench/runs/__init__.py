@@ -4,6 +4,8 @@ resuming) and ``colbench report`` (reading) alike.
 - ``run.json``: :class:`RunConfig` (``RunConfig.read``, ``.write``; what a resume compares: ``.compared_view``).
 - ``episodes.jsonl``: :func:`read_episode_log`, :class:`EpisodeWriter`; which record counts: :func:`final_records`.
 - a whole directory: :func:`load_run` -> :class:`Run`.
+- a run's answers scored again under another env id, into a new directory: ``colbench.runs.rescore`` (imported on
+  its own: it loads the scorers' layer below, which reading runs does not need).
 """
 
 from __future__ import annotations

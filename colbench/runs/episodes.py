@@ -69,6 +69,7 @@ class EpisodeRecord(BaseModel):
     error: str | None = None
     reference_screenshot: str | None = None
     answer_html: str | None = None
+    rescored_from: dict[str, Any] | None = None  # ``colbench rescore``: the score this record had before
 
     _where: str = PrivateAttr(default="")
     _attempts: int = PrivateAttr(default=1)
@@ -95,9 +96,9 @@ class EpisodeRecord(BaseModel):
 
     @property
     def row(self) -> dict[str, Any]:
-        """The record as one line of ``episodes.jsonl`` holds it (the optional page fields only when set)."""
-        row = self.model_dump(mode="json", exclude={"reference_screenshot", "answer_html"})
-        for name in ("reference_screenshot", "answer_html"):
+        """The record as one line of ``episodes.jsonl`` holds it (the optional fields only when set)."""
+        row = self.model_dump(mode="json", exclude=set(_OPTIONAL))
+        for name in _OPTIONAL:
             value = getattr(self, name)
             if value is not None:
                 row[name] = value
@@ -166,6 +167,10 @@ class EpisodeRecord(BaseModel):
                 if count is not None and count < 0:
                     raise FieldError(f"usage.{role}.{name}", f"{count!r} is not a non-negative integer")
         return value
+
+
+_OPTIONAL = ("reference_screenshot", "answer_html", "rescored_from")
+"""Record fields written only when set: page answers' (frontend) and rescored runs'."""
 
 
 def usage_by_role(usage: Any) -> dict[str, Usage]:

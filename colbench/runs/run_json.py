@@ -26,7 +26,8 @@ FORMAT = 1
 # identified by content (the selected ids' hash, the source file's hash), so the path or name it was read from may
 # change; both sandbox runtimes pass one conformance suite, so Docker and bwrap score alike; the simulator's
 # Python class moves between colbench versions, while everything that determines its replies (model, endpoint,
-# sampling, prompt hash, reply cap, image mode) is compared field by field.
+# sampling, prompt hash, reply cap, image mode) is compared field by field. The scorer's env id repeats the run's
+# own ``env_id``, which is compared (runs written before scorers named it resume as they did).
 NOT_COMPARED = frozenset(
     {
         "created",
@@ -37,6 +38,7 @@ NOT_COMPARED = frozenset(
         "tasks.spec",
         "tasks.source.path",
         "scoring.sandbox",
+        "scoring.env_id",
         "simulator.class",
     }
 )
@@ -106,6 +108,7 @@ class RunConfig(BaseModel):
     leaks: LeaksSection | None = None
     runtime: dict[str, Any] | None = None
     forecast: dict[str, Any] | None = None
+    rescored_from: dict[str, Any] | None = None  # ``colbench rescore``: the run whose answers this one scored again
     config_sha256: str | None = None
 
     @field_validator("format")

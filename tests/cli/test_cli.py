@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from paths import REPO
+from plus_tasks import OVERFIT, travel, with_plus, write_tasks
 
 from colbench.tasks import Task
 
@@ -18,8 +19,9 @@ def colbench(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "colbench", *args], capture_output=True, text=True, timeout=300)
 
 
-def score_backend(answers: Path, out: Path) -> list[str]:
-    """The arguments of ``colbench score backend`` for an answers file of the bundled sample, in the bwrap sandbox."""
+def score_backend(answers: Path, out: Path, env_id: str = "ColBench-Backend-v1") -> list[str]:
+    """The arguments of ``colbench score backend`` for an answers file of the bundled sample, in the bwrap sandbox,
+    under ``env_id``'s rules (the sample has no plus tests, which the newest id judges)."""
     return [
         "score",
         "backend",
@@ -31,6 +33,8 @@ def score_backend(answers: Path, out: Path) -> list[str]:
         str(out),
         "--sandbox",
         "bwrap",
+        "--env",
+        env_id,
     ]
 
 
@@ -70,13 +74,57 @@ def test_score_backend(tmp_path: Path, bundled_tasks: list[Task]) -> None:
     assert res.returncode == 0, res.stderr
     results = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["task_id"] for r in results] == [r["task_id"] for r in rows]
-    assert set(results[0]) == {"task_id", "tests_passed", "tests_total", "pass_rate", "success", "status", "error"}
+    assert set(results[0]) == {
+        "task_id",
+        "tests_passed",
+        "tests_total",
+        "pass_rate",
+        "success",
+        "status",
+        "error",
+        "env_id",
+    }
+    assert {r["env_id"] for r in results} == {"ColBench-Backend-v1"}
     assert [(r["tests_passed"], r["success"], r["status"]) for r in results] == [
         (10, True, "ok"),
         (0, False, "ok"),
         (10, True, "ok"),
     ]
     assert "success 2/3" in res.stdout
+
+
+def test_score_backend_env_picks_the_rules_and_defaults_to_the_newest(
+    tmp_path: Path, bundled_tasks: list[Task]
+) -> None:
+    task = travel(bundled_tasks)
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"task_id": task.task_id, "answer": OVERFIT}) + "\n")
+    plus = write_tasks(tmp_path / "plus.jsonl", [with_plus(task)])
+    rows = {}
+    for env_id in (None, "ColBench-Backend-v1", "ColBench-Backend-v0"):
+        out = tmp_path / f"{env_id}.jsonl"
+        args = ["score", "backend", "--tasks", str(plus), "--answers", str(answers), "--out", str(out)]
+        res = colbench(*args, "--sandbox", "bwrap", *(["--env", env_id] if env_id else []))
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.startswith(f"{env_id or 'ColBench-Backend-v2'}: scored 1 answers")
+        rows[env_id] = json.loads(out.read_text())
+    assert [(r["env_id"], r["tests_passed"], r["tests_total"]) for r in rows.values()] == [
+        ("ColBench-Backend-v2", 11, 13),
+        ("ColBench-Backend-v1", 10, 10),
+        ("ColBench-Backend-v0", 10, 10),
+    ]
+
+
+def test_score_env_errors_are_one_line(tmp_path: Path, bundled_tasks: list[Task]) -> None:
+    answers = tmp_path / "a.jsonl"
+    answers.write_text(json.dumps({"task_id": bundled_tasks[0].task_id, "answer": "x"}) + "\n")
+    valid = "backend answers are scored by ColBench-Backend-v0, ColBench-Backend-v1, ColBench-Backend-v2"
+    for env_id, why in [("ColBench-Frontend-v0", "a frontend env"), ("ColBench-Backend-v7", "unknown env id")]:
+        res = colbench(*score_backend(answers, tmp_path / "o.jsonl", env_id))
+        assert res.returncode == 2 and res.stderr == f"colbench: error: --env {env_id}: {why}; {valid}\n"
+    res = colbench(*score_backend(answers, tmp_path / "o.jsonl")[:-2])  # the default, v2, on tasks without plus tests
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "colbench tasks augment" in res.stderr
+    assert not (tmp_path / "o.jsonl").exists()
 
 
 def test_score_backend_rejects_unknown_task(tmp_path: Path) -> None:

@@ -42,12 +42,19 @@ def test_score_frontend_rows_floors_and_summary(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["task_id"] for r in rows] == [a["task_id"] for a in answers]
-    assert all(set(r) == {"task_id", "similarity", "status", "error"} for r in rows)
+    assert all(set(r) == {"task_id", "similarity", "status", "error", "env_id"} for r in rows)
+    assert {r["env_id"] for r in rows} == {"ColBench-Frontend-v0"}  # the default: the domain's newest id
     assert rows[0]["status"] == "ok" and rows[0]["similarity"] == pytest.approx(1.0, abs=1e-6)
-    assert rows[1] == {"task_id": tasks[1].task_id, "similarity": 0.0, "status": "no_answer", "error": rows[1]["error"]}
+    assert rows[1] == {
+        "task_id": tasks[1].task_id,
+        "similarity": 0.0,
+        "status": "no_answer",
+        "error": rows[1]["error"],
+        "env_id": "ColBench-Frontend-v0",
+    }
     assert rows[2]["status"] == "ok" and 0.0 < rows[2]["similarity"] < 1.0
     assert rows[3]["status"] == "render_failed" and rows[3]["similarity"] == 0.0
-    assert "scored 4 answers" in done.stdout and "test-" in done.stdout
+    assert done.stdout.startswith("ColBench-Frontend-v0: scored 4 answers") and "test-" in done.stdout
 
 
 def test_score_frontend_bad_input_is_one_line(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
@@ -11,14 +13,18 @@ from colbench.domains.backend.scorer import BackendScorer
 from colbench.env.registration import env_ids
 from colbench.humans.simulator import ScriptedSimulator
 from colbench.tasks import Task, load
+from colbench.types.task import PlusTests
 
 
 def offline_kwargs(env_id: str, request: pytest.FixtureRequest) -> dict[str, object]:
     human = ScriptedSimulator(["Make it simpler."])
-    if env_id in ("ColBench-Backend-v0", "ColBench-Backend-v1"):
+    if env_id in ("ColBench-Backend-v0", "ColBench-Backend-v1", "ColBench-Backend-v2"):
         tasks: list[Task] = request.getfixturevalue("bundled_tasks")
-        rules = gym.spec(env_id).kwargs["rules"]
-        scorer = BackendScorer(request.getfixturevalue("bwrap_sandbox"), rules=rules)
+        kwargs = gym.spec(env_id).kwargs
+        plus = bool(kwargs.get("plus_tests"))
+        if plus:  # v2 judges plus tests: each task's first call again, under a name of its own
+            tasks = [replace(t, plus=PlusTests((("plus1", t.test_cases[0][1]),), "hand/0")) for t in tasks]
+        scorer = BackendScorer(request.getfixturevalue("bwrap_sandbox"), rules=kwargs["rules"], plus=plus)
         return {"tasks": tasks, "simulator": human, "scorer": scorer}
     if env_id == "ColBench-Human-v0":
         tasks = request.getfixturevalue("bundled_tasks")
@@ -39,4 +45,6 @@ def test_check_env_on_every_registered_id(env_id: str, request: pytest.FixtureRe
     check_env(env.unwrapped, skip_render_check=False)
     obs, info = env.reset(seed=1)
     assert isinstance(obs, str) and info["turn"] == 0
+    if env_id != "ColBench-Human-v0":  # the human's env scores the agent's answer, under the backend's current id
+        assert info["env_id"] == env_id
     env.close()

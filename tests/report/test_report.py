@@ -328,11 +328,15 @@ def test_mismatched_runs_are_annotated_not_mixed_silently(tmp_path: Path) -> Non
         make_run(tmp_path, "front", run_json("frontend"), [record("t1", 0, 0.5)]),
     ]
     report = build_report([load_run(p) for p in runs])
-    backend, frontend = report.tables
+    backend, backend_v1, frontend = report.tables
+    assert (backend.env_id, backend_v1.env_id) == ("ColBench-Backend-v0", "ColBench-Backend-v1")
+    assert [row.label for row in backend_v1.rows] == ["env"]  # versions never share a table
+    assert [row.rank for row in backend_v1.rows] == [1] and backend_v1.rows[0].notes == [
+        "incomplete: 2 of 3 episodes not run"
+    ]
     notes = {row.label: row.notes for row in backend.rows}
     assert not [n for n in notes["base1"] + notes["base2"] if not n.startswith("incomplete")]
     assert notes["tasks"][0].startswith("other task set: unit, 2 tasks, ids ")
-    assert notes["env"][0] == "env ColBench-Backend-v1, not ColBench-Backend-v0"
     assert notes["sim"][0] == "simulator other-sim, not sim-model"
     assert notes["scorer"][0] == 'scoring {"scorer_version": "1"}, not {"scorer_version": "2"}'  # sandbox ignored
     assert notes["unknown"][0] == "task set unknown (no tasks.ids_sha256)"
@@ -340,7 +344,13 @@ def test_mismatched_runs_are_annotated_not_mixed_silently(tmp_path: Path) -> Non
     assert [row.label for row in frontend.rows] == ["front"]  # domains never share a table
     assert notes["base1"] == ["incomplete: 2 of 3 episodes not run"]
     text = report.text()
-    assert "Backend leaderboard" in text and "Frontend leaderboard" in text
+    assert "Backend leaderboard: ColBench-Backend-v0 (7 runs)" in text and "Frontend leaderboard" in text
+    assert "Backend leaderboard: ColBench-Backend-v1 (1 run)" in text
+    assert (
+        "backend runs of ColBench-Backend-v0 and ColBench-Backend-v1 are in separate tables: scores of different env "
+        "ids are not comparable across versions" in text
+    )
+    assert "## Backend leaderboard: ColBench-Backend-v1 (1 run)" in report.markdown()
 
 
 def test_rows_without_scores_sort_last_and_names_stay_unique(tmp_path: Path) -> None:

@@ -1,15 +1,19 @@
 """The backend domain: write a Python function with a simulated human who knows the reference function; the answer
 is judged by running the task's call expressions in a sandbox (``scorer.py``), values compared in the host
-(``values``). The env is ``ColBench-Backend-v0`` (``env``)."""
+(``values``). The envs are ``ColBench-Backend-v0``/``-v1``/``-v2`` (``env``): the same episode under three versions
+of the judging (docs/scoring.md)."""
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from colbench.domains.backend.judging import CURRENT_RULES
+from colbench.domains.backend.plus_digest import augmenters, plus_digest
 from colbench.env.domain import Domain, Metrics, Score, ScoreOption, Scorer
 from colbench.errors import DataError
 from colbench.types.dialogue import ANSWER_MARKER
@@ -37,9 +41,10 @@ class BackendDomain(Domain):
         ScoreOption("sandbox", SANDBOX_HELP, "auto"),
         ScoreOption("jobs", "answers scored at once", os.cpu_count() or 1, int),
     )
+    scoring_kwargs: ClassVar[Mapping[str, Any]] = {"rules": CURRENT_RULES, "plus_tests": False}
 
     def __init__(self) -> None:
-        self._shared: dict[tuple[str, int], Scorer] = {}
+        self._shared: dict[tuple[str, int, bool], Scorer] = {}
         self._lock = threading.Lock()
 
     # -- tasks ----------------------------------------------------------------------------------------------
@@ -81,25 +86,49 @@ class BackendDomain(Domain):
         from colbench.domains.backend.scorer import BackendScorer
         from colbench.sandbox import make_sandbox
 
+        rules, plus = _version(options)
         sandbox = make_sandbox(str(options.get("sandbox", "auto")), workers=jobs)
-        return BackendScorer(sandbox, jobs=jobs, owns_sandbox=True, rules=_rules(options))
+        return BackendScorer(
+            sandbox, jobs=jobs, owns_sandbox=True, rules=rules, plus=plus, plus_source=self.plus_source()
+        )
 
     def shared_scorer(self, options: Mapping[str, Any]) -> Scorer:
         # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.scorer import BackendScorer
         from colbench.sandbox import resolve_kind, shared_sandbox
 
-        kind, rules = resolve_kind(str(options.get("sandbox", "auto"))), _rules(options)
+        kind, (rules, plus) = resolve_kind(str(options.get("sandbox", "auto"))), _version(options)
         with self._lock:
-            if (kind, rules) not in self._shared:
-                self._shared[kind, rules] = BackendScorer(shared_sandbox(kind), rules=rules)
-            return self._shared[kind, rules]
+            if (kind, rules, plus) not in self._shared:
+                self._shared[kind, rules, plus] = BackendScorer(
+                    shared_sandbox(kind), rules=rules, plus=plus, plus_source=self.plus_source()
+                )
+            return self._shared[kind, rules, plus]
+
+    def plus_source(self) -> Callable[[Task], PlusTests] | None:
+        """Where the scorers this domain makes get the plus tests of a task whose row carries none (the hook for
+        plus tests computed on first use, from ``colbench.domains.backend.plus``); None until it is wired in: a
+        ``-v2`` scorer then needs tasks augmented beforehand (``colbench tasks augment``), and says so."""
+        return None
 
     def unjudged(self, task_id: str, error: str) -> Score:
         # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.scorer import BackendScore
 
         return BackendScore.infra_error(task_id, error)
+
+    def describe_scoring(self, scorer: Scorer, tasks: Sequence[Task]) -> dict[str, Any]:
+        """The scorer's description and, for a scorer that judges plus tests, which ones: ``augmenter`` (the
+        augmenter versions that made them) and ``plus_digest`` (``plus_digest.plus_digest``). Each task's plus tests
+        are resolved here, before the first episode: a task without any is a ConfigError now, not mid-run."""
+        # on first use: the registry loads the domain for its task schema alone
+        from colbench.domains.backend.scorer import BackendScorer
+
+        described = super().describe_scoring(scorer, tasks)
+        if isinstance(scorer, BackendScorer) and scorer.plus:
+            resolved = [replace(task, plus=scorer.plus_tests(task)) for task in tasks]
+            described.update(augmenter=augmenters(resolved), plus_digest=plus_digest(resolved))
+        return described
 
     def score_summary(self, scores: Sequence[Score], scorer: Scorer) -> str:
         judged = [s for s in scores if s.judged]
@@ -140,12 +169,10 @@ class BackendDomain(Domain):
             yield from audit(scorer, tasks, jobs)
 
 
-def _rules(options: Mapping[str, Any]) -> int:
-    """The judging rules a scoring configuration asks for (``rules``; default: the current ones)."""
-    # on first use: the registry loads the domain for its task schema alone
-    from colbench.domains.backend.judging import CURRENT_RULES
-
-    return int(options.get("rules", CURRENT_RULES))
+def _version(options: Mapping[str, Any]) -> tuple[int, bool]:
+    """The judging a scoring configuration asks for: its rules and whether plus tests are judged (default: the
+    current rules, no plus tests; an env id's values come from ``colbench.env.versions.scoring_options``)."""
+    return int(options.get("rules", CURRENT_RULES)), bool(options.get("plus_tests", False))
 
 
 DOMAIN = BackendDomain()

@@ -1,10 +1,12 @@
-"""``ColBench-Backend-v0``: write a Python function with a simulated human, scored by sandboxed unit tests."""
+"""``ColBench-Backend-v0``/``-v1``/``-v2``: write a Python function with a simulated human, scored by sandboxed unit
+tests (the ids differ in the judging: ``rules``, ``plus_tests``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+from colbench.domains.backend import DOMAIN as BACKEND
 from colbench.domains.backend.judging import CURRENT_RULES
 from colbench.domains.backend.scorer import BackendScore, BackendScorer
 from colbench.env.core import ColbenchEnv, Episode
@@ -27,8 +29,9 @@ class BackendEnv(ColbenchEnv):
     (``base_url``, ``api_key``, ``cache_dir``, ...), or any ``Simulator``. ``sandbox``: ``auto``, ``docker``,
     ``bwrap`` or a ``Sandbox``; ``scorer``: a ``BackendScorer`` to use instead (default: the process's shared one
     for the sandbox runtime, so every env shares warm workers and one reference cache). ``rules``: how tests are
-    judged (``colbench.domains.backend.judging``; set by the env id: v0 keeps colbench 0.1's rules, v1 the
-    current ones). ``leak_policy``: ``off``, ``flag`` (default), ``redact`` or
+    judged (``colbench.domains.backend.judging``; set by the env id: v0 keeps colbench 0.1's rules, v1 and v2
+    the current ones). ``plus_tests``: also judge the task's ColBench+ tests (v2; a combination of the two that no
+    env id stands for is a ConfigError). ``leak_policy``: ``off``, ``flag`` (default), ``redact`` or
     ``resample:N``, applied to each human reply before the agent sees it (``colbench.types.leaks``).
     """
 
@@ -45,6 +48,7 @@ class BackendEnv(ColbenchEnv):
         expose_hidden: bool = False,
         scorer: BackendScorer | None = None,
         rules: int = CURRENT_RULES,
+        plus_tests: bool = False,
         leak_policy: str | LeakPolicy = "flag",
         render_mode: str | None = None,
     ) -> None:
@@ -60,13 +64,18 @@ class BackendEnv(ColbenchEnv):
         )
         self._sandbox = sandbox
         self.rules = rules
+        self.plus_tests = plus_tests
+        _ = self.env_id  # a combination no env id stands for fails here, not at the first score
+
+    def scoring_options(self) -> dict[str, Any]:
+        return {"rules": self.rules, "plus_tests": self.plus_tests}
 
     def _default_scorer(self) -> BackendScorer:
         sandbox = self._sandbox
         if isinstance(sandbox, str):
-            scorer = self.domain.shared_scorer({"sandbox": sandbox, "rules": self.rules})
+            scorer = self.domain.shared_scorer({"sandbox": sandbox, **self.scoring_options()})
         else:
-            scorer = BackendScorer(sandbox, rules=self.rules)
+            scorer = BackendScorer(sandbox, rules=self.rules, plus=self.plus_tests, plus_source=BACKEND.plus_source())
         assert isinstance(scorer, BackendScorer)
         return scorer
 

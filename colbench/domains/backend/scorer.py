@@ -12,6 +12,9 @@ Semantics (docs/scoring.md has the reasons):
 * A test counts only if the reference returns a value, the same one both times. Tests where the reference raises,
   times out or is nondeterministic are *unjudgeable*: reported, excluded from ``tests_total``.
 * A test passes when the answer returns a value equal to the expected one (``values.values_equal``).
+* ``plus=True`` (``ColBench-Backend-v2``): the judged tests are the task's ``test_cases`` followed by its ColBench+
+  tests (``Task.plus``, or ``plus_source(task)`` for a task whose row carries none), each planned by the same rules.
+* Every score names the env id whose rules produced it (``colbench.env.versions``).
 """
 
 from __future__ import annotations
@@ -20,24 +23,26 @@ import json
 import math
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from cachetools import LRUCache
 
-from colbench._util.storage import sha256_text, write_atomic
+from colbench._util.storage import canonical_json, sha256_text, write_atomic
 from colbench.domains.backend.judging import CURRENT_RULES, RULES, Plan, Rules, degenerate_answers, plan
 from colbench.domains.backend.values import EXACT, DecodeError, Tolerance, decode, values_equal
-from colbench.errors import ConfigError, InfraError
+from colbench.env.versions import env_id_for
+from colbench.errors import ConfigError, DataError, InfraError
 from colbench.sandbox.contract import Limits, Sandbox, TestOutcome
 from colbench.types.dialogue import after_marker
-from colbench.types.task import Task
+from colbench.types.task import PlusTests, Task
 
 SCORER_VERSIONS = {2: "2", 3: "3"}
 """The scorer version of each judging rule set (``judging.RULES``), recorded in run.json."""
+_T = TypeVar("_T")
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 
 
@@ -76,7 +81,8 @@ class TestResult:
 
 @dataclass(frozen=True)
 class BackendScore:
-    """The scoring record of one answer (the CLI writes its ``result_row()`` as one JSON line)."""
+    """The scoring record of one answer (the CLI writes its ``result_row()`` as one JSON line). ``env_id``: the env
+    id whose rules scored it (None from a scorer outside colbench's versions, such as a test's stand-in)."""
 
     task_id: str
     tests_passed: int
@@ -84,6 +90,7 @@ class BackendScore:
     tests: tuple[TestResult, ...] = field(default=())
     status: str = "ok"
     error: str = ""
+    env_id: str | None = None
 
     @property
     def judged(self) -> bool:
@@ -103,12 +110,12 @@ class BackendScore:
         return self.tests_total > 0 and self.tests_passed == self.tests_total if self.judged else None
 
     @classmethod
-    def infra_error(cls, task_id: str, error: str) -> BackendScore:
+    def infra_error(cls, task_id: str, error: str, env_id: str | None = None) -> BackendScore:
         """The record of an answer the harness could not judge: no score at all, never a zero."""
-        return cls(task_id=task_id, tests_passed=0, tests_total=0, status="infra_error", error=error)
+        return cls(task_id=task_id, tests_passed=0, tests_total=0, status="infra_error", error=error, env_id=env_id)
 
     def result_row(self, task_id: str | None = None) -> dict[str, Any]:
-        """``{"task_id", "tests_passed", "tests_total", "pass_rate", "success", "status", "error"}``."""
+        """``{"task_id", "tests_passed", "tests_total", "pass_rate", "success", "status", "error", "env_id"}``."""
         return {
             "task_id": self.task_id if task_id is None else task_id,
             "tests_passed": self.tests_passed,
@@ -117,6 +124,7 @@ class BackendScore:
             "success": self.success,
             "status": self.status,
             "error": self.error,
+            "env_id": self.env_id,
         }
 
     def details(self) -> dict[str, Any]:
@@ -235,7 +243,11 @@ class BackendScorer:
     ``jobs``: answers :meth:`score_many` scores at once (default: the sandbox's workers). ``owns_sandbox``: close
     the sandbox with the scorer. ``reference_runs``: how often the reference runs (to catch nondeterminism);
     ``shared_reference_process``: all those runs in one process (the default; a fork less per run) or a process
-    each (values that depend on the process id then count as nondeterministic too).
+    each (values that depend on the process id then count as nondeterministic too). ``rules`` and ``plus`` are
+    the version's judging (``ColBench-Backend-v0``: rules 2; ``-v1``: rules 3; ``-v2``: rules 3 with the plus
+    tests; a combination no env id stands for is a ConfigError). ``plus_source`` gives the plus tests of a task
+    whose row carries none (computed once per task content and kept in memory); it is passed in, never imported,
+    because the augmenter that makes plus tests scores with this class.
     """
 
     def __init__(
@@ -251,10 +263,15 @@ class BackendScorer:
         jobs: int | None = None,
         owns_sandbox: bool = False,
         rules: Rules = CURRENT_RULES,
+        plus: bool = False,
+        plus_source: Callable[[Task], PlusTests] | None = None,
     ) -> None:
         if rules not in RULES:
             raise ConfigError(f"unknown judging rules {rules!r}; expected one of {', '.join(map(str, RULES))}")
         self.rules = rules
+        self.plus = plus
+        self.plus_source = plus_source
+        self.env_id = env_id_for("backend", {"rules": rules, "plus_tests": plus})
         self.sandbox = sandbox
         self.limits = limits or Limits()
         self.tolerance = tolerance
@@ -266,12 +283,50 @@ class BackendScorer:
         self._owns_sandbox = owns_sandbox
         self._computing: dict[str, threading.Lock] = {}
         self._computing_lock = threading.Lock()
+        self._plus_made: LRUCache[str, PlusTests] = LRUCache(maxsize=50_000)
+        self._plus_lock = threading.Lock()
 
     def describe(self) -> dict[str, Any]:
-        """run.json's ``scoring``: the runtime (not compared on resume: both pass one conformance suite) and the
-        scorer's version."""
+        """run.json's ``scoring``: the runtime (not compared on resume: both pass one conformance suite), the
+        judging rules' version and the env id they are (which plus tests a ``-v2`` run judged depends on its
+        tasks: ``BackendDomain.describe_scoring`` adds it)."""
         sandbox = str(getattr(self.sandbox, "name", type(self.sandbox).__name__))
-        return {"sandbox": sandbox, "scorer_version": SCORER_VERSIONS[self.rules]}
+        return {"sandbox": sandbox, "scorer_version": SCORER_VERSIONS[self.rules], "env_id": self.env_id}
+
+    def plus_tests(self, task: Task) -> PlusTests:
+        """``task``'s ColBench+ tests: its own, else ``plus_source``'s (once per task id and content); a task with
+        neither is a ConfigError saying how to get them."""
+        if task.plus is not None:
+            return task.plus
+        if self.plus_source is None:
+            where = f" ({task.source})" if task.source else ""
+            raise ConfigError(
+                f"task {task.task_id}{where} has no plus tests, which {self.env_id} judges: run `colbench tasks "
+                "augment` on its task file, or use a split whose plus tests are computed on first use"
+            )
+        source, key = self.plus_source, sha256_text(canonical_json(task.to_row()))
+
+        def remember(made: PlusTests) -> None:
+            with self._plus_lock:
+                self._plus_made[key] = made
+
+        def known() -> PlusTests | None:
+            with self._plus_lock:
+                return self._plus_made.get(key)
+
+        return self._once(f"plus:{key}", known, lambda: source(task), remember)
+
+    def tests(self, task: Task) -> tuple[tuple[str, str], ...]:
+        """The (name, call) tests this scorer judges ``task`` on: its ``test_cases``, then its plus tests when
+        ``plus`` (a plus test named like one of the task's own is a DataError: results are reported by name)."""
+        if not self.plus:
+            return task.test_cases
+        extra = self.plus_tests(task).cases
+        names = {name for name, _ in task.test_cases}
+        clash = next((name for name, _ in extra if name in names), None)
+        if clash is not None:
+            raise DataError(f"task {task.task_id}: plus test {clash!r} has the name of one of its test_cases")
+        return task.test_cases + extra
 
     def score_many(self, pairs: Sequence[tuple[Task, str]]) -> list[BackendScore]:
         """Scores in input order, ``jobs`` at a time; an answer the sandbox cannot run is that answer's
@@ -282,7 +337,7 @@ class BackendScorer:
             try:
                 return self.score(task, answer)
             except InfraError as exc:
-                return BackendScore.infra_error(task.task_id, str(exc))
+                return BackendScore.infra_error(task.task_id, str(exc), self.env_id)
 
         if len(pairs) <= 1 or self.jobs <= 1:
             return [one(pair) for pair in pairs]
@@ -298,34 +353,42 @@ class BackendScorer:
         return self
 
     def _key(self, task: Task) -> str:
-        blob = json.dumps(
-            [
-                SCORER_VERSIONS[self.rules],
-                task.ground_truth,
-                [e for _, e in task.test_cases],
-                self.seed,
-                self.reference_runs,
-                "one process" if self.shared_reference_process else "a process each",  # how the runs were made
-                self.limits.timeout_s,
-                self.limits.memory_mb,
-            ],
-        )
-        return sha256_text(blob)
+        parts: list[Any] = [
+            SCORER_VERSIONS[self.rules],
+            task.ground_truth,
+            [e for _, e in task.test_cases],
+            self.seed,
+            self.reference_runs,
+            "one process" if self.shared_reference_process else "a process each",  # how the runs were made
+            self.limits.timeout_s,
+            self.limits.memory_mb,
+        ]
+        if self.plus:  # the plus tests, names and calls (v1's keys stay what they were)
+            parts.append(["plus", self.plus_tests(task).cases])
+        return sha256_text(json.dumps(parts))
 
     def reference(self, task: Task) -> Reference:
         """Each test's plan and the reference's outcomes (computed in the sandbox once, then cached)."""
         key = self._key(task)
-        found = self.cache.get(key)
+        return self._once(
+            key, lambda: self.cache.get(key), lambda: self._judge_reference(task), lambda r: self.cache.put(key, r)
+        )
+
+    def _once(
+        self, key: str, known: Callable[[], _T | None], compute: Callable[[], _T], keep: Callable[[_T], None]
+    ) -> _T:
+        """``known()``, else ``compute()`` kept with ``keep``: N episodes of one task ending together (a vector
+        env's group) compute it once, not N times."""
+        found = known()
         if found is not None:
             return found
-        # N episodes of one task ending together (a vector env's group) compute the reference once, not N times.
         with self._computing_lock:
             lock = self._computing.setdefault(key, threading.Lock())
         with lock:
-            found = self.cache.get(key)
+            found = known()
             if found is None:
-                found = self._judge_reference(task)
-                self.cache.put(key, found)
+                found = compute()
+                keep(found)
         with self._computing_lock:
             self._computing.pop(key, None)
         return found
@@ -363,7 +426,7 @@ class BackendScorer:
         return [flat[r * n : (r + 1) * n] for r in range(runs)]
 
     def _judge_reference(self, task: Task) -> Reference:
-        plans = [plan(name, expr, task.ground_truth, self.rules) for name, expr in task.test_cases]
+        plans = [plan(name, expr, task.ground_truth, self.rules) for name, expr in self.tests(task)]
         wrapped = [i for i, p in enumerate(plans) if p.wrapped] if self.rules >= 3 else []
         probes = [probe for i in wrapped for probe in plans[i].probes]
         tests = [p.judged for p in plans] + probes
@@ -426,6 +489,7 @@ class BackendScorer:
             tests_passed=sum(r.passed for r in results),
             tests_total=sum(r.judgeable for r in results),
             tests=results,
+            env_id=self.env_id,
         )
 
     def passes(self, expected: Expected, outcome: TestOutcome) -> bool:

@@ -26,7 +26,7 @@ import math
 import threading
 import weakref
 from collections.abc import Coroutine, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
@@ -37,6 +37,7 @@ from cachetools import LRUCache
 from colbench._util.storage import sha256_text
 from colbench.domains.frontend.embed import Embedder, make_embedder
 from colbench.domains.frontend.extract import extract_html
+from colbench.env.versions import env_id_for
 from colbench.errors import ConfigError, DataError
 from colbench.render import Renderer, RenderResult, RenderStatus
 from colbench.types.task import Task
@@ -65,7 +66,8 @@ class FrontendScore:
     """The scoring record of one answer.
 
     ``similarity`` is NaN for ``infra_error`` (no score at all: NaN poisons any mean it slips into, where a 0 would
-    quietly count as the agent's) and is written as ``null`` in result rows.
+    quietly count as the agent's) and is written as ``null`` in result rows. ``env_id``: the env id whose scoring
+    produced it (None from a scorer outside colbench's versions).
     """
 
     similarity: float
@@ -73,6 +75,7 @@ class FrontendScore:
     error: str | None = None
     answer_render_status: RenderStatus | None = None
     embedder: str = ""
+    env_id: str | None = None
 
     @property
     def judged(self) -> bool:
@@ -89,9 +92,16 @@ class FrontendScore:
         return None
 
     def result_row(self, task_id: str) -> dict[str, Any]:
-        """The CLI's result row: ``{"task_id", "similarity", "status", "error"}`` (similarity null when not judged)."""
+        """The CLI's result row: ``{"task_id", "similarity", "status", "error", "env_id"}`` (similarity null when not
+        judged)."""
         similarity = self.similarity if self.judged else None
-        return {"task_id": task_id, "similarity": similarity, "status": self.status, "error": self.error}
+        return {
+            "task_id": task_id,
+            "similarity": similarity,
+            "status": self.status,
+            "error": self.error,
+            "env_id": self.env_id,
+        }
 
     def details(self) -> dict[str, Any]:
         """The result row without ``task_id``, plus the agent page's render status and the embedder."""
@@ -216,12 +226,14 @@ class FrontendScorer:
         self._lock = threading.Lock()
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="colbench-embed")
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
+        self.env_id = env_id_for("frontend", {})
 
     # -- public API -----------------------------------------------------------------------------------------------
 
     def describe(self) -> dict[str, Any]:
-        """run.json's ``scoring``: the embedder's name (model, weights, preprocessing)."""
-        return {"embedder": str(self.embedder.name)}
+        """run.json's ``scoring``: the embedder's name (model, weights, preprocessing) and the env id of the
+        scoring."""
+        return {"embedder": str(self.embedder.name), "env_id": self.env_id}
 
     def score(self, task: Task, answer_text: str) -> FrontendScore:
         """Score one answer (the agent's final message)."""
@@ -284,6 +296,9 @@ class FrontendScorer:
 
     async def _score(self, state: _LoopState, task: Task, page: str | RenderResult | None) -> FrontendScore:
         """Score one page: HTML still to render, a finished render, or None (the answer has no page)."""
+        return replace(await self._judge(state, task, page), env_id=self.env_id)
+
+    async def _judge(self, state: _LoopState, task: Task, page: str | RenderResult | None) -> FrontendScore:
         name = self.embedder.name
         # Shielded: the reference may be shared with other answers to the same task.
         expected, answered = await asyncio.gather(

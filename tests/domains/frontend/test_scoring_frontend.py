@@ -56,11 +56,12 @@ def test_cosine() -> None:
 
 def test_result_rows() -> None:
     ok = FrontendScore(0.8125, "ok", None, "ok", "test-x")
-    assert ok.result_row("a") == {"task_id": "a", "similarity": 0.8125, "status": "ok", "error": None}
+    assert ok.result_row("a") == {"task_id": "a", "similarity": 0.8125, "status": "ok", "error": None, "env_id": None}
     assert ok.details() == {
         "similarity": 0.8125,
         "status": "ok",
         "error": None,
+        "env_id": None,
         "answer_render_status": "ok",
         "embedder": "test-x",
     }
@@ -71,6 +72,7 @@ def test_result_rows() -> None:
         "similarity": None,
         "status": "infra_error",
         "error": "Chromium did not start",
+        "env_id": None,
     }
 
 
@@ -374,4 +376,5 @@ def test_real_pages_without_answer_or_that_never_load_get_the_floor(
         "similarity": 0.0,
         "status": "render_failed",
         "error": hangs.error,
+        "env_id": "ColBench-Frontend-v0",
     }
