@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from colbench.domains.backend.judging import CURRENT_RULES
@@ -20,6 +21,8 @@ from colbench.types.dialogue import ANSWER_MARKER
 from colbench.types.task import PlusTests, Task
 
 if TYPE_CHECKING:
+    from colbench.domains.backend.plus.plus_cache import PlusCache
+    from colbench.sandbox import Sandbox
     from colbench.types.leaks import Labelled
 
 SANDBOX_HELP = "auto (Docker when available, else bwrap) | docker | bwrap"
@@ -44,6 +47,8 @@ class BackendDomain(Domain):
     scoring_kwargs: ClassVar[Mapping[str, Any]] = {"rules": CURRENT_RULES, "plus_tests": False}
 
     def __init__(self) -> None:
+        self._plus_cache: PlusCache | None = None
+        self._plus_lock = threading.Lock()
         self._shared: dict[tuple[str, int, bool], Scorer] = {}
         self._lock = threading.Lock()
 
@@ -89,7 +94,7 @@ class BackendDomain(Domain):
         rules, plus = _version(options)
         sandbox = make_sandbox(str(options.get("sandbox", "auto")), workers=jobs)
         return BackendScorer(
-            sandbox, jobs=jobs, owns_sandbox=True, rules=rules, plus=plus, plus_source=self.plus_source()
+            sandbox, jobs=jobs, owns_sandbox=True, rules=rules, plus=plus, plus_source=self.plus_source(sandbox)
         )
 
     def shared_scorer(self, options: Mapping[str, Any]) -> Scorer:
@@ -101,15 +106,23 @@ class BackendDomain(Domain):
         with self._lock:
             if (kind, rules, plus) not in self._shared:
                 self._shared[kind, rules, plus] = BackendScorer(
-                    shared_sandbox(kind), rules=rules, plus=plus, plus_source=self.plus_source()
+                    shared_sandbox(kind), rules=rules, plus=plus, plus_source=self.plus_source(shared_sandbox(kind))
                 )
             return self._shared[kind, rules, plus]
 
-    def plus_source(self) -> Callable[[Task], PlusTests] | None:
-        """Where the scorers this domain makes get the plus tests of a task whose row carries none (the hook for
-        plus tests computed on first use, from ``colbench.domains.backend.plus``); None until it is wired in: a
-        ``-v2`` scorer then needs tasks augmented beforehand (``colbench tasks augment``), and says so."""
-        return None
+    def plus_source(self, sandbox: Sandbox) -> Callable[[Task], PlusTests]:
+        """Where the scorers this domain makes get the plus tests of a task whose row carries none (a hub split):
+        computed on first use in ``sandbox`` and kept on disk per task and augmenter version
+        (``plus.plus_cache``). The augmenter judges with the current rules on the task's own tests."""
+        # on first use: the registry loads the domain for its task schema alone
+        from colbench.domains.backend.plus.plus_cache import PlusCache
+        from colbench.domains.backend.scorer import BackendScorer
+
+        with self._plus_lock:  # not self._lock: shared_scorer holds it while it asks for a source
+            if self._plus_cache is None:
+                self._plus_cache = PlusCache()
+            cache = self._plus_cache
+        return partial(cache.plus_tests, scorer=BackendScorer(sandbox))
 
     def unjudged(self, task_id: str, error: str) -> Score:
         # on first use: the registry loads the domain for its task schema alone
@@ -126,7 +139,15 @@ class BackendDomain(Domain):
 
         described = super().describe_scoring(scorer, tasks)
         if isinstance(scorer, BackendScorer) and scorer.plus:
-            resolved = [replace(task, plus=scorer.plus_tests(task)) for task in tasks]
+            from colbench.domains.backend.plus.plus_cache import plus_progress  # v2 only: the augmenter's imports
+
+            with plus_progress(sum(task.plus is None for task in tasks)) as advance:
+                resolved = []
+                for task in tasks:
+                    known = task.plus is not None
+                    resolved.append(replace(task, plus=scorer.plus_tests(task)))
+                    if not known:
+                        advance()
             described.update(augmenter=augmenters(resolved), plus_digest=plus_digest(resolved))
         return described
 

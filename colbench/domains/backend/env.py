@@ -75,7 +75,8 @@ class BackendEnv(ColbenchEnv):
         if isinstance(sandbox, str):
             scorer = self.domain.shared_scorer({"sandbox": sandbox, **self.scoring_options()})
         else:
-            scorer = BackendScorer(sandbox, rules=self.rules, plus=self.plus_tests, plus_source=BACKEND.plus_source())
+            source = BACKEND.plus_source(sandbox)
+            scorer = BackendScorer(sandbox, rules=self.rules, plus=self.plus_tests, plus_source=source)
         assert isinstance(scorer, BackendScorer)
         return scorer
 

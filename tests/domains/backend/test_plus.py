@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import operator
+import os
 import random
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from colbench.domains.backend.plus.plus_cache import PlusCache
 from colbench.domains.backend.plus.proposals import ModelProposer, kept_proposals
 from colbench.domains.backend.scorer import BackendScorer
 from colbench.llm.specs import connect
+from colbench.sandbox import make_sandbox
 from colbench.tasks import Task, load_jsonl
 from colbench.types.task import PlusTests
 
@@ -303,3 +305,27 @@ def test_model_proposals_from_an_openai_compatible_endpoint(scorer: BackendScore
     prompt = server.requests[0]["messages"][0]["content"]
     assert task.problem_description.strip() in prompt and "shipping_cost(30, False)" in prompt
     assert augment_task(task, scorer, proposer=ModelProposer(client)).plus.cases
+
+
+def test_v2_computes_the_plus_tests_of_a_split_without_them_on_first_use(
+    tmp_path: Path, shared_backend_sample: list[Task]
+) -> None:
+    """The hub-split path (`backend-test` carries no plus tests), on two tasks of the real sample in ../shared:
+    `score --env ColBench-Backend-v2` augments each task once, keeps the tests under COLBENCH_HOME, and a second
+    run finds them there."""
+    tasks, answers = tmp_path / "tasks.jsonl", tmp_path / "answers.jsonl"
+    chosen = shared_backend_sample[3:5]
+    tasks.write_text("".join(json.dumps(t.to_row()) + "\n" for t in chosen))
+    answers.write_text("".join(json.dumps({"task_id": t.task_id, "answer": t.ground_truth}) + "\n" for t in chosen))
+    env = {**os.environ, "COLBENCH_HOME": str(tmp_path / "home")}
+    argv = [sys.executable, "-m", "colbench", "score", "backend", "--tasks", str(tasks), "--answers", str(answers)]
+    for run in ("first", "second"):
+        out = tmp_path / f"{run}.jsonl"
+        done = subprocess.run([*argv, "--out", str(out), "--sandbox", "bwrap"], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        assert [r["env_id"] for r in rows] == ["ColBench-Backend-v2"] * 2 and all(r["success"] for r in rows)
+        assert all(r["tests_total"] > 10 for r in rows)  # the task's 10 tests and its plus tests
+    kept = sorted((tmp_path / "home" / "plus" / AUGMENTER_VERSION).glob("*.json"))
+    assert len(kept) == 2
+    assert [t.plus for t in PlusCache(kept[0].parent).with_plus_tests(chosen, BackendScorer(make_sandbox("bwrap")))]

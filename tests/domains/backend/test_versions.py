@@ -107,7 +107,6 @@ def test_without_plus_tests_or_a_source_v2_says_how_to_get_them(
     message = str(caught.value)
     assert message.startswith(f"task {task.task_id} ({task.source}) has no plus tests, which {V2} judges")
     assert "colbench tasks augment" in message and "\n" not in message
-    assert BACKEND.plus_source() is None  # the hook the plus tests computed on first use are wired into
     clash = replace(task, plus=PlusTests((("test1", "summarize_travel_experiences([])"),), "hand/1"))
     with pytest.raises(Exception, match="plus test 'test1' has the name of one of its test_cases"):
         BackendScorer(bwrap_sandbox, plus=True).score(clash, OVERFIT)
@@ -242,10 +241,15 @@ def test_a_resume_with_other_plus_tests_is_refused(
         run_eval(replace(plan(tmp_path, V2, path), resume=True), scorer=scorer(TRAVEL_PLUS[:1]))
 
 
-def test_an_eval_of_v2_on_tasks_without_plus_tests_stops_before_any_episode(
-    tmp_path: Path, bundled_tasks: list[Task]
+def test_an_eval_of_v2_on_tasks_without_plus_tests_computes_them_before_any_episode(
+    tmp_path: Path, bundled_tasks: list[Task], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = write_tasks(tmp_path / "plain.jsonl", bundled_tasks[:2])
-    with pytest.raises(ConfigError, match="has no plus tests"):
-        run_eval(plan(tmp_path, V2, path))
-    assert not (tmp_path / "run").exists()
+    monkeypatch.setenv("COLBENCH_HOME", str(tmp_path / "home"))
+    path = write_tasks(tmp_path / "plain.jsonl", [replace(t, plus=None) for t in bundled_tasks[:2]])
+    run_eval(plan(tmp_path, V2, path))
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["scoring"]["env_id"] == V2 and run["scoring"]["augmenter"] == ["1"] and run["scoring"]["plus_digest"]
+    kept = list((tmp_path / "home" / "plus" / "1").glob("*.json"))
+    assert len(kept) == 2  # computed on first use, one file per task
+    records = [json.loads(line) for line in (tmp_path / "run" / "episodes.jsonl").read_text().splitlines()]
+    assert all(r["score"]["tests_total"] > 10 and r["score"]["env_id"] == V2 for r in records)

@@ -397,6 +397,10 @@ def fresh_value(like: Any, rng: random.Random, domain: Domain, seen: Sequence[An
         numbers = [v for v in seen if _is_number(v)] or [like]
         top = max(10.0, min(domain.largest, max(abs(v) for v in numbers) * 3))
         low = -top if domain.negative else (0 if domain.zero else 1)
+        held = [c for c in domain.boundaries + domain.numbers if low <= c <= top]
+        held = [c for c in held if isinstance(like, float) or float(c).is_integer()]
+        if held and rng.random() < 0.25:  # a value the code holds: a key, a threshold, a rate
+            return type(like)(rng.choice(held))
         if rng.random() < 0.5:  # half the draws in the range the tests use, where thresholds tend to be
             low, top = max(low, min(numbers) - 2), max(numbers) + 2
         number = rng.uniform(low, top)

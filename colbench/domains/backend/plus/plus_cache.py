@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,9 +26,14 @@ class PlusCache:
     """Plus tests by task content, in memory and on disk (``directory``; default under ``colbench_home()``)."""
 
     def __init__(self, directory: str | Path | None = None) -> None:
-        self.directory = Path(directory) if directory else colbench_home() / "plus" / AUGMENTER_VERSION
+        self._directory = Path(directory) if directory else None
         self._lock = threading.Lock()
         self._memory: dict[str, PlusTests] = {}
+
+    @property
+    def directory(self) -> Path:
+        """The folder of this augmenter version's tests (``colbench_home()`` is read each time: it may change)."""
+        return self._directory or colbench_home() / "plus" / AUGMENTER_VERSION
 
     def _path(self, task: Task) -> Path:
         return self.directory / f"{content_id(task.domain, task.to_row())}.json"
@@ -86,3 +92,19 @@ class PlusCache:
             with ThreadPoolExecutor(max(1, jobs), thread_name_prefix="colbench-plus") as pool:
                 list(pool.map(one, missing))
         return [replace(t, plus=self.lookup(t)) for t in tasks]
+
+
+@contextmanager
+def plus_progress(total: int) -> Iterator[Callable[[], None]]:
+    """A progress bar on stderr while ``total`` tasks get their plus tests computed (none when there are none):
+    a hub split's first ``-v2`` run augments every task, minutes for a thousand."""
+    if total <= 0:
+        yield lambda: None
+        return
+    from rich.console import Console  # only when there is something to show
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("ColBench+ tests, first use"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        bar = progress.add_task("plus", total=total)
+        yield lambda: progress.advance(bar)
