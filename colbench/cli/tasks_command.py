@@ -44,6 +44,12 @@ def add_parser(commands: Subcommands) -> None:
     )
     audit.add_argument("source", metavar="FILE_OR_SPLIT")
     audit.add_argument("--out", metavar="REPORT.jsonl", help="one row per task (survivors with their edits)")
+    audit.add_argument(
+        "--env",
+        default="ColBench-Backend-v1",
+        metavar="ENV_ID",
+        help="whose tests: ColBench-Backend-v1 (the task's own; default) or ColBench-Backend-v2 (with plus tests)",
+    )
     audit.add_argument("--sandbox", default="auto", help=SANDBOX_HELP)
     audit.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="tasks at once")
     audit.set_defaults(func=cmd_tasks_audit)
@@ -107,7 +113,7 @@ def cmd_tasks_audit(args: argparse.Namespace) -> int:
     tasks = _backend_tasks(args.source)
     audits = []
     with (
-        closing(_scorer(args.sandbox, args.jobs)) as scorer,
+        closing(_scorer(args.sandbox, args.jobs, args.env)) as scorer,
         _report(args.out) as out,
         _bar("auditing", len(tasks)) as advance,
     ):
@@ -118,7 +124,7 @@ def cmd_tasks_audit(args: argparse.Namespace) -> int:
             if audit.problem:
                 print(f"{audit.task_id}: not audited: {audit.problem}", file=sys.stderr)
             advance()
-    print(summarize(audits).line() + (f" -> {args.out}" if args.out else ""))
+    print(f"{args.env}: " + summarize(audits).line() + (f" -> {args.out}" if args.out else ""))
     return 0
 
 
@@ -157,13 +163,19 @@ def cmd_tasks_build_frontend(args: argparse.Namespace) -> int:
     return 0
 
 
-def _scorer(sandbox: str, jobs: int) -> BackendScorer:
-    """The backend scorer (the current judging rules) with a sandbox of ``jobs`` workers."""
+def _scorer(sandbox: str, jobs: int, env_id: str = "ColBench-Backend-v1") -> BackendScorer:
+    """The scorer of a backend env id's rules (plus tests computed on first use where a task has none), with a
+    sandbox of ``jobs`` workers."""
     # run-time import: `colbench --help` loads no command's library
+    from colbench.domains.backend import DOMAIN
     from colbench.domains.backend.scorer import BackendScorer
-    from colbench.sandbox import make_sandbox
+    from colbench.env.versions import scoring_env, scoring_options
 
-    return BackendScorer(make_sandbox(sandbox, workers=jobs), jobs=jobs, owns_sandbox=True)
+    checked = scoring_env(DOMAIN, env_id, "--env")
+    assert checked is not None
+    scorer = DOMAIN.make_scorer({"sandbox": sandbox, **scoring_options(checked)}, jobs=jobs)
+    assert isinstance(scorer, BackendScorer)
+    return scorer
 
 
 def _proposer(spec: str) -> Proposer:

@@ -267,10 +267,32 @@ def test_tasks_augment_and_audit_commands(tmp_path: Path, bundled_tasks: list[Ta
     assert all(t.plus is not None and t.plus.augmenter == "1" for t in after)
     assert after[0].plus is not None and after[0].plus.cases and after[2].plus is not None and not after[2].plus.cases
     done = tasks_command("audit", out, report)
-    assert "2/3 tasks audited" in done.stdout and "mutation score" in done.stdout
+    assert done.stdout.startswith("ColBench-Backend-v1: 2/3 tasks audited") and "mutation score" in done.stdout
     audited = [json.loads(line) for line in report.read_text().splitlines()]
     assert [r["task_id"] for r in audited] == [t.task_id for t in before]
     assert audited[0]["mutants"] == audited[0]["killed"] + audited[0]["surviving"] > 0 and audited[2]["problem"]
+    strict = subprocess.run(
+        [
+            *run,
+            "audit",
+            str(out),
+            "--env",
+            "ColBench-Backend-v2",
+            "--jobs",
+            "2",
+            "--sandbox",
+            "bwrap",
+            "--out",
+            str(report),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert strict.stdout.startswith("ColBench-Backend-v2: 2/3 tasks audited")
+    with_plus = [json.loads(line) for line in report.read_text().splitlines()]
+    assert with_plus[0]["tests"] == audited[0]["tests"] + len(after[0].plus.cases)
+    assert with_plus[0]["killed"] >= audited[0]["killed"]  # what v1's tests kill, v2's do too
     frontend = subprocess.run([*run, "audit", "frontend-sample"], capture_output=True, text=True)
     assert (
         frontend.returncode != 0

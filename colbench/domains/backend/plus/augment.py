@@ -98,7 +98,7 @@ def _none(task: Task, note: str) -> Augmented:
 def reference_problem(task: Task, scorer: BackendScorer) -> str:
     """Why the task's reference cannot anchor new tests ("" when it can)."""
     expected = scorer.expected(task)
-    for (name, _), exp in zip(task.test_cases, expected, strict=True):
+    for (name, _), exp in zip(scorer.tests(task), expected, strict=True):
         if "nondeterministic" in exp.reason:
             return f"the reference is nondeterministic on its own test {name}"
     if not any(exp.judgeable for exp in expected):
