@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pytest
 from paths import REPO
@@ -12,6 +13,7 @@ from rewrites import rewrites
 
 from colbench.domains.backend.plus.augment import augment_task
 from colbench.domains.backend.plus.mutants import mutants
+from colbench.domains.backend.plus_digest import plus_digest
 from colbench.domains.backend.scorer import BackendScorer
 from colbench.sandbox import Sandbox
 from colbench.tasks import Task
@@ -68,3 +70,14 @@ def test_independently_written_correct_answers_pass_v2(
     pairs = [(t, r["answer"]) for t, r in zip(augmented, rows, strict=False)]
     assert all(s.success for s in scorer.score_many(pairs))  # they are correct by the task's own tests
     assert [t.task_id for (t, _), s in zip(pairs, v2.score_many(pairs), strict=True) if not s.success] == []
+
+
+SAMPLE_PLUS_DIGEST = "3ed6dc26c779957e419f9fdaac1b3adc1c6fc606f7ebcdc179debcfe00712d81"
+"""The digest of the bundled sample's plus tests (augmenter 1). The augmenter is deterministic: if a change to it
+moves this, the change needs a new AUGMENTER_VERSION and the sample re-augmented."""
+
+
+def test_augmentation_reproduces_the_shipped_plus_tests(scorer: BackendScorer, bundled_tasks: list[Task]) -> None:
+    assert plus_digest(bundled_tasks) == SAMPLE_PLUS_DIGEST
+    for task in bundled_tasks[:4]:
+        assert augment_task(replace(task, plus=None), scorer).task.plus == task.plus
