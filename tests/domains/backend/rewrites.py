@@ -589,21 +589,26 @@ def _independent(a: ast.stmt, b: ast.stmt, fn: _Function, module: _Module) -> bo
     return _pure(a.value, module) and _pure(b.value, module)  # type: ignore[attr-defined]
 
 
+def _open_blocks(module: _Module) -> Iterator[tuple[ast.FunctionDef, list[ast.stmt]]]:
+    """Each statement list of each safe function that no ``try`` / ``with`` guards, with its function."""
+    for _, node in _functions(module.tree):
+        if _analyse(node).safe:
+            for block, guarded in _blocks(node.body):
+                if not guarded:
+                    yield node, block
+
+
 def _reorder_independent(module: _Module) -> bool:
     changed = False
-    for _, node in _functions(module.tree):
-        fn = _analyse(node)
-        if not fn.safe:
-            continue
-        for block, guarded in _blocks(node.body):
-            i = 0
-            while not guarded and i + 1 < len(block):
-                if _independent(block[i], block[i + 1], fn, module):
-                    block[i], block[i + 1] = block[i + 1], block[i]
-                    changed = True
-                    i += 2
-                else:
-                    i += 1
+    for node, block in _open_blocks(module):
+        fn, i = _analyse(node), 0
+        while i + 1 < len(block):
+            if _independent(block[i], block[i + 1], fn, module):
+                block[i], block[i + 1] = block[i + 1], block[i]
+                changed = True
+                i += 2
+            else:
+                i += 1
     return changed
 
 
@@ -762,19 +767,15 @@ def _element(stmt: ast.stmt, acc: str, shape: str, module: _Module) -> tuple[_El
 
 def _loop_to_comprehension(module: _Module) -> bool:
     changed = False
-    for _, node in _functions(module.tree):
-        fn = _analyse(node)
-        if not fn.safe:
-            continue
-        for block, guarded in _blocks(node.body):
-            i = 0
-            while not guarded and i + 1 < len(block):
-                new = _accumulation(block[i], block[i + 1], node, fn, module)
-                if new is not None:
-                    block[i : i + 2] = [new]
-                    changed = True
-                    fn = _analyse(node)
-                i += 1
+    for node, block in _open_blocks(module):
+        fn, i = _analyse(node), 0
+        while i + 1 < len(block):
+            new = _accumulation(block[i], block[i + 1], node, fn, module)
+            if new is not None:
+                block[i : i + 2] = [new]
+                changed = True
+                fn = _analyse(node)
+            i += 1
     return changed
 
 
