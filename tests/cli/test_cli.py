@@ -21,7 +21,7 @@ def colbench(*args: str) -> subprocess.CompletedProcess[str]:
 
 def score_backend(answers: Path, out: Path, env_id: str = "ColBench-Backend-v1") -> list[str]:
     """The arguments of ``colbench score backend`` for an answers file of the bundled sample, in the bwrap sandbox,
-    under ``env_id``'s rules (the sample has no plus tests, which the newest id judges)."""
+    under ``env_id``'s rules (v1 by default here: the task's own tests, whose counts these tests know)."""
     return [
         "score",
         "backend",

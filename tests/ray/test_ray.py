@@ -194,7 +194,7 @@ def test_scoring_on_ray_gives_the_local_results_in_answer_order(
     rows = [{"task_id": t.task_id, "answer": _answer(t, i)} for i, t in enumerate(tasks)] * 3
     answers.write_text("".join(json.dumps(r) + "\n" for r in rows))
     common = ["score", "backend", "--tasks", "backend-sample", "--answers", str(answers), "--sandbox", "bwrap"]
-    common += ["--env", "ColBench-Backend-v1"]  # the sample has no plus tests, which the default (v2) judges
+    common += ["--env", "ColBench-Backend-v1"]  # the task's own tests: what these scores are compared with
     assert cli_main([*common, "--out", str(tmp_path / "local.jsonl"), "--jobs", "2"]) == 0
     assert cli_main([*common, "--out", str(tmp_path / "ray.jsonl"), "--jobs", "1", "--ray", cluster.address]) == 0
     local = (tmp_path / "local.jsonl").read_text().splitlines()
