@@ -63,16 +63,12 @@ Proposer = Callable[[Task, Sequence[Family]], list[str]]
 
 @dataclass(frozen=True)
 class Augmented:
-    """One task with its plus tests, and what the augmenter saw: its mutants, which the original tests kill, and
-    which the plus tests kill (``held_out``: the half the augmenter did not fit on, measured in batch here; the
-    bench measures them again with the scorer)."""
+    """One task with its plus tests, and the mutants the augmenter made of its reference (``fit``: the indices of
+    the half it fitted on; the bench measures the plus tests on the other half)."""
 
     task: Task
     mutants: tuple[Mutant, ...] = ()
     fit: frozenset[int] = frozenset()
-    killed_by_original: frozenset[int] = frozenset()
-    killed_by_plus: frozenset[int] = frozenset()
-    candidates: int = 0
 
     @property
     def plus(self) -> PlusTests:
@@ -141,15 +137,10 @@ def augment_task(task: Task, scorer: BackendScorer, *, proposer: Proposer | None
     cap = max(0, MAX_TESTS - len(task.test_cases))
     chosen = _diverse(_cover(wanted, cap=cap), [o for _, o in kept], scorer.expected(task), cap=min(cap, MIN_PLUS))
     calls = _judgeable(task, scorer, [kept[i][0] for i in chosen])
-    held = [m for m in made if m.index not in fit and m.index not in original]
-    plus_kills = _kill_matrix(scorer, held, [kept[i] for i in chosen if kept[i][0] in calls])
-    killed_plus = frozenset(m for row in kills for m in row if kept[kills.index(row)][0] in calls) | frozenset(
-        m for row in plus_kills for m in row
-    )
     names = {name for name, _ in task.test_cases}
     cases = tuple((_name(k, names), call) for k, call in enumerate(calls, start=1))
     plus = PlusTests(cases, AUGMENTER_VERSION)
-    return Augmented(replace(task, plus=plus), tuple(made), fit, frozenset(original), killed_plus, len(kept))
+    return Augmented(replace(task, plus=plus), tuple(made), fit)
 
 
 def _name(k: int, taken: set[str]) -> str:
