@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-from colbench.domains.backend.plus.audit import _witnessed
+from colbench.domains.backend.plus.audit import witnessed
 from colbench.domains.backend.plus.augment import Augmented, augment_task
 from colbench.domains.backend.scorer import BackendScorer, ReferenceCache
 from colbench.sandbox import make_sandbox
@@ -81,7 +81,7 @@ def main() -> int:
             ids = alive.get(a.task.task_id, [])
             if not ids:
                 continue
-            found = _witnessed(a.task, v1, [m for m in a.mutants if m.index in ids])
+            found = witnessed(a.task, v1, [m for m in a.mutants if m.index in ids])
             equivalent += sum(s.possibly_equivalent for s in found)
             wrong_tasks += any(not s.possibly_equivalent for s in found)
             if version == "v2":

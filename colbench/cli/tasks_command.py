@@ -7,10 +7,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from typing import TYPE_CHECKING, TextIO
 
+from colbench._util.progress_bar import progress_bar
 from colbench.cli.arguments import SANDBOX_HELP
 from colbench.cli.jsonl_io import write_jsonl
 from colbench.errors import ConfigError
@@ -115,7 +116,7 @@ def cmd_tasks_audit(args: argparse.Namespace) -> int:
     with (
         closing(_scorer(args.sandbox, args.jobs, args.env)) as scorer,
         _report(args.out) as out,
-        _bar("auditing", len(tasks)) as advance,
+        progress_bar("auditing", len(tasks)) as advance,
     ):
         for audit in audit_tasks(tasks, scorer, jobs=args.jobs):
             audits.append(audit)
@@ -140,7 +141,7 @@ def cmd_tasks_augment(args: argparse.Namespace) -> int:
     with (
         closing(_scorer(args.sandbox, args.jobs)) as scorer,
         _report(args.out) as out,
-        _bar("augmenting", len(tasks)) as advance,
+        progress_bar("augmenting", len(tasks)) as advance,
     ):
         assert out is not None
         for made in augment_tasks(tasks, scorer, jobs=args.jobs, proposer=proposer):
@@ -193,15 +194,3 @@ def _report(path: str | None) -> Iterator[TextIO | None]:
         return
     with open(path, "w", encoding="utf-8") as out:
         yield out
-
-
-@contextmanager
-def _bar(what: str, total: int) -> Iterator[Callable[[], None]]:
-    """A progress bar on stderr (rich), advanced once per task."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    columns = (TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
-        bar = progress.add_task(what, total=total)
-        yield lambda: progress.advance(bar)

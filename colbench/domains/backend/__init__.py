@@ -8,11 +8,13 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from colbench._util.progress_bar import progress_bar
 from colbench.domains.backend.judging import CURRENT_RULES
 from colbench.domains.backend.plus_digest import augmenters, plus_digest
 from colbench.env.domain import Domain, Metrics, Score, ScoreOption, Scorer
@@ -132,22 +134,25 @@ class BackendDomain(Domain):
 
     def describe_scoring(self, scorer: Scorer, tasks: Sequence[Task]) -> dict[str, Any]:
         """The scorer's description and, for a scorer that judges plus tests, which ones: ``augmenter`` (the
-        augmenter versions that made them) and ``plus_digest`` (``plus_digest.plus_digest``). Each task's plus tests
-        are resolved here, before the first episode: a task without any is a ConfigError now, not mid-run."""
+            augmenter versions that made them) and ``plus_digest`` (``plus_digest.plus_digest``). Each task's plus tests
+            are resolved here, before the first episode, ``jobs`` at a time with a progress bar (computed on first use
+        for a split that carries none): a task that cannot have any is a ConfigError now, not mid-run."""
         # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.scorer import BackendScorer
 
         described = super().describe_scoring(scorer, tasks)
         if isinstance(scorer, BackendScorer) and scorer.plus:
-            from colbench.domains.backend.plus.plus_cache import plus_progress  # v2 only: the augmenter's imports
+            missing = sum(task.plus is None for task in tasks)
+            with progress_bar("ColBench+ tests, first use", missing) as advance:
 
-            with plus_progress(sum(task.plus is None for task in tasks)) as advance:
-                resolved = []
-                for task in tasks:
-                    known = task.plus is not None
-                    resolved.append(replace(task, plus=scorer.plus_tests(task)))
-                    if not known:
+                def resolve(task: Task) -> Task:
+                    plus = scorer.plus_tests(task)
+                    if task.plus is None:
                         advance()
+                    return replace(task, plus=plus)
+
+                with ThreadPoolExecutor(max(1, scorer.jobs), thread_name_prefix="colbench-plus") as pool:
+                    resolved = list(pool.map(resolve, tasks))
             described.update(augmenter=augmenters(resolved), plus_digest=plus_digest(resolved))
         return described
 

@@ -26,7 +26,6 @@ from colbench.domains.backend.plus.plus_cache import PlusCache
 from colbench.domains.backend.plus.proposals import ModelProposer, kept_proposals
 from colbench.domains.backend.scorer import BackendScorer
 from colbench.llm.specs import connect
-from colbench.sandbox import make_sandbox
 from colbench.tasks import Task, load_jsonl
 from colbench.types.task import PlusTests
 
@@ -313,9 +312,8 @@ def test_plus_tests_computed_once_per_task_content_and_kept_on_disk(scorer: Back
     carried = replace(task, plus=PlusTests((("p", "shipping_cost(1, True)"),), "0"))
     assert cache.lookup(carried) == carried.plus  # a task's own plus tests win
     other = make_task(TIERED, TIERED_TESTS[:3], task_id="other")
-    seen: list[tuple[int, int]] = []
-    done = cache.with_plus_tests([task, other], scorer, jobs=2, progress=lambda k, n: seen.append((k, n)))
-    assert [t.plus is not None and t.plus.cases != () for t in done] == [True, True] and seen == [(1, 1)]
+    assert cache.lookup(other) is None
+    assert cache.plus_tests(other, scorer).cases and cache.lookup(other) == cache.plus_tests(other, scorer)
 
 
 def test_model_proposals_from_an_openai_compatible_endpoint(scorer: BackendScorer, make_stub: Any) -> None:
@@ -350,4 +348,4 @@ def test_v2_computes_the_plus_tests_of_a_split_without_them_on_first_use(
         assert all(r["tests_total"] > 10 for r in rows)  # the task's 10 tests and its plus tests
     kept = sorted((tmp_path / "home" / "plus" / AUGMENTER_VERSION).glob("*.json"))
     assert len(kept) == 2
-    assert [t.plus for t in PlusCache(kept[0].parent).with_plus_tests(chosen, BackendScorer(make_sandbox("bwrap")))]
+    assert all(PlusCache(kept[0].parent).lookup(t) for t in chosen)

@@ -100,12 +100,12 @@ def audit_task(task: Task, scorer: BackendScorer, *, limit: int = MUTANT_LIMIT) 
         task.task_id,
         mutants=len(made),
         killed=len(made) - len(surviving),
-        survivors=tuple(_witnessed(task, scorer, surviving)),
+        survivors=tuple(witnessed(task, scorer, surviving)),
         tests=tests,
     )
 
 
-def _witnessed(task: Task, scorer: BackendScorer, surviving: Sequence[Mutant]) -> list[Survivor]:
+def witnessed(task: Task, scorer: BackendScorer, surviving: Sequence[Mutant]) -> list[Survivor]:
     """Each survivor with the first independent input on which it differs from the reference."""
     if not surviving:
         return []

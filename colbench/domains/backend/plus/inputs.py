@@ -30,7 +30,6 @@ from typing import Any
 
 from colbench.domains.backend.judging import CURRENT_RULES, plan
 
-Path = tuple[int, ...]
 MAX_ABS = 10**6
 """No new number is larger in size than this (or than the task's own values and constants, if larger)."""
 
@@ -278,7 +277,7 @@ def _is_len_call(node: ast.AST) -> bool:
 
 
 # -- the augmenter's inputs: seen values, edited ------------------------------------------------------------
-def _near(value: float, rng: random.Random) -> list[float]:
+def _near(value: float) -> list[float]:
     """Boundary values around a constant of the reference: itself and its neighbours in the constant's kind."""
     if isinstance(value, int):
         return [value - 1, value, value + 1]
@@ -291,7 +290,7 @@ def _edit_number(value: int | float, rng: random.Random, domain: Domain) -> int 
     choices: list[float] = [value + 1, value - 1, value * 2, value / 2, value + rng.randint(-10, 10), 0, -value]
     pool = domain.boundaries + domain.numbers
     if pool and rng.random() < 0.6:
-        choices = _near(rng.choice(pool), rng)
+        choices = _near(rng.choice(pool))
     new = rng.choice(choices)
     if kind is int:
         return math.floor(new) if math.isfinite(new) else value
@@ -359,7 +358,7 @@ def mutated_calls(families: Sequence[Family], domain: Domain, rng: random.Random
         for i, value in enumerate(tmpl.values):
             if _is_number(value):
                 for b in domain.boundaries:
-                    for near in _near(b, rng):
+                    for near in _near(b):
                         if isinstance(value, float) or float(near).is_integer():
                             add(tmpl, {i: type(value)(near)})
                 for j in numbers:
