@@ -11,8 +11,10 @@ their tokens out of the loss itself. Here each instance plays one ColBench episo
     register()                                 # id "colbench", in the process that runs the generator
     rows = skyrl_rows("backend-test", max_turns=10)   # -> parquet for SkyRL's data.train_data
 
-SkyRL cannot drop one episode of a batch: an infrastructure failure ends the episode with reward 0 and
-``metadata["error"]``, which ``get_metrics`` counts (``colbench/infra_errors``) so a run shows it. Tested with
+A lost episode (an infrastructure failure: the human's endpoint or the sandbox) never raises out of ``step``: a raise
+would abort SkyRL's whole generation batch. SkyRL-Gym's env protocol has no way to drop an episode or mask its tokens
+(the generator owns the loss mask), so the episode ends with reward 0 and ``metadata["colbench_lost"]`` (with
+``metadata["error"]``), and ``get_metrics`` reports ``colbench/lost`` for the trainer to log and filter on. Tested with
 skyrl-gym 0.4.0 (the ``skyrl`` extra).
 """
 
@@ -78,8 +80,8 @@ class ColbenchSkyRLEnv(BaseTextEnv):  # type: ignore[misc]
         self.turns += 1
         try:
             observation, reward, terminated, truncated, info = self.env.step(action)
-        except InfraError as exc:
-            self._last = {"error": f"{type(exc).__name__}: {exc}"}
+        except InfraError as exc:  # a number is all SkyRL takes: end the episode, flagged (module docstring)
+            self._last = {"colbench_lost": True, "error": f"{type(exc).__name__}: {exc}"}
             return BaseTextEnvStepOutput(observations=[], reward=0.0, done=True, metadata=self._last)
         done = bool(terminated or truncated)
         self._last = _jsonable(info)
@@ -90,7 +92,7 @@ class ColbenchSkyRLEnv(BaseTextEnv):  # type: ignore[misc]
         return {
             "colbench/success": float(bool(self._last.get("success"))),
             "colbench/leaks": float(self._last.get("leaks") or 0),
-            "colbench/infra_errors": float("error" in self._last),
+            "colbench/lost": float(bool(self._last.get("colbench_lost"))),
         }
 
     @staticmethod

@@ -3,7 +3,10 @@ from a dataset row, init, step until done)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from failing_human import FAILING_TURNS, human_failing_at
 
 pytest.importorskip("skyrl_gym")
 
@@ -16,11 +19,11 @@ from colbench.tasks import Task, load
 CONFIG = {"env_id": "ColBench-Backend-v1", "tasks": "backend-sample", "sandbox": "bwrap", "simulator": "scripted"}
 
 
-def make(row: dict, max_turns: int = 3) -> ColbenchSkyRLEnv:
+def make(row: dict, max_turns: int = 3, **config: Any) -> ColbenchSkyRLEnv:
     register()
     register()  # registering again is a no-op, not SkyRL's duplicate-id error
     extras = {k: v for k, v in row.items() if k not in ("prompt", "env_class")} | {"max_turns": max_turns}
-    env = skyrl_gym.make(row["env_class"], env_config=dict(CONFIG), extras=extras)
+    env = skyrl_gym.make(row["env_class"], env_config=CONFIG | config, extras=extras)
     assert isinstance(env, ColbenchSkyRLEnv)
     return env
 
@@ -56,3 +59,18 @@ def test_a_row_without_a_task_is_refused() -> None:
     register()
     with pytest.raises(ConfigError, match=r"extra_info\.task_id"):
         skyrl_gym.make("colbench", env_config=dict(CONFIG), extras={"max_turns": 3})
+
+
+@pytest.mark.parametrize("turn", FAILING_TURNS)
+def test_a_lost_episode_ends_flagged_without_raising(turn: int) -> None:
+    row = skyrl_rows("backend-sample", max_turns=3)[0]
+    with human_failing_at(turn) as human:
+        env = make(row, **human)
+        env.init(row["prompt"])
+        outs = [env.step("What should happen with an empty input?") for _ in range(turn)]
+    assert [out["done"] for out in outs] == [False] * (turn - 1) + [True]  # the failing turn ends it, no raise
+    lost = outs[-1]
+    assert lost["metadata"]["colbench_lost"] is True and "HTTP 400" in lost["metadata"]["error"]
+    assert lost["reward"] == 0.0 and lost["observations"] == []
+    assert env.get_metrics()["colbench/lost"] == 1.0
+    env.close()
