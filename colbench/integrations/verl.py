@@ -7,6 +7,12 @@ task, each turn is generated through verl's ``server_manager`` (its inference se
 is appended in the chat template's own markup (``colbench.env.tokens.feedback_text``) with mask 0, and the env's reward
 becomes ``reward_score`` (so verl's reward manager is skipped).
 
+A lost episode (an infrastructure failure: the human's endpoint or the sandbox) never raises out of ``run``, which
+would fail verl's whole generation step. verl cannot drop one sample of a batch, and ``reward_score`` must be a number
+(``None`` hands the sample to the reward manager), so the episode ends with its ``response_mask`` all 0 (verl's loss
+aggregation leaves fully masked samples out), ``reward_score`` 0 and ``extra_fields["colbench_lost"]`` True (the
+error in ``extra_fields["colbench_error"]``) for the trainer to log.
+
     # verl config: actor_rollout_ref.rollout.agent.agent_loop_config_path: colbench_loops.yaml, containing
     #   - name: colbench
     #     _target_: colbench.integrations.verl.ColbenchAgentLoop
@@ -74,8 +80,8 @@ class ColbenchAgentLoop(AgentLoopBase):  # type: ignore[misc]
             action = self.tokenizer.decode(generated, skip_special_tokens=True)
             try:
                 reply, reward, terminated, truncated, _ = await env.astep(action)
-            except InfraError as exc:  # verl cannot drop one sample: it scores 0 and the metrics say why
-                error = str(exc)
+            except InfraError as exc:  # lost: nothing of it is trained on (module docstring)
+                error, reward, mask = f"{type(exc).__name__}: {exc}", 0.0, [0] * len(mask)
                 break
             if terminated or truncated:
                 break
@@ -93,5 +99,5 @@ class ColbenchAgentLoop(AgentLoopBase):  # type: ignore[misc]
             reward_score=float(reward),
             num_turns=2 * turns,
             metrics=AgentLoopMetrics(),
-            extra_fields={"colbench_task_id": task_id, "colbench_infra_error": error},
+            extra_fields={"colbench_task_id": task_id, "colbench_lost": error is not None, "colbench_error": error},
         )
