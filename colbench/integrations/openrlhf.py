@@ -6,6 +6,11 @@ one agent instance per sample (with no arguments), calls ``reset`` with the prom
 not generate are out of the loss). Here the label is the task id, each instance plays one ColBench episode, and the
 text appended after a turn is the simulated human's reply in the chat template's own markup.
 
+A lost episode (an infrastructure failure: the human's endpoint or the sandbox) never raises out of the executor,
+which would fail OpenRLHF's whole generation step. OpenRLHF cannot drop one sample, and its rewards are numbers, so
+the episode ends with reward 0, its ``action_ranges`` emptied (no token of it is trained: OpenRLHF's loss leaves fully
+masked samples out) and ``colbench_lost`` 1 in ``extra_logs``, which OpenRLHF logs.
+
     # colbench_agent.py, the file for --train.agent_func_path:
     from colbench.integrations.openrlhf import AgentExecutor  # noqa: F401
     # and in the trainer's environment (the instances take no arguments):
@@ -19,6 +24,7 @@ needs a GPU machine); the executor runs against a fake engine in the tests.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
@@ -35,6 +41,9 @@ from colbench.integrations.env_config import env_options
 from colbench.types.chat import Message
 
 CONFIG_ENV = "COLBENCH_OPENRLHF"
+LOST = "colbench_lost"
+
+log = logging.getLogger(__name__)
 
 
 @cache
@@ -64,15 +73,16 @@ class ColbenchAgentInstance(AgentInstanceBase):  # type: ignore[misc]
         action = str(states["action_text"])
         try:
             observation, reward, terminated, truncated, info = await self.env.astep(action)
-        except InfraError as exc:  # OpenRLHF cannot drop one sample: it scores 0 and the run's logs count it
+        except InfraError as exc:  # lost: AgentExecutor masks it out (module docstring)
+            log.warning("colbench episode lost (task %s): %s: %s", states["label"], type(exc).__name__, exc)
             self.env.close()
-            return _result(0.0, "", True, {"colbench_infra_error": 1.0, "colbench_error": str(exc)[:200]})
+            return _result(0.0, "", True, {LOST: 1.0})
         done = bool(terminated or truncated)
         feedback = "" if done else feedback_text(self.tokenizer, self.messages, action, observation)
         self.messages.append({"role": "assistant", "content": action})
         if not done:
             self.messages.append({"role": "user", "content": observation})
-        logs = {"colbench_leaks": float(info.get("leaks") or 0), "colbench_infra_error": 0.0}
+        logs = {"colbench_leaks": float(info.get("leaks") or 0), LOST: 0.0}
         if done:
             logs["colbench_success"] = float(bool(info.get("success")))
             self.env.close()
@@ -95,3 +105,11 @@ class AgentExecutor(MultiTurnAgentExecutor):  # type: ignore[misc]
 
     def __init__(self) -> None:
         super().__init__(ColbenchAgentInstance)
+
+    async def execute(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """OpenRLHF's episode, with a lost one's tokens taken out of the loss: its action mask comes from
+        ``action_ranges`` alone."""
+        response: dict[str, Any] = await super().execute(*args, **kwargs)
+        if float(response["extra_logs"].get(LOST, 0.0)):
+            response["action_ranges"] = []
+        return response

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from failing_human import FAILING_TURNS, human_failing_at
 
 pytest.importorskip("openrlhf.utils.agent")
 
@@ -31,11 +32,14 @@ class FakeEngine:
         return SimpleNamespace(outputs=[out])
 
 
+def configure(monkeypatch: pytest.MonkeyPatch, model: Path, **options: Any) -> None:
+    config = {"tasks": "backend-sample", "max_turns": 3, "tokenizer": str(model), "sandbox": "bwrap"}
+    monkeypatch.setenv("COLBENCH_OPENRLHF", json.dumps(config | {"simulator": "scripted"} | options))
+
+
 @pytest.fixture
 def agent_config(exported_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    config = {"tasks": "backend-sample", "max_turns": 3, "tokenizer": str(exported_model), "sandbox": "bwrap"}
-    config["simulator"] = "scripted"
-    monkeypatch.setenv("COLBENCH_OPENRLHF", json.dumps(config))
+    configure(monkeypatch, exported_model)
 
 
 def run(tokenizer: Any, task: Task, replies: list[str]) -> dict[str, Any]:
@@ -61,6 +65,7 @@ def test_the_openrlhf_executor_plays_colbench(
     question, answer = "What should happen with an empty input?", f"I WANT TO ANSWER:\n{task.ground_truth}"
     result = run(tokenizer, task, [question, answer])
     assert result["reward"] == 1.0 and result["extra_logs"]["colbench_success"] == 1.0
+    assert result["extra_logs"]["colbench_lost"] == 0.0
     tokens = result["observation_tokens"]
     acted = [tokenizer.decode(tokens[a:b], skip_special_tokens=True) for a, b in result["action_ranges"]]
     assert acted == [question, answer]  # only the policy's turns are actions
@@ -100,3 +105,20 @@ def test_missing_config_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("COLBENCH_OPENRLHF", '{"tasks": "backend-sample"}')
     with pytest.raises(ConfigError, match="with tokenizer"):
         ColbenchAgentInstance()
+
+
+@pytest.mark.parametrize("turn", FAILING_TURNS)
+def test_a_lost_episode_trains_nothing_and_is_flagged(
+    turn: int, exported_model: Path, bundled_tasks: list[Task], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(exported_model)
+    with human_failing_at(turn) as human:
+        configure(monkeypatch, exported_model, **human)
+        result = run(tokenizer, bundled_tasks[0], ["Hi?", "Hm?", "def f(): pass"])
+    assert result["extra_logs"]["colbench_lost"] == 1.0 and result["reward"] == 0.0
+    assert result["action_ranges"] == []  # no token of it is trained
+    # The episode ended at the failing turn: the context holds that turn and no reply to it.
+    text = tokenizer.decode(result["observation_tokens"])
+    assert text.count("<|im_start|>assistant\n") == turn and text.endswith(("Hi?", "Hm?")[turn - 1] + "<|im_end|>")
