@@ -8,9 +8,10 @@ colbench is installed with the ``verifiers`` extra.
 Each rollout plays one ColBench episode: the dataset row's ``info.task_id`` picks the task, the policy (the model
 verifiers evaluates or trains) writes the agent's turns, ``env_response`` sends each to the env (the simulated
 human, on its own endpoint, answers; the final answer is scored) and ends the rollout when the episode ends. The
-rubric reads the episode's reward from the rollout's state; a rollout lost to an infrastructure error raises
-``vf.Error``, which verifiers records as the rollout's error instead of a score. Tested with verifiers 0.3.1 (0.4.0
-removed ``MultiTurnEnv``).
+rubric reads the episode's reward from the rollout's state; a rollout lost to an infrastructure error (the human's
+endpoint or the sandbox, at any turn) raises ``vf.InfraError``, which verifiers records as the rollout's ``error``
+(stop condition ``has_error``): its trainers (prime-rl) mask such rollouts out and log their rate. Tested with
+verifiers 0.3.1 (0.4.0 removed ``MultiTurnEnv``: docs/integrations.md, pins).
 """
 
 from __future__ import annotations
@@ -70,9 +71,9 @@ class ColbenchEnv(vf.MultiTurnEnv):  # type: ignore[misc]
         env = state["colbench_env"]
         try:
             observation, reward, terminated, truncated, info = await env.astep(str(messages[-1]["content"]))
-        except InfraError as exc:
+        except InfraError as exc:  # verifiers' own infrastructure error: the rollout's error, never a score
             env.close()
-            raise vf.Error(f"{type(exc).__name__}: {exc}") from exc
+            raise vf.InfraError(f"{type(exc).__name__}: {exc}") from exc
         state["colbench_leaks"] = int(info.get("leaks") or 0)
         if terminated or truncated:
             state["colbench_reward"] = float(reward)

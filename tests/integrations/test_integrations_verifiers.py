@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from failing_human import FAILING_TURNS, human_failing_at
 from openai_stub import StubOpenAIServer
 
 vf = pytest.importorskip("verifiers")
@@ -60,19 +61,14 @@ def test_the_turn_cap_scores_the_last_turn(bundled_tasks: list[Task]) -> None:
     assert sum(m["role"] == "assistant" for m in out["completion"]) == 2
 
 
-def test_an_infrastructure_error_is_the_rollouts_error_not_a_score(bundled_tasks: list[Task]) -> None:
+@pytest.mark.parametrize("turn", FAILING_TURNS)
+def test_an_infrastructure_error_is_the_rollouts_error_not_a_score(turn: int) -> None:
     with (
-        StubOpenAIServer(default=lambda request: "What now?") as human,
+        human_failing_at(turn) as human,
         StubOpenAIServer(default=lambda request: "Tell me more?") as policy,
     ):
-        human.script([("status", 400)] * 10)
-        env = vf.load_environment(
-            ENV_ID,
-            tasks="backend-sample",
-            max_turns=3,
-            sandbox="bwrap",
-            simulator="openai:human",
-            simulator_options={"base_url": human.base_url, "api_key": "k", "max_retries": 0},
-        )
+        env = vf.load_environment(ENV_ID, tasks="backend-sample", max_turns=3, sandbox="bwrap", **human)
         out = evaluate(env, policy, 1)["outputs"][0]
-    assert out["error"] is not None and out["stop_condition"] == "has_error"
+    assert out["stop_condition"] == "has_error" and out["error"]["error"] == "InfraError"  # what trainers mask out
+    assert "HTTP 400" in out["error"]["message"]
+    assert [m["role"] for m in out["completion"]] == ["assistant", "user"] * (turn - 1) + ["assistant"]
