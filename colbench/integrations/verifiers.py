@@ -1,106 +1,101 @@
-"""verifiers: ColBench as a ``MultiTurnEnv``, with a ``load_environment()`` entry for verifiers' tooling.
+"""verifiers: ColBench as a verifiers environment, on its current API (``verifiers.v1``: a ``Taskset`` and an ``Env``).
 
-verifiers' ``vf.load_environment(env_id, **args)`` imports the module named by the env id and calls its
-``load_environment(**args)``; this module is that module, so ``vf.load_environment("colbench.integrations.verifiers",
-tasks="backend-sample")`` and ``vf-eval colbench.integrations.verifiers -a '{"tasks": "backend-sample"}'`` work once
-colbench is installed with the ``verifiers`` extra.
+verifiers 0.4.0 keeps only this API (0.3.x ships it beside the older ``MultiTurnEnv``, so one adapter serves both).
+verifiers finds an environment by its taskset id: a top-level module exporting one ``Taskset`` and one ``Env``
+subclass in ``__all__`` (a dotted id fails its plugin lookup). This module answers as ``colbench_verifiers`` once
+imported, so ``colbench_env(...)`` makes the env in Python; verifiers' CLI and prime-rl import the id in a fresh
+process, so they need a ``colbench_verifiers.py`` on the path that imports this module (docs/integrations.md).
 
-Each rollout plays one ColBench episode: the dataset row's ``info.task_id`` picks the task, the policy (the model
-verifiers evaluates or trains) writes the agent's turns, ``env_response`` sends each to the env (the simulated
-human, on its own endpoint, answers; the final answer is scored) and ends the rollout when the episode ends. The
-rubric reads the episode's reward from the rollout's state; a rollout lost to an infrastructure error (the human's
-endpoint or the sandbox, at any turn) raises ``vf.InfraError``, which verifiers records as the rollout's ``error``
-(stop condition ``has_error``): its trainers (prime-rl) mask such rollouts out and log their rate. Tested with
-verifiers 0.3.1 (0.4.0 removed ``MultiTurnEnv``: docs/integrations.md, pins).
+Each episode plays one ColBench task: the policy (the ``agent`` seat, verifiers' tool-less ``null`` chat harness by
+default, in a local subprocess: it runs no code) answers the task's prompt, ``run`` hands each reply to the colbench
+env and each of the simulated human's replies back as the next user turn, until the episode ends. The human is not a
+verifiers agent: it is colbench's simulator on its own endpoint (``env_options``), so only the policy's tokens are
+ever on a trainable trace. The env's reward is recorded on the policy's trace (``colbench_reward``, weight 1), with
+``colbench_leaks`` and ``colbench_success`` as metrics.
+
+A lost episode (an infrastructure failure: the human's endpoint or the sandbox, at any turn) raises out of ``run``,
+which verifiers records as the episode's error (``episode.errors``, ``episode.ok`` False) and never as a reward;
+verifiers' trainer (prime-rl) masks such episodes out and logs their rate.
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
-import verifiers as vf
-from datasets import Dataset
+import verifiers.v1 as vf
+from pydantic import Field
 
 import colbench  # noqa: F401 (registers the ids)
 from colbench.env.core import TextEnv
 from colbench.env.dataset import prompt_rows
-from colbench.errors import InfraError
 from colbench.tasks.sources import load_shared
 from colbench.types.dialogue import MAX_TURNS
 
+__all__ = ["ColbenchEnv", "ColbenchTaskset", "colbench_env"]
 
-class ColbenchEnv(vf.MultiTurnEnv):  # type: ignore[misc]
-    """One ColBench episode per rollout (see the module docstring). ``env_kwargs`` make the colbench env
-    (``simulator``, ``simulator_options``, ``sandbox``, ``leak_policy``, ...)."""
-
-    def __init__(
-        self,
-        env_id: str = "ColBench-Backend-v1",
-        tasks: str = "backend-test",
-        max_turns: int = MAX_TURNS,
-        env_kwargs: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        rows = [
-            {"prompt": row["prompt"], "answer": "", "info": {"task_id": row["task_id"]}}
-            for row in prompt_rows(load_shared(tasks), max_turns=max_turns)
-        ]
-        rubric = vf.Rubric(funcs=[colbench_reward, colbench_leaks], weights=[1.0, 0.0])
-        # verifiers checks its turn cap before each env_response; one more than ColBench's lets the last agent turn
-        # reach the env and be scored (the env ends the rollout itself).
-        super().__init__(dataset=Dataset.from_list(rows), rubric=rubric, max_turns=max_turns + 1, **kwargs)
-        self.colbench_env_id, self.colbench_tasks, self.colbench_max_turns = env_id, tasks, max_turns
-        self.colbench_env_kwargs = dict(env_kwargs or {})
-
-    async def setup_state(self, state: vf.State) -> vf.State:
-        env = gym.make(
-            self.colbench_env_id,
-            tasks=self.colbench_tasks,
-            max_turns=self.colbench_max_turns,
-            **self.colbench_env_kwargs,
-        )
-        assert isinstance(env, TextEnv)  # gym.make returns colbench's env itself, with its async API
-        await env.areset(options={"task_id": state["info"]["task_id"]})
-        state["colbench_env"] = env
-        state["colbench_reward"] = None
-        state["colbench_leaks"] = 0
-        return state
-
-    async def env_response(self, messages: vf.Messages, state: vf.State, **kwargs: Any) -> vf.Messages:
-        env = state["colbench_env"]
-        try:
-            observation, reward, terminated, truncated, info = await env.astep(str(messages[-1]["content"]))
-        except InfraError as exc:  # verifiers' own infrastructure error: the rollout's error, never a score
-            env.close()
-            raise vf.InfraError(f"{type(exc).__name__}: {exc}") from exc
-        state["colbench_leaks"] = int(info.get("leaks") or 0)
-        if terminated or truncated:
-            state["colbench_reward"] = float(reward)
-            state["colbench_info"] = {k: info[k] for k in ("success", "termination", "turn") if k in info}
-            await env.aclose()
-            done = [{"role": "user", "content": f"(episode over: reward {reward:.3f})"}]
-            state["final_env_response"] = done
-            return done
-        return [{"role": "user", "content": observation}]
+TASKSET_ID = "colbench_verifiers"
+sys.modules.setdefault(TASKSET_ID, sys.modules[__name__])  # the top-level name verifiers' loader imports
 
 
-def colbench_reward(state: vf.State, **_: Any) -> float:
-    """The env's reward: fraction of tests passed (backend), CLIP cosine (frontend)."""
-    return float(state.get("colbench_reward") or 0.0)
+class ColbenchTasksetConfig(vf.TasksetConfig):  # type: ignore[misc]
+    """Which ColBench tasks, under which turn cap (the prompt states the cap)."""
+
+    tasks: str = "backend-test"
+    max_turns: int = MAX_TURNS
 
 
-def colbench_leaks(state: vf.State, **_: Any) -> float:
-    """Replies of the simulated human flagged as leaks (a metric, weight 0; docs/leaks.md)."""
-    return float(state.get("colbench_leaks") or 0)
+class ColbenchTaskset(vf.Taskset[vf.Task, ColbenchTasksetConfig]):  # type: ignore[misc]
+    """One verifiers task per ColBench task: its id as the name, the agent's first observation as the prompt."""
+
+    def load(self) -> Iterator[vf.Task]:
+        for row in prompt_rows(load_shared(self.config.tasks), max_turns=self.config.max_turns):
+            data = vf.TaskData(name=row["task_id"], prompt=row["prompt"][0]["content"])  # 0.3.x has no id field
+            yield vf.Task(data, self.config.task)
 
 
-def load_environment(
-    env_id: str = "ColBench-Backend-v1",
-    tasks: str = "backend-test",
-    max_turns: int = MAX_TURNS,
-    **env_kwargs: Any,
-) -> ColbenchEnv:
-    """verifiers' entry point: ``env_kwargs`` go to the colbench env (``simulator``, ``simulator_options``,
+class ColbenchEnvConfig(vf.EnvConfig):  # type: ignore[misc]
+    """The policy's seat and the colbench env's options (``env_id``, ``simulator``, ``simulator_options``,
     ``sandbox``, ``leak_policy``...)."""
-    return ColbenchEnv(env_id=env_id, tasks=tasks, max_turns=max_turns, env_kwargs=env_kwargs)
+
+    agent: vf.AgentConfig = vf.AgentConfig(harness={"id": "null"}, runtime={"type": "subprocess"})
+    env_options: dict[str, Any] = Field(default_factory=dict)
+
+
+class ColbenchEnv(vf.Env[ColbenchEnvConfig]):  # type: ignore[misc]
+    """One ColBench episode per verifiers episode (see the module docstring)."""
+
+    async def run(self, task: vf.Task, agents: vf.Agents) -> None:
+        options = dict(self.config.env_options)
+        taskset = self.config.taskset
+        env_id = options.pop("env_id", "ColBench-Backend-v1")
+        env = gym.make(env_id, tasks=taskset.tasks, max_turns=taskset.max_turns, **options)
+        assert isinstance(env, TextEnv)  # gym.make returns colbench's env itself, with its async API
+        try:
+            await env.areset(options={"task_id": task.data.name})
+            async with agents.agent.interaction(task) as policy:
+                reply = await policy.turn()  # the task's prompt is the env's first observation
+                while not reply.terminated:
+                    observation, reward, terminated, truncated, info = await env.astep(reply.last_reply)
+                    if terminated or truncated:
+                        policy.trace.record_reward("colbench_reward", float(reward))
+                        policy.trace.record_metric("colbench_success", float(bool(info.get("success"))))
+                        policy.trace.record_metric("colbench_leaks", float(info.get("leaks") or 0))
+                        return
+                    reply = await policy.turn(observation)
+        finally:
+            await env.aclose()
+
+
+def colbench_env(
+    tasks: str = "backend-test", max_turns: int = MAX_TURNS, agent: vf.AgentConfig | None = None, **env_options: Any
+) -> ColbenchEnv:
+    """The env as verifiers' loader makes it from a run config; ``env_options`` go to the colbench env, ``agent``
+    overrides the policy's seat (its harness, runtime, turn limit)."""
+    taskset = ColbenchTasksetConfig(id=TASKSET_ID, tasks=tasks, max_turns=max_turns)
+    seat = {} if agent is None else {"agent": agent}
+    env = vf.load_environment(ColbenchEnvConfig(taskset=taskset, env_options=env_options, **seat))
+    assert isinstance(env, ColbenchEnv)
+    return env
