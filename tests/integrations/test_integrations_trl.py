@@ -16,11 +16,11 @@ from openai_stub import StubOpenAIServer
 from paths import REPO
 
 from colbench.errors import ConfigError
-from colbench.integrations.diagnostics import EpisodeOutcome, step_metrics
 from colbench.types.sampled import SampledText
 
 HUMAN = "Keep it short and return an int."
 EOT = 2  # SmolLM2's <|im_end|>: its end-of-turn token, eos and pad
+EPISODES = 2  # per GRPO step: one group of 2 (each costs a CPU forward of its ~300-token prompt per turn)
 pytest.importorskip("trl")
 
 
@@ -49,7 +49,7 @@ class GrpoRun:
 
 @pytest.fixture(scope="module")
 def grpo(exported_model: Path, tmp_path_factory: pytest.TempPathFactory) -> GrpoRun:
-    """One GRPOTrainer, 2 CPU steps of 4 episodes (max_turns 2, 8 tokens a turn; the end-of-turn token made likely
+    """One GRPOTrainer, 2 CPU steps of ``EPISODES`` episodes (max_turns 2, 8 tokens a turn; the end-of-turn token made likely
     so that some turns end and some are cut): ``mask_truncated_completions`` off in step 1, on in step 2."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
@@ -85,13 +85,13 @@ def grpo(exported_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Grpo
         model=AutoModelForCausalLM.from_pretrained(exported_model),
         processing_class=run.tokenizer,
         reward_funcs=reward_functions("reward", "leak_penalty"),
-        train_dataset=prompt_dataset("backend-sample", max_turns=2).select(range(4)),
+        train_dataset=prompt_dataset("backend-sample", max_turns=2).select(range(2)),
         rollout_func=recording,
         callbacks=[DiagnosticsCallback(rollout)],
         args=GRPOConfig(
             output_dir=str(tmp_path_factory.mktemp("grpo")),
             max_steps=2,
-            per_device_train_batch_size=4,
+            per_device_train_batch_size=EPISODES,
             num_generations=2,
             learning_rate=1e-6,
             logging_steps=1,
@@ -123,7 +123,7 @@ def test_grpo_trains_exactly_the_sampled_ids(grpo: GrpoRun) -> None:
     assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
     assert len(grpo.rollouts) == len(grpo.trained) == 2
     for step, (out, trained) in enumerate(zip(grpo.rollouts, grpo.trained, strict=True)):
-        assert len(out["completion_ids"]) == 4
+        assert len(out["completion_ids"]) == EPISODES
         for row, ids in enumerate(out["completion_ids"]):
             turns = grpo.turns_of(step, row)
             assert len(turns) == out["colbench_turns"][row] >= 1
@@ -152,37 +152,15 @@ def test_grpo_logs_the_clipped_ratio_and_the_diagnostics(grpo: GrpoRun) -> None:
     logged = [entry for entry in grpo.trainer.state.log_history if "loss" in entry]
     all_cut = []
     for step, entry in enumerate(logged):
-        cut = [grpo.turns_of(step, row)[-1].truncated for row in range(4)]
+        cut = [grpo.turns_of(step, row)[-1].truncated for row in range(EPISODES)]
         all_cut += cut
-        assert entry["completions/clipped_ratio"] == pytest.approx(sum(cut) / 4)
-        assert entry["colbench/episodes"] == 4 and entry["colbench/lost"] == 0
-        assert entry["colbench/reward"] == pytest.approx(sum(grpo.rollouts[step]["colbench_reward"]) / 4)
+        assert entry["completions/clipped_ratio"] == pytest.approx(sum(cut) / EPISODES)
+        assert entry["colbench/episodes"] == EPISODES and entry["colbench/lost"] == 0
+        assert entry["colbench/reward"] == pytest.approx(sum(grpo.rollouts[step]["colbench_reward"]) / EPISODES)
         for key in ("success", "leak_rate", "turns", "answer_chars", "entropy/turn_1"):
             assert math.isfinite(entry[f"colbench/{key}"]), key
         assert entry["colbench/entropy/turn_1"] > 0.0
     assert 0 < sum(all_cut) < len(all_cut)  # both kinds of completion were seen
-
-
-def test_diagnostics_of_known_episodes() -> None:
-    outcomes = [
-        EpisodeOutcome(reward=1.0, success=True, leaks=0, turns=3, answer_chars=40, turn_entropy=(1.0, 2.0, 4.0, 6.0)),
-        EpisodeOutcome(reward=0.5, success=False, leaks=2, turns=1, answer_chars=20, turn_entropy=(3.0,)),
-        EpisodeOutcome(reward=None, success=None, leaks=0, turns=1, answer_chars=0, error="LLMError: 503"),
-    ]
-    metrics = step_metrics(outcomes)
-    assert metrics == {
-        "colbench/episodes": 3.0,
-        "colbench/lost": 1.0,
-        "colbench/reward": 0.75,
-        "colbench/success": 0.5,
-        "colbench/leak_rate": 0.5,
-        "colbench/turns": 2.0,
-        "colbench/answer_chars": 30.0,
-        "colbench/entropy/turn_1": 2.0,
-        "colbench/entropy/turn_2": 2.0,
-        "colbench/entropy/turn_3+": 5.0,
-    }
-    assert step_metrics(outcomes[2:]) == {"colbench/episodes": 1.0, "colbench/lost": 1.0}  # no mean of nothing
 
 
 def test_a_lost_episode_is_no_score_at_the_first_or_a_later_turn(exported_model: Path) -> None:
