@@ -49,7 +49,8 @@ class Episode:
 class Transcript:
     """An episode as the learner lived it, for trainers: ``messages`` is its chat (each observation a ``user``
     message, each action an ``assistant`` message, in order), ``step_infos[k]`` the ``info`` of the step that took
-    the k-th action, ``reset_info`` the ``info`` of the reset."""
+    the k-th action, ``reset_info`` the ``info`` of the reset. An action is kept as it was given: a
+    ``SampledText`` keeps the token ids (and log-probs) the policy sampled, which ``colbench.env.tokens`` trains on."""
 
     messages: tuple[Message, ...]
     reset_info: Mapping[str, Any]

@@ -12,15 +12,24 @@ have generated them after the header, and decoding them gives its turns back. Th
 rendered conversation starts with the rendering of the one before (true of ChatML, Llama 3, Gemma, Mistral and
 most others); a template that rewrites earlier turns (one that drops past reasoning, say) is refused with the
 message where it happens.
+
+Token in, token out: a learner turn whose text is a ``SampledText`` (:mod:`colbench.types.sampled`: the ids the
+policy sampled, kept beside the action by whoever owns the policy, and by the env in its transcript) is not
+re-tokenized: its tokens are its sampled ids, all under mask 1 (its end-of-turn token included only if the policy
+emitted it; a turn cut at the token limit gets none, and the template's closing after it has mask 0). Only the
+prompt's and the other side's text is tokenized. ``ChatTokens`` builds the same ids turn by turn, so a policy can
+generate each turn from exactly the context it is trained on. An episode that ends with a learner turn ends at that
+turn's end-of-turn token: what the template renders after it (ChatML's ``\n``) was never generated.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from colbench.errors import ConfigError
+from colbench.types.sampled import SampledText
 
 if TYPE_CHECKING:
     from colbench.env.core import Transcript
@@ -41,6 +50,7 @@ class TurnSpan:
     text_end: int
     trained: bool
     info: Mapping[str, Any] | None = None
+    truncated: bool = False  # a learner turn cut at the token limit: it has no end-of-turn token of its own
 
 
 @dataclass(frozen=True)
@@ -87,48 +97,110 @@ def tokenize_chat(
     the rendering, never trained on (a critic's view of the hidden answer, say)."""
     if not messages:
         raise ConfigError("tokenize_chat: no messages")
-    special = set(getattr(tokenizer, "all_special_ids", ()) or ())
-    ids: list[int] = []
-    mask: list[int] = []
-    turns: list[TurnSpan] = []
+    chat = ChatTokens(tokenizer, learner_role=learner_role, mask_end_of_turn=mask_end_of_turn, prefix=prefix)
     learner_seen = 0
-    rendered = ""
+    for message in messages:
+        info = None
+        if message.get("role") == learner_role:
+            info = infos[learner_seen] if learner_seen < len(infos) else None
+            learner_seen += 1
+        chat.add(message, info)
+    return chat.episode()
 
-    def add(text: str, trained: bool) -> None:
-        pieces = _encode(tokenizer, text)
-        ids.extend(pieces)
-        mask.extend([int(trained)] * len(pieces))
 
-    add(prefix, False)
+class ChatTokens:
+    """A conversation's token ids built as it is played, so that a policy generates each turn from exactly the ids
+    it will be trained on: ``generation_ids()`` is the conversation so far (each learner turn as sampled, the other
+    side's messages and the template's headers tokenized) plus the header of the learner's next turn; ``add`` a
+    message once it exists; ``episode()`` is what ``tokenize_chat`` returns for the same messages.
 
-    for index, message in enumerate(messages):
-        role, content = message.get("role"), message.get("content")
+    Re-rendering the chat text and tokenizing it again at each turn would not do: the tokens of a text are not
+    always the tokens that were sampled for it (``]`` then ``*`` comes back as ``]*``), and the policy would be
+    trained on ids it never produced, from contexts it never saw.
+    """
+
+    def __init__(
+        self, tokenizer: Any, *, learner_role: str = "assistant", mask_end_of_turn: bool = True, prefix: str = ""
+    ) -> None:
+        self.tokenizer, self.learner_role, self.mask_end_of_turn = tokenizer, learner_role, mask_end_of_turn
+        self._special = set(getattr(tokenizer, "all_special_ids", ()) or ())
+        self._messages: list[Message] = []
+        self._rendered = ""
+        self._ids: list[int] = []
+        self._mask: list[int] = []
+        self._turns: list[TurnSpan] = []
+        self._stop = 0  # where the episode ends if it ends now: after the last learner turn's end-of-turn token
+        self._extend(_encode(tokenizer, prefix), trained=False)
+
+    @property
+    def ids(self) -> tuple[int, ...]:
+        """The conversation's ids so far."""
+        return tuple(self._ids)
+
+    def generation_ids(self) -> tuple[int, ...]:
+        """The ids the learner generates its next turn from: the conversation so far and the next turn's header."""
+        head = _render(self.tokenizer, self._messages, generation_prompt=True) if self._messages else ""
+        return (*self._ids, *_encode(self.tokenizer, _after(self._rendered, head, len(self._messages))))
+
+    def add(self, message: Message, info: Mapping[str, Any] | None = None) -> None:
+        """Append ``message``; a learner message whose content is a ``SampledText`` keeps its sampled ids."""
+        index, role, content = len(self._messages), message.get("role"), message.get("content")
         if not isinstance(content, str):
             raise ConfigError(f"tokenize_chat: message {index} ({role}) has no text content")
-        full = _render(tokenizer, messages[: index + 1], generation_prompt=False)
-        start = len(ids)
-        if role != learner_role:
-            add(_after(rendered, full, index), False)
-            turns.append(TurnSpan(index, str(role), start, len(ids), len(ids), False))
-            rendered = full
-            continue
-        head = _render(tokenizer, messages[:index], generation_prompt=True) if index else ""
-        add(_after(rendered, head, index), False)
+        full = _render(self.tokenizer, [*self._messages, message], generation_prompt=False)
+        start = len(self._ids)
+        if role != self.learner_role:
+            self._extend(_encode(self.tokenizer, _after(self._rendered, full, index)), trained=False)
+            self._turns.append(TurnSpan(index, str(role), start, len(self._ids), len(self._ids), False))
+        else:
+            self._add_learner(index, str(role), content, full, info)
+        self._messages.append(message)
+        self._rendered = full
+
+    def episode(self) -> TokenizedEpisode:
+        """The conversation as token ids with the learner's mask; when it ends with a learner turn, it ends at that
+        turn's end-of-turn token (or its last sampled token, if it was cut at the token limit): what the template
+        renders after it is not part of the episode."""
+        ids, mask, turns = self._ids, self._mask, list(self._turns)
+        if turns and turns[-1].trained:
+            ids, mask = ids[: self._stop], mask[: self._stop]
+            turns[-1] = replace(turns[-1], end=self._stop)
+        return TokenizedEpisode(tuple(ids), tuple(mask), tuple(turns))
+
+    def _add_learner(self, index: int, role: str, content: str, full: str, info: Mapping[str, Any] | None) -> None:
+        head = _render(self.tokenizer, self._messages, generation_prompt=True) if self._messages else ""
+        self._extend(_encode(self.tokenizer, _after(self._rendered, head, index)), trained=False)
         body = _after(head, full, index)
         where, text = _located(body, content, index)
-        add(body[:where], False)
-        turn_start = len(ids)
-        add(text, True)
-        text_end = len(ids)
-        closing = _encode(tokenizer, body[where + len(text) :])
-        stop = next((k + 1 for k, t in enumerate(closing) if t in special), 0) if mask_end_of_turn else 0
-        ids.extend(closing)
-        mask.extend([1] * stop + [0] * (len(closing) - stop))
-        info = infos[learner_seen] if learner_seen < len(infos) else None
-        learner_seen += 1
-        turns.append(TurnSpan(index, str(role), turn_start, len(ids), text_end, True, info))
-        rendered = full
-    return TokenizedEpisode(tuple(ids), tuple(mask), tuple(turns))
+        closing = _encode(self.tokenizer, body[where + len(text) :])
+        eot = next((k for k, t in enumerate(closing) if t in self._special), None)
+        turn_start = len(self._ids)
+        truncated = False
+        if isinstance(content, SampledText):
+            # What the policy sampled, as sampled; the template's end-of-turn token is replaced by the one the
+            # policy emitted, and a turn cut at the token limit gets none under the mask.
+            truncated = content.truncated
+            ids = content.token_ids
+            emitted = not truncated and ids[-1] in self._special
+            self._extend(ids[: len(ids) - emitted], trained=True)
+            text_end = len(self._ids)
+            self._extend(ids[len(ids) - emitted :], trained=self.mask_end_of_turn)
+            self._stop = len(self._ids)
+            self._extend(closing[eot + 1 :] if emitted and eot is not None else closing, trained=False)
+        else:
+            self._extend(_encode(self.tokenizer, body[:where]), trained=False)
+            turn_start = len(self._ids)
+            self._extend(_encode(self.tokenizer, text), trained=True)
+            text_end = len(self._ids)
+            stop = len(closing) if eot is None else eot + 1
+            self._extend(closing[:stop], trained=self.mask_end_of_turn and eot is not None)
+            self._stop = len(self._ids)
+            self._extend(closing[stop:], trained=False)
+        self._turns.append(TurnSpan(index, role, turn_start, len(self._ids), text_end, True, info, truncated))
+
+    def _extend(self, ids: Sequence[int], *, trained: bool) -> None:
+        self._ids.extend(ids)
+        self._mask.extend([int(trained)] * len(ids))
 
 
 def feedback_text(tokenizer: Any, messages: Sequence[Message], action: str, reply: str) -> str:

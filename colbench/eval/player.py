@@ -29,6 +29,7 @@ from colbench.humans.simulator import Simulator
 from colbench.llm.limits import EndpointLimits
 from colbench.runs import CACHE, EpisodeRecord, reference_screenshot_name, screenshot_name
 from colbench.types.chat import Message, Usage
+from colbench.types.sampled import turn_record
 from colbench.types.task import Task
 
 log = logging.getLogger(__name__)
@@ -215,7 +216,12 @@ class EpisodePlayer:
         if env is not None:
             try:
                 dialogue = [
-                    {"role": turn.role, "text": turn.text, **(turn.leak.as_dict() if turn.leak else {})}
+                    {
+                        "role": turn.role,
+                        "text": turn.text,
+                        **turn_record(turn.text),  # the ids an agent sampled: types.sampled.turn_text reads them
+                        **(turn.leak.as_dict() if turn.leak else {}),
+                    }
                     for turn in env.dialogue
                 ]
             except ColbenchError:  # reset never happened

@@ -1,20 +1,25 @@
-"""TRL: multi-turn ColBench rollouts for ``GRPOTrainer(rollout_func=...)`` and reward functions.
+"""TRL: multi-turn ColBench rollouts for ``GRPOTrainer(rollout_func=...)``, reward functions and diagnostics.
 
 TRL's ``rollout_func(prompts, trainer)`` receives the prompts of one step (each repeated ``num_generations`` times by
 TRL's sampler) and returns token ids. ``ColbenchRollout`` plays each prompt's task as a whole ColBench episode: the
 policy (the trainer's own model, or any ``generate`` you pass, e.g. a vLLM server) writes the agent's turns, the
 simulated human (its own endpoint: ``simulator`` / ``simulator_options``) answers, the answer is scored. Each episode
 comes back as ``prompt_ids`` (the task prompt up to the first agent turn), ``completion_ids`` (every turn after it,
-the human's included, as the chat template renders them) and ``env_mask`` (1 on the agent's tokens, 0 on the
-human's: TRL then computes no loss on them), plus the episode's outcome as extra fields that TRL forwards to the
-reward functions below.
+the human's included, up to the agent's last end-of-turn token) and ``env_mask`` (1 on the tokens the policy
+sampled, 0 on the human's and the template's: TRL then computes no loss on them), plus the episode's outcome as
+extra fields that TRL forwards to the reward functions below.
 
-    from colbench.integrations.trl import ColbenchRollout, reward_functions
-    from colbench.tasks import prompt_dataset
+Token in, token out: every turn is generated from the ids of the conversation so far as sampled
+(``colbench.env.tokens.ChatTokens``), and the ids trained on are the ids the policy sampled, never a re-tokenization
+of its text. The env still gets text: each action is a ``SampledText`` (:mod:`colbench.types.sampled`).
+
+    from colbench.integrations.trl import ColbenchRollout, DiagnosticsCallback, reward_functions
+    from colbench import prompt_dataset
     rollout = ColbenchRollout("ColBench-Backend-v1", tasks="backend-sample", simulator="openai:human",
                               simulator_options={"base_url": "http://127.0.0.1:8001/v1"}, max_turns=4)
     trainer = GRPOTrainer(model=..., reward_funcs=reward_functions("reward"), train_dataset=prompt_dataset(
-        "backend-sample", max_turns=4), rollout_func=rollout, args=GRPOConfig(...))
+        "backend-sample", max_turns=4), rollout_func=rollout, callbacks=[DiagnosticsCallback(rollout)],
+        args=GRPOConfig(...))
 
 The dataset must be ``colbench.prompt_dataset`` of the same tasks and ``max_turns``: a prompt is matched to its
 task by its text. Tested with trl 1.16.0 (the ``trl`` extra).
@@ -24,20 +29,29 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+from transformers import TrainerCallback
 
 import colbench  # noqa: F401 (registers the ids)
 from colbench.env.dataset import prompt_rows
-from colbench.env.tokens import tokenize_transcript
+from colbench.env.tokens import ChatTokens
 from colbench.env.vector import ColbenchVectorEnv
 from colbench.errors import ConfigError
+from colbench.integrations.diagnostics import EpisodeOutcome, step_metrics
 from colbench.tasks.sources import load_shared
-from colbench.types.chat import Message
-from colbench.types.dialogue import MAX_TURNS
+from colbench.types.dialogue import MAX_TURNS, after_marker
+from colbench.types.sampled import SampledText
 
-Generate = Callable[[list[list[Message]], Any], list[str]]
+Generate = Callable[[list[tuple[int, ...]], Any], list[SampledText]]
+"""``generate(contexts, trainer) -> turns``: for each context (the token ids to generate the agent's next turn
+from: the conversation so far as sampled and the next turn's header), the turn the policy sampled, as a
+``SampledText``: its decoded text, the ids sampled (ending with the end-of-turn token when the policy emitted one),
+their log-probs under the sampling distribution if known, ``truncated=True`` when cut at the token limit, and
+optionally the mean token entropy (for the diagnostics). A vLLM server, say: prompt token ids in, ``token_ids``
+and ``logprobs`` out."""
 
 #: What each reward function returns per completion, from the episode's outcome (extra fields of the rollout).
 REWARDS = {
@@ -47,13 +61,23 @@ REWARDS = {
 }
 
 
+@dataclass
+class _Episode:
+    """One episode of a rollout as it is played: its ids so far, the turns sampled, and once over its outcome."""
+
+    chat: ChatTokens
+    turns: list[SampledText] = field(default_factory=list)
+    outcome: dict[str, Any] | None = None
+
+
 class ColbenchRollout:
     """A TRL ``rollout_func``: each prompt played as a ColBench episode (see the module docstring).
 
     ``env_id`` and ``env_kwargs`` make the env (``tasks``, ``simulator``, ``simulator_options``, ``sandbox``,
     ``leak_policy``, ...); ``max_turns`` must match the dataset's. ``turn_tokens``: new tokens per agent turn.
-    ``generate(conversations, trainer) -> texts``: the policy's next turn for each conversation (default: the
-    trainer's model with its generation config, sampling as TRL does).
+    ``generate``: the policy (``Generate``; default: the trainer's model with its generation config, sampling as
+    TRL does, with log-probs and entropies from the sampling distribution). ``outcomes`` holds the episodes played
+    since ``DiagnosticsCallback`` last took them.
     """
 
     def __init__(
@@ -72,10 +96,13 @@ class ColbenchRollout:
         self.turn_tokens = turn_tokens
         self.generate = generate or self._generate_with_trainer
         self.env_kwargs = env_kwargs
+        self.outcomes: list[EpisodeOutcome] = []
+        self.trainer: Any = None
         self._task_of_prompt: dict[str, str] | None = None
 
     def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, Any]:
         task_ids = [self._task_id(prompt) for prompt in prompts]
+        self.trainer = trainer
         vec = gym.make_vec(
             self.env_id,
             num_envs=len(task_ids),
@@ -85,49 +112,68 @@ class ColbenchRollout:
             **self.env_kwargs,
         )
         try:
-            outcomes = self._play(vec, task_ids, trainer)
             assert isinstance(vec, ColbenchVectorEnv)
-            transcripts = [vec.finished(i) for i in range(len(task_ids))]
+            episodes = self._play(vec, task_ids, trainer.processing_class, trainer)
         finally:
             vec.close()
-        return self._as_tokens(transcripts, outcomes, task_ids, trainer.processing_class)
+        return self._as_tokens(episodes, task_ids)
 
     # -- one step's episodes -------------------------------------------------------------------------------------
-    def _play(self, vec: Any, task_ids: list[str], trainer: Any) -> list[dict[str, Any]]:
+    def _play(self, vec: Any, task_ids: list[str], tokenizer: Any, trainer: Any) -> list[_Episode]:
         n = len(task_ids)
         observations, _ = vec.reset(options=[{"task_id": t} for t in task_ids])
-        chats: list[list[Message]] = [[{"role": "user", "content": o}] for o in observations]
-        outcomes: list[dict[str, Any] | None] = [None] * n
-        while any(o is None for o in outcomes):
-            active = [i for i in range(n) if outcomes[i] is None]
-            texts = self.generate([chats[i] for i in active], trainer)
+        episodes = [_Episode(ChatTokens(tokenizer)) for _ in task_ids]
+        for episode, observation in zip(episodes, observations, strict=True):
+            episode.chat.add({"role": "user", "content": observation})
+        while active := [i for i in range(n) if episodes[i].outcome is None]:
+            turns = self.generate([episodes[i].chat.generation_ids() for i in active], trainer)
+            if len(turns) != len(active) or not all(isinstance(t, SampledText) for t in turns):
+                raise ConfigError(
+                    f"generate must return one SampledText per context ({len(active)}), got "
+                    f"{[type(t).__name__ for t in turns]}"
+                )
             actions: list[str | None] = [None] * n
-            for i, text in zip(active, texts, strict=True):
-                actions[i] = text
-                chats[i].append({"role": "assistant", "content": text})
+            for i, turn in zip(active, turns, strict=True):
+                actions[i] = turn
             observations, rewards, terminated, truncated, infos = vec.step(actions)
-            for i in active:
+            for i, turn in zip(active, turns, strict=True):
+                episode = episodes[i]
+                episode.turns.append(turn)
+                # A turn the env lost (the human's endpoint or the sandbox failed) is kept as sampled, untrained.
+                episode.chat.add({"role": "assistant", "content": turn})
                 if terminated[i] or truncated[i]:
-                    outcomes[i] = _outcome(float(rewards[i]), bool(truncated[i]), infos, i)
+                    episode.outcome = _outcome(float(rewards[i]), bool(truncated[i]), infos, i)
                 else:
-                    chats[i].append({"role": "user", "content": observations[i]})
-        return [o for o in outcomes if o is not None]
+                    episode.chat.add({"role": "user", "content": observations[i]})
+        return episodes
 
-    def _as_tokens(
-        self, transcripts: list[Any], outcomes: list[dict[str, Any]], task_ids: list[str], tokenizer: Any
-    ) -> dict[str, Any]:
-        prompt_ids, completion_ids, env_mask = [], [], []
-        for transcript in transcripts:
-            tokens = tokenize_transcript(tokenizer, transcript)
+    def _as_tokens(self, episodes: list[_Episode], task_ids: list[str]) -> dict[str, Any]:
+        prompt_ids, completion_ids, env_mask, logprobs = [], [], [], []
+        for episode in episodes:
+            assert episode.outcome is not None
+            tokens = episode.chat.episode()
             cut = tokens.learner_turns[0].start
+            lost = episode.outcome["colbench_error"] is not None
             prompt_ids.append(list(tokens.input_ids[:cut]))
             completion_ids.append(list(tokens.input_ids[cut:]))
-            env_mask.append(list(tokens.agent_mask[cut:]))
+            env_mask.append([0 if lost else m for m in tokens.agent_mask[cut:]])
+            logps: list[float | None] = [None] * (len(tokens) - cut)
+            for span, turn in zip(tokens.learner_turns, episode.turns, strict=True):
+                for k, logp in enumerate(turn.logprobs or ()):
+                    logps[span.start - cut + k] = logp
+            logprobs.append(logps if all(t.logprobs is not None for t in episode.turns) else None)
+            episode.outcome["colbench_turns"] = len(episode.turns)  # the agent turns played, the lost one included
+            episode.outcome["colbench_entropy"] = [t.entropy for t in episode.turns]
+            episode.outcome["colbench_answer_chars"] = len(after_marker(episode.turns[-1]))
+            self.outcomes.append(_diagnosed(episode.outcome))
+        outcomes = [e.outcome for e in episodes if e.outcome is not None]
         extra = {key: [o[key] for o in outcomes] for key in outcomes[0]} if outcomes else {}
         return {
             "prompt_ids": prompt_ids,
             "completion_ids": completion_ids,
-            "logprobs": None,  # TRL computes the policy's log-probs itself on these ids
+            # The sampling log-prob of each policy token (None on the others, which TRL reads as unknown): TRL uses
+            # them for its importance-sampling correction; None when the policy did not give them.
+            "logprobs": logprobs if all(lp is not None for lp in logprobs) else None,
             "env_mask": env_mask,
             "task_id": task_ids,
             **extra,
@@ -146,26 +192,73 @@ class ColbenchRollout:
         return self._task_of_prompt[text]
 
     # -- the default policy: the trainer's model -----------------------------------------------------------------
-    def _generate_with_trainer(self, conversations: list[list[Message]], trainer: Any) -> list[str]:
+    def _generate_with_trainer(self, contexts: list[tuple[int, ...]], trainer: Any) -> list[SampledText]:
         import torch
 
         tokenizer = trainer.processing_class
-        texts = [tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in conversations]
-        side, tokenizer.padding_side = tokenizer.padding_side, "left"
-        try:
-            batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-        finally:
-            tokenizer.padding_side = side
-        batch = {k: v.to(trainer.accelerator.device) for k, v in batch.items()}
+        width = max(len(c) for c in contexts)
+        pad = tokenizer.pad_token_id
+        device = trainer.accelerator.device
+        input_ids = torch.tensor([[pad] * (width - len(c)) + list(c) for c in contexts], device=device)
+        attention = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=device)
         with _generation_model(trainer) as model, torch.no_grad():
             out = model.generate(
-                **batch,
+                input_ids=input_ids,
+                attention_mask=attention,
                 generation_config=trainer.generation_config,
                 max_new_tokens=self.turn_tokens,
-                pad_token_id=tokenizer.pad_token_id,
+                pad_token_id=pad,
+                output_scores=True,
+                return_dict_in_generate=True,
             )
-        new = out[:, batch["input_ids"].shape[1] :]
-        return [str(t) for t in tokenizer.batch_decode(new, skip_special_tokens=True)]
+        new = out.sequences[:, width:]
+        # The distribution each token was drawn from (after temperature, top-k, top-p): its log-prob and entropy.
+        # One step at a time: a (batch, tokens, vocabulary) tensor would not fit for long turns.
+        sampled_logps, entropies = [], []
+        for step, scores in enumerate(out.scores):
+            logps = torch.log_softmax(scores.float(), dim=-1)
+            sampled_logps.append(logps.gather(-1, new[:, step : step + 1]).squeeze(-1))
+            entropies.append(-(logps.exp() * logps).nan_to_num(0.0).sum(-1))
+        sampled, entropy = torch.stack(sampled_logps, dim=1), torch.stack(entropies, dim=1)
+        stops = set(trainer.eos_token_ids)
+        turns = []
+        for row in range(len(contexts)):
+            ids = new[row].tolist()
+            end = next((k + 1 for k, t in enumerate(ids) if t in stops), None)
+            length = len(ids) if end is None else end
+            turns.append(
+                SampledText(
+                    tokenizer.decode(ids[:length], skip_special_tokens=True),
+                    ids[:length],
+                    sampled[row, :length].tolist(),
+                    truncated=end is None,
+                    entropy=float(entropy[row, :length].mean()),
+                )
+            )
+        return turns
+
+
+class DiagnosticsCallback(TrainerCallback):
+    """Logs ``colbench.integrations.diagnostics.step_metrics`` of the episodes ``rollout`` played in each training
+    step (reward, success, lost episodes, leak rate, turns, answer length, entropy per turn bucket).
+
+    They go into GRPOTrainer's own per-step metrics, so TRL averages them over ``logging_steps`` and logs them with
+    its own (``trainer.state.log_history`` and every ``report_to`` backend); a callback's ``on_log`` would come
+    after the reporters."""
+
+    def __init__(self, rollout: ColbenchRollout) -> None:
+        self.rollout = rollout
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        trainer, outcomes = self.rollout.trainer, self.rollout.outcomes
+        if trainer is None or not outcomes:
+            return
+        store = getattr(trainer, "_metrics", None)
+        if store is None:
+            raise ConfigError(f"DiagnosticsCallback needs TRL's GRPOTrainer, got {type(trainer).__name__}")
+        for name, value in step_metrics(outcomes).items():
+            store["train"][name].append(value)
+        outcomes.clear()
 
 
 @contextlib.contextmanager
@@ -182,20 +275,35 @@ def _generation_model(trainer: Any) -> Iterator[Any]:
 
 
 def _outcome(reward: float, truncated: bool, infos: Mapping[str, Any], i: int) -> dict[str, Any]:
-    """Sub-env ``i``'s outcome as the reward functions read it, from the vector env's batched infos; an episode lost
-    to an infrastructure failure has no reward (None: TRL leaves it out of the reward, never scores it 0)."""
+    """Sub-env ``i``'s outcome as the reward functions read it, from the vector env's batched infos. An episode
+    lost to an infrastructure failure (the vector env ends it truncated, with ``info["error"]``) has no reward,
+    success or leak count: None, which TRL leaves out of the group baseline instead of scoring it 0."""
 
     def value(key: str) -> Any:
         return infos[key][i] if key in infos and infos[f"_{key}"][i] else None
 
+    error = value("error")
+    lost = truncated or error is not None
     success = value("success")
     return {
-        "colbench_reward": None if truncated else reward,
-        "colbench_success": None if truncated or success is None else float(bool(success)),
-        "colbench_leaks": int(value("leaks") or 0),
-        "colbench_turns": int(value("turn") or 0),
-        "colbench_error": value("error"),
+        "colbench_reward": None if lost else reward,
+        "colbench_success": None if lost or success is None else float(bool(success)),
+        "colbench_leaks": None if lost else int(value("leaks") or 0),
+        "colbench_error": (str(error) if error is not None else "episode truncated") if lost else None,
     }
+
+
+def _diagnosed(outcome: Mapping[str, Any]) -> EpisodeOutcome:
+    success = outcome["colbench_success"]
+    return EpisodeOutcome(
+        reward=outcome["colbench_reward"],
+        success=None if success is None else bool(success),
+        leaks=outcome["colbench_leaks"] or 0,
+        turns=outcome["colbench_turns"],
+        answer_chars=outcome["colbench_answer_chars"],
+        turn_entropy=tuple(outcome["colbench_entropy"]),
+        error=outcome["colbench_error"],
+    )
 
 
 def reward_functions(*names: str) -> list[Callable[..., list[float | None]]]:
@@ -226,6 +334,9 @@ def colbench_success(
     return list(colbench_success)
 
 
-def colbench_leak_penalty(completions: Sequence[Any], colbench_leaks: Sequence[int], **_: Any) -> list[float | None]:
-    """Minus the number of leaked replies: a policy that talks the human into dictating the answer loses reward."""
-    return [-float(n) for n in colbench_leaks]
+def colbench_leak_penalty(
+    completions: Sequence[Any], colbench_leaks: Sequence[int | None], **_: Any
+) -> list[float | None]:
+    """Minus the number of leaked replies: a policy that talks the human into dictating the answer loses reward
+    (None for a lost episode, like every reward function)."""
+    return [None if n is None else -float(n) for n in colbench_leaks]

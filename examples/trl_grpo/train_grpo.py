@@ -8,7 +8,9 @@ on the human's tokens. The counterpart of examples/sweet_rl/ for an online, crit
         --turn_tokens 512 --simulator openai:Qwen/Qwen2.5-72B-Instruct --simulator_base_url http://human:8000/v1 \\
         --num_generations 8 --batch_size 8 --max_steps 500 --bf16
 
-Writes OUT/metrics.json (the trainer's log: loss, reward per step) and the trained model to OUT/model.
+Writes OUT/metrics.json (the trainer's log per step: loss, reward, and the ColBench diagnostics: reward and success
+without lost episodes, leak rate, turns, answer length, the policy's entropy per turn; docs/rl.md says why to watch
+them) and the trained model to OUT/model.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, HfArgumentParser
 from trl import GRPOConfig, GRPOTrainer
 
 from colbench import prompt_dataset
-from colbench.integrations.trl import ColbenchRollout, reward_functions
+from colbench.integrations.diagnostics import PREFIX
+from colbench.integrations.trl import ColbenchRollout, DiagnosticsCallback, reward_functions
 from colbench.llm.export import export_hf
 from colbench.tasks import load_shared
 
@@ -75,6 +78,7 @@ def main(config: Config) -> dict[str, list[float]]:
         reward_funcs=reward_functions("reward", "leak_penalty"),
         train_dataset=prompt_dataset(tasks, max_turns=config.max_turns),
         rollout_func=rollout,
+        callbacks=[DiagnosticsCallback(rollout)],
         args=GRPOConfig(
             output_dir=str(out / "checkpoints"),
             max_steps=config.max_steps,
@@ -94,6 +98,8 @@ def main(config: Config) -> dict[str, list[float]]:
     trainer.save_model(str(out / "model"))
     log = [e for e in trainer.state.log_history if "loss" in e]
     metrics = {"loss": [float(e["loss"]) for e in log], "reward": [float(e.get("reward", math.nan)) for e in log]}
+    for key in sorted({k for e in log for k in e if k.startswith(PREFIX)}):
+        metrics[key] = [float(e.get(key, math.nan)) for e in log]
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1), encoding="utf-8")
     print(f"{len(log)} steps: loss {metrics['loss']}, reward {metrics['reward']} -> {out}")
     return metrics

@@ -13,10 +13,11 @@ import pytest
 import colbench  # noqa: F401 (registers the ids)
 from colbench.domains.backend.scorer import BackendScorer
 from colbench.env.core import Transcript
-from colbench.env.tokens import TokenizedEpisode, tokenize_chat, tokenize_transcript
+from colbench.env.tokens import ChatTokens, TokenizedEpisode, tokenize_chat, tokenize_transcript
 from colbench.errors import ConfigError
 from colbench.humans.simulator import ScriptedSimulator
 from colbench.tasks import Task
+from colbench.types.sampled import SampledText
 
 LLAMA3 = (
     "{{ bos_token }}{% for message in messages %}"
@@ -90,9 +91,13 @@ def test_masked_tokens_are_exactly_the_agents_turns(
         assert reply not in masked_text(tokenizer, tokens)
         assert reply in tokenizer.decode(tokens.input_ids)
     assert "Python function" not in masked_text(tokenizer, tokens)
-    # Piecewise tokenization renders the same text the template does, and each turn closes with a trained stop.
+    # Piecewise tokenization renders the same text the template does, up to the last turn's end-of-turn token
+    # (what the template adds after it, ChatML's newline, was never generated), and each turn closes with a
+    # trained stop.
     rendered = tokenizer.apply_chat_template(list(transcript.messages), tokenize=False)
-    assert tokenizer.decode(tokens.input_ids) == rendered
+    decoded = tokenizer.decode(tokens.input_ids)
+    assert rendered.startswith(decoded) and not rendered[len(decoded) :].strip()
+    assert tokens.input_ids[-1] in tokenizer.all_special_ids and tokens.agent_mask[-1] == 1
     for turn in tokens.learner_turns:
         closing = tokens.input_ids[turn.text_end : turn.end]
         assert closing and closing[0] in tokenizer.all_special_ids and tokens.agent_mask[turn.text_end] == 1
@@ -143,3 +148,136 @@ def test_a_template_that_rewrites_history_is_refused(tokenizers: dict[str, Any],
         tokenize_chat(tokenizer, [])
     with pytest.raises(ConfigError, match="message 0"):
         tokenize_chat(tokenizer, [{"role": "user", "content": None}])  # type: ignore[typeddict-item]
+
+
+# -- token in, token out: the learner's turns as the policy sampled them ------------------------------------------
+DRIFT = "x = [1]*3"  # SmolLM2 tokenizes "]*" as one token; a policy may sample "]" then "*"
+
+
+def drifted_ids(tokenizer: Any, text: str) -> list[int]:
+    """``text``'s ids with every ``]*`` token split into ``]`` and ``*``: ids a policy can sample that decode to the
+    text but are not its canonical tokenization."""
+    joined = tokenizer.convert_tokens_to_ids("]*")
+    split = [tokenizer.convert_tokens_to_ids("]"), tokenizer.convert_tokens_to_ids("*")]
+    ids: list[int] = []
+    for token in tokenizer(text, add_special_tokens=False)["input_ids"]:
+        ids.extend(split if token == joined else [token])
+    return ids
+
+
+@pytest.fixture(scope="module")
+def sampled_transcript(
+    tokenizers: dict[str, Any], bundled_tasks: list[Task], scorer: BackendScorer
+) -> tuple[Transcript, list[SampledText]]:
+    """An episode played through gym.make's wrappers with sampled actions: a drifted turn, a turn cut at the token
+    limit, and an answer that ends with the end-of-turn token the policy emitted."""
+    tokenizer = tokenizers["chatml"]
+    eot = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    task = bundled_tasks[2]
+    answer = f"I WANT TO ANSWER:\n{task.ground_truth}"
+    actions = [
+        SampledText(DRIFT, [*drifted_ids(tokenizer, DRIFT), eot], [-0.5] * 8, entropy=2.0),
+        SampledText("Any ties", tokenizer("Any ties", add_special_tokens=False)["input_ids"], truncated=True),
+        SampledText(answer, [*tokenizer(answer, add_special_tokens=False)["input_ids"], eot]),
+    ]
+    env = gym.make("ColBench-Backend-v1", tasks=bundled_tasks, scorer=scorer, simulator=ScriptedSimulator(HUMAN))
+    env.reset(options={"task_id": task.task_id})
+    for action in actions:
+        env.step(action)
+    return env.transcript(), actions
+
+
+def test_sampled_ids_are_trained_as_sampled(
+    tokenizers: dict[str, Any], sampled_transcript: tuple[Transcript, list[SampledText]]
+) -> None:
+    tokenizer = tokenizers["chatml"]
+    transcript, actions = sampled_transcript
+    kept = [m["content"] for m in transcript.messages if m["role"] == "assistant"]
+    assert [k.token_ids for k in kept] == [a.token_ids for a in actions]  # the env's transcript keeps the ids
+    assert drifted_ids(tokenizer, DRIFT) != tokenizer(DRIFT, add_special_tokens=False)["input_ids"]
+    tokens = tokenize_transcript(tokenizer, transcript)
+    first = tokens.learner_turns[0]
+    # The drifted turn comes back exactly as sampled, its end-of-turn token included, all under mask 1.
+    assert tokens.input_ids[first.start : first.start + 8] == actions[0].token_ids
+    assert tokens.agent_mask[first.start : first.start + 8] == (1,) * 8
+    assert tokenizer.decode(tokens.input_ids[first.start : first.text_end]) == DRIFT
+    # The human's text and the template's newline after <|im_end|> are context, never trained.
+    assert tokens.agent_mask[first.start + 8] == 0
+
+
+def test_a_truncated_turn_gets_no_invented_end_of_turn(
+    tokenizers: dict[str, Any], sampled_transcript: tuple[Transcript, list[SampledText]]
+) -> None:
+    tokenizer = tokenizers["chatml"]
+    transcript, actions = sampled_transcript
+    tokens = tokenize_transcript(tokenizer, transcript)
+    cut = tokens.learner_turns[1]
+    n = len(actions[1].token_ids)
+    assert cut.truncated and not tokens.learner_turns[0].truncated
+    assert tokens.input_ids[cut.start : cut.start + n] == actions[1].token_ids
+    assert cut.text_end == cut.start + n and tokens.agent_mask[cut.start : cut.text_end] == (1,) * n
+    closing = tokens.input_ids[cut.text_end : cut.end]  # the template closes the turn, outside the loss
+    assert closing[0] == tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert set(tokens.agent_mask[cut.text_end : cut.end]) == {0}
+    assert sum(tokens.agent_mask) == sum(len(a.token_ids) for a in actions)
+
+
+def test_an_episode_ends_at_the_last_end_of_turn_token(
+    tokenizers: dict[str, Any], sampled_transcript: tuple[Transcript, list[SampledText]], transcript: Transcript
+) -> None:
+    tokenizer = tokenizers["chatml"]
+    sampled = tokenize_transcript(tokenizer, sampled_transcript[0])
+    plain = tokenize_transcript(tokenizer, transcript)  # re-tokenized text: the same end rule
+    for tokens in (sampled, plain):
+        assert tokens.input_ids[-1] == tokenizer.convert_tokens_to_ids("<|im_end|>") and tokens.agent_mask[-1] == 1
+        assert tokens.learner_turns[-1].end == len(tokens)
+    # A last turn cut at the token limit ends the episode at its last sampled token.
+    cut = SampledText("def f(", tokenizer("def f(", add_special_tokens=False)["input_ids"], truncated=True)
+    tokens = tokenize_chat(tokenizer, [{"role": "user", "content": "Write f."}, {"role": "assistant", "content": cut}])
+    assert tokens.input_ids[-len(cut.token_ids) :] == cut.token_ids and tokens.agent_mask[-1] == 1
+
+
+def test_the_builder_generates_from_the_ids_it_trains_on(
+    tokenizers: dict[str, Any], sampled_transcript: tuple[Transcript, list[SampledText]]
+) -> None:
+    tokenizer = tokenizers["chatml"]
+    transcript = sampled_transcript[0]
+    chat = ChatTokens(tokenizer)
+    contexts = []
+    for message in transcript.messages:
+        if message["role"] == "assistant":
+            contexts.append(chat.generation_ids())
+        chat.add(message)
+    tokens = tokenize_transcript(tokenizer, transcript)
+    built = chat.episode()
+    assert (built.input_ids, built.agent_mask) == (tokens.input_ids, tokens.agent_mask)
+    for context, turn in zip(contexts, tokens.learner_turns, strict=True):
+        assert context == tokens.input_ids[: turn.start]  # each turn was generated from exactly its prefix
+    # A re-render of the chat text drifts: the first turn's "]" "*" come back as "]*".
+    rendered = tokenizer.apply_chat_template(list(transcript.messages[:3]), tokenize=False, add_generation_prompt=True)
+    retokenized = tuple(tokenizer(rendered, add_special_tokens=False)["input_ids"])
+    assert tokenizer.decode(retokenized) == tokenizer.decode(contexts[1]) and retokenized != contexts[1]
+
+
+def test_sampled_text_survives_pickling_and_run_records() -> None:
+    import pickle
+
+    from colbench.runs import EpisodeRecord
+    from colbench.types.sampled import turn_record, turn_text
+
+    sampled = SampledText("ok", [3, 2], [-0.1, -0.2], truncated=False, entropy=0.5)
+    back = pickle.loads(pickle.dumps(sampled))
+    assert isinstance(back, SampledText) and back.as_record() == sampled.as_record() and back == "ok"
+    dialogue = {"role": "agent", "text": "ok", **turn_record(back)}
+    record = EpisodeRecord.model_validate(
+        {"task_id": "t", "trial": 0, "status": "ok", "reward": 1.0, "success": True, "dialogue": [dialogue]}
+    )
+    read = EpisodeRecord.model_validate_json(record.line())
+    assert read.dialogue is not None
+    again = turn_text(read.dialogue[0])
+    assert isinstance(again, SampledText) and again.token_ids == (3, 2) and again.logprobs == (-0.1, -0.2)
+    assert turn_text({"text": "plain"}) == "plain" and turn_record("plain") == {}
+    with pytest.raises(ConfigError, match="logprobs"):
+        SampledText("x", [1, 2], [0.0])
+    with pytest.raises(ConfigError, match="malformed"):
+        turn_text({"text": "x", "sampled": {"ids": [1]}})
