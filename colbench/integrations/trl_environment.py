@@ -95,7 +95,7 @@ class ColbenchToolEnv:
                 "a dataset row has no task_id column: build the dataset with colbench.prompt_dataset(tasks, "
                 "max_turns=...) of the env's tasks"
             )
-        observation, info = self._env.reset(options={"task_id": task_id})
+        observation, _ = self._env.reset(options={"task_id": task_id})
         text = prompt[-1]["content"] if isinstance(prompt, list) and prompt else prompt
         if isinstance(text, str) and text != observation:
             raise ConfigError(
