@@ -95,6 +95,7 @@ def main(config: Config) -> dict[str, list[float]]:
             use_cpu=config.cpu,
             bf16=config.bf16,
             seed=config.seed,
+            gradient_checkpointing=not config.cpu,  # on CPU it makes generation recompute the context per token
         ),
     )
     trainer.train()
