@@ -342,7 +342,7 @@ def test_lost_episodes_get_none_from_every_reward_function(grpo_run: dict[str, A
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_the_tools_example_runs_two_steps(exported_model: Path, tmp_path: Path) -> None:
+def test_the_tools_example_runs_a_step(exported_model: Path, tmp_path: Path) -> None:
     import json
     import os
     import subprocess
@@ -351,7 +351,7 @@ def test_the_tools_example_runs_two_steps(exported_model: Path, tmp_path: Path) 
     from paths import REPO
 
     script = REPO / "examples" / "trl_grpo" / "train_grpo_tools.py"
-    args = ["--model", str(exported_model), "--max_steps", "2", "--cpu", "--sandbox", "bwrap", "--limit", "1"]
+    args = ["--model", str(exported_model), "--max_steps", "1", "--cpu", "--sandbox", "bwrap", "--limit", "1"]
     done = subprocess.run(
         [sys.executable, str(script), *args, "--max_completion_length", "16", "--out", str(tmp_path / "run")],
         capture_output=True,
@@ -361,5 +361,5 @@ def test_the_tools_example_runs_two_steps(exported_model: Path, tmp_path: Path) 
     )
     assert done.returncode == 0, done.stderr[-3000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert len(metrics["loss"]) == 2 and all(math.isfinite(x) for x in metrics["loss"])
-    assert len(metrics["tool_calls"]) == 2 and (tmp_path / "run" / "model" / "config.json").is_file()
+    assert len(metrics["loss"]) == 1 and all(math.isfinite(x) for x in metrics["loss"])
+    assert len(metrics["tool_calls"]) == 1 and (tmp_path / "run" / "model" / "config.json").is_file()
