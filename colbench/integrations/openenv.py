@@ -4,8 +4,9 @@ OpenEnv (openenv-core 0.3.0) keeps an episode per WebSocket connection: a client
 makes that session its own env, and ``reset`` / ``step`` / ``state`` messages drive it; sessions never see each
 other and have no id a client could guess or send. ``/health``, ``/schema`` and ``/metadata`` are plain HTTP. The
 server runs in OpenEnv's production mode: no stateless HTTP ``/reset`` / ``/step`` / ``/state`` (each request made
-a fresh env, so ``/step`` could never follow a reset) and no ``/mcp`` (colbench envs have no MCP tools; its HTTP
-sessions would hold env slots no connection owns). TRL, verifiers, SkyRL and others consume servers of this kind;
+a fresh env, so ``/step`` could never follow a reset) and no MCP (colbench envs have no MCP tools; its HTTP
+sessions would hold env slots no connection owns): ``POST /mcp`` answers a JSON-RPC error, which is what OpenEnv's
+runtime check (``openenv validate --url``) looks for. TRL, verifiers, SkyRL and others consume servers of this kind;
 ``ColbenchClient`` is the typed client.
 
 What this module adds to OpenEnv's server, which has none of it:
@@ -76,6 +77,12 @@ PUBLIC_INFO = (
     "leaks",
     "usage",
 )
+#: The answer to any ``/mcp`` request: a JSON-RPC error (method not found), as OpenEnv's runtime contract expects.
+NO_MCP = {
+    "jsonrpc": "2.0",
+    "id": None,
+    "error": {"code": -32601, "message": "colbench envs have no MCP tools: play an episode over the /ws WebSocket"},
+}
 HIDDEN_INFO = ("hidden_information", "ground_truth", "score", "answer", "answer_html")
 
 
@@ -263,6 +270,10 @@ class Guard:
             if not length.isdigit() or int(length) > self.max_body_bytes:
                 await _json(send, 413, f"request body over {self.max_body_bytes} bytes")
                 return
+        if scope.get("path") == "/mcp":
+            # OpenEnv's runtime check (`openenv validate --url`) wants JSON-RPC here; the route itself is removed.
+            await _json(send, 200, NO_MCP)
+            return
         await self.app(scope, receive, send)
 
     def _authorised(self, scope: Mapping[str, Any]) -> bool:
@@ -349,8 +360,8 @@ def _ws_error(message: str, code: str) -> str:
     return json.dumps({"type": "error", "data": {"message": message, "code": code}})
 
 
-async def _json(send: Any, status: int, detail: str) -> None:
-    body = json.dumps({"detail": detail}).encode()
+async def _json(send: Any, status: int, detail: str | Mapping[str, Any]) -> None:
+    body = json.dumps({"detail": detail} if isinstance(detail, str) else detail).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -24,6 +24,7 @@ import contextlib
 
 import httpx
 from openai_stub import StubOpenAIServer
+from openenv.cli._validation import validate_running_environment
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 
@@ -141,9 +142,11 @@ def test_bad_and_huge_requests_get_4xx_and_disturb_no_session(server: Server, bu
     big = httpx.post(f"{server.url}/step", content=b"x" * 200_000, headers={**auth, "content-type": "application/json"})
     assert big.status_code == 413
     # No stateless HTTP episodes (each request made a fresh env, so /step always failed) and no MCP: /ws is the way.
-    for method, path in (("POST", "/reset"), ("POST", "/step"), ("GET", "/state"), ("POST", "/mcp")):
+    for method, path in (("POST", "/reset"), ("POST", "/step"), ("GET", "/state")):
         res = httpx.request(method, f"{server.url}{path}", json={"action": {"message": ASK}}, headers=auth)
         assert res.status_code in (404, 405), (path, res.status_code)
+    mcp = httpx.post(f"{server.url}/mcp", json={"method": "openenv/session/create", "id": 1}, headers=auth).json()
+    assert mcp["error"]["code"] == -32601 and "/ws" in mcp["error"]["message"]  # no sessions outside /ws
     paths = httpx.get(f"{server.url}/openapi.json", headers=auth).json()["paths"]
     assert {"/health", "/schema", "/metadata"} <= set(paths) and not {"/reset", "/step", "/state", "/mcp"} & set(paths)
 
@@ -285,6 +288,17 @@ def test_bad_arguments_stop_the_server_before_it_listens() -> None:
         errors = [line for line in done.stderr.splitlines() if "Warning" not in line and "logger." not in line]
         assert done.returncode == 2 and len(errors) == 1 and wanted in errors[0], (args, done.stderr)
         assert "Traceback" not in done.stderr
+
+
+def test_openenv_runtime_validation_passes() -> None:
+    """OpenEnv's own check of a running server (``openenv validate --url``): production mode, all criteria met."""
+    server = Server(token=False)
+    try:
+        report = validate_running_environment(server.url)
+    finally:
+        server.stop()
+    failed = [c["id"] for c in report["criteria"] if not c["passed"]]
+    assert report["passed"] and report["mode"] == "production" and not failed, failed
 
 
 def test_serving_beyond_loopback_needs_a_token() -> None:
