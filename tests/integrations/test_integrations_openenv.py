@@ -1,6 +1,7 @@
 """OpenEnv: ``colbench serve`` in its own process, driven by the real OpenEnv client package, and attacked (no or a
-wrong token, bad JSON, huge bodies and messages, guessing sessions, too many sessions, concurrent resets, idle
-expiry). Every attack gets a clear error and leaves the other sessions as they were."""
+wrong token, bad JSON, JSON that is not an object, binary frames, huge bodies and messages, guessing sessions, too
+many sessions, concurrent resets, idle expiry, a failing human endpoint). Every attack gets a clear error and leaves
+the other sessions as they were; bad arguments stop the server before it listens."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +23,8 @@ pytest.importorskip("openenv.core")
 import contextlib
 
 import httpx
+from openai_stub import StubOpenAIServer
+from openenv.cli._validation import validate_running_environment
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 
@@ -46,19 +50,23 @@ class Server:
         command += ["--env-options", json.dumps({"sandbox": "bwrap"}), *args]
         if token:
             command += ["--token-env", "COLBENCH_TEST_TOKEN"]
-        self.process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+        # A file, not a pipe (a full pipe would stall the server); open until the test is done reading it.
+        self.stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
+        self.process = subprocess.Popen(command, env=env, stderr=self.stderr, text=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise AssertionError(
-                    f"colbench serve exited: {self.process.stderr.read() if self.process.stderr else ''}"
-                )
+                raise AssertionError(f"colbench serve exited: {self.log()}")
             try:
                 if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
                     return
             except httpx.HTTPError:
                 time.sleep(0.3)
         raise AssertionError("colbench serve did not come up in 120 s")
+
+    def log(self) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read()
 
     def stop(self) -> None:
         self.process.terminate()  # uvicorn waits for open connections; a test that failed may have left one
@@ -133,10 +141,14 @@ def test_bad_and_huge_requests_get_4xx_and_disturb_no_session(server: Server, bu
     auth = {"Authorization": f"Bearer {TOKEN}"}
     big = httpx.post(f"{server.url}/step", content=b"x" * 200_000, headers={**auth, "content-type": "application/json"})
     assert big.status_code == 413
-    bad = httpx.post(f"{server.url}/step", content=b"{not json", headers={**auth, "content-type": "application/json"})
-    assert 400 <= bad.status_code < 500
-    wrong = httpx.post(f"{server.url}/step", json={"action": {"text": "no such field"}}, headers=auth)
-    assert wrong.status_code == 422
+    # No stateless HTTP episodes (each request made a fresh env, so /step always failed) and no MCP: /ws is the way.
+    for method, path in (("POST", "/reset"), ("POST", "/step"), ("GET", "/state")):
+        res = httpx.request(method, f"{server.url}{path}", json={"action": {"message": ASK}}, headers=auth)
+        assert res.status_code in (404, 405), (path, res.status_code)
+    mcp = httpx.post(f"{server.url}/mcp", json={"method": "openenv/session/create", "id": 1}, headers=auth).json()
+    assert mcp["error"]["code"] == -32601 and "/ws" in mcp["error"]["message"]  # no sessions outside /ws
+    paths = httpx.get(f"{server.url}/openapi.json", headers=auth).json()["paths"]
+    assert {"/health", "/schema", "/metadata"} <= set(paths) and not {"/reset", "/step", "/state", "/mcp"} & set(paths)
 
     async def attack() -> list[dict[str, Any]]:
         url = server.url.replace("http", "ws") + "/ws"
@@ -151,6 +163,12 @@ def test_bad_and_huge_requests_get_4xx_and_disturb_no_session(server: Server, bu
                 # guessing a session: a new connection is a new session, with no episode of anyone else's
                 await ws.send(json.dumps({"type": "step", "data": {"message": ASK}}))
                 replies.append(json.loads(await ws.recv()))
+                # JSON that is not an object, and binary frames: answered, and the session goes on
+                for frame in ("null", "[1, 2]", "42", '"reset"', b"\x00\x01binary"):
+                    await ws.send(frame)
+                    replies.append(json.loads(await ws.recv()))
+                await ws.send(json.dumps({"type": "reset", "data": {"task_id": bundled_tasks[2].task_id}}))
+                replies.append(json.loads(await ws.recv()))
                 await ws.send(json.dumps({"type": "step", "data": {"message": "y" * 100_000}}))  # over the limit
                 with pytest.raises(ConnectionClosed):  # the server closes this connection only
                     await ws.recv()
@@ -161,26 +179,37 @@ def test_bad_and_huge_requests_get_4xx_and_disturb_no_session(server: Server, bu
             return replies
 
     replies = asyncio.run(attack())
-    codes = [r.get("data", {}).get("code") for r in replies[:4]]
-    assert codes == ["INVALID_JSON", "UNKNOWN_TYPE", "VALIDATION_ERROR", "EXECUTION_ERROR"]
+    codes = [r.get("data", {}).get("code") for r in replies[:9]]
+    assert codes == ["INVALID_JSON", "UNKNOWN_TYPE", "VALIDATION_ERROR", "EXECUTION_ERROR"] + ["INVALID_JSON"] * 5
     assert "reset" in replies[3]["data"]["message"]
-    assert replies[4] == {"victim_turn": 1, "victim_task": bundled_tasks[1].task_id}
-    assert replies[5] == {"victim_turn_after": 2}
+    assert "JSON object" in replies[4]["data"]["message"] and "binary" in replies[8]["data"]["message"]
+    assert replies[9]["type"] == "observation"
+    assert replies[9]["data"]["observation"]["info"]["task_id"] == bundled_tasks[2].task_id
+    assert replies[10] == {"victim_turn": 1, "victim_task": bundled_tasks[1].task_id}
+    assert replies[11] == {"victim_turn_after": 2}
+    assert "Traceback" not in server.log()
 
 
 def test_too_many_sessions_and_idle_expiry() -> None:
     server = Server("--max-sessions", "3", "--session-timeout", "4")  # its own: no other test's sessions count
 
-    async def scenario() -> tuple[str, bool]:
+    async def scenario() -> tuple[str, str, int | None, bool]:
         sessions = [client(server) for _ in range(3)]
         for s in sessions:
             await s.connect()
             await s.reset()
-        # One more: the server accepts, sends its refusal at once and closes (read it raw: a client that sends
-        # first may find the connection already closed).
+        # One more, read raw: the refusal comes at once, then (after the client's first message) a 1013 close.
         url = server.url.replace("http", "ws") + "/ws"
         async with ws_connect(url, additional_headers={"Authorization": f"Bearer {TOKEN}"}) as ws:
             refused = json.loads(await ws.recv())["data"]["code"]
+            await ws.send(json.dumps({"type": "reset", "data": {}}))
+            await ws.recv()
+            with pytest.raises(ConnectionClosed) as closed:
+                await ws.recv()
+            close_code = closed.value.rcvd.code if closed.value.rcvd else None
+        # OpenEnv's own client sends its reset first: it reads the refusal too, not a bare close.
+        with pytest.raises(RuntimeError) as sent_first:
+            await client(server).reset()
         await asyncio.sleep(10)  # every session idles past the 4 s timeout: the server ends them
         fresh = client(server)
         await fresh.reset()  # room again
@@ -193,13 +222,83 @@ def test_too_many_sessions_and_idle_expiry() -> None:
         for s in sessions:
             with contextlib.suppress(Exception):
                 await s.close()
-        return refused, gone
+        return refused, str(sent_first.value), close_code, gone
 
     try:
-        refused, gone = asyncio.run(scenario())
+        refused, sent_first, close_code, gone = asyncio.run(scenario())
     finally:
         server.stop()
-    assert "CAPACITY_REACHED" in refused and gone
+    assert refused == "CAPACITY_REACHED" and "CAPACITY_REACHED" in sent_first and close_code == 1013 and gone
+    log = server.log()
+    assert log.count("refused a session") == 2 and "Traceback" not in log  # one line per refusal
+
+
+def test_a_failing_human_is_an_error_never_a_reward(bundled_tasks: list[Task]) -> None:
+    """The simulated human's endpoint fails on the first turn, then on a later one: each step answers an error that
+    says so (no reward, no done), the episode stays as it was, and the same session plays on once it answers."""
+    task = bundled_tasks[3]
+    with StubOpenAIServer(lambda _: "Empty input gives an empty list.") as human:
+        human.enqueue(("status", 503))  # the first turn fails; the next request is answered
+        server = Server(
+            "--simulator", "openai:stub-human", "--simulator-base-url", human.base_url, "--simulator-max-retries", "0"
+        )
+
+        async def scenario() -> list[Any]:
+            seen: list[Any] = []
+            async with client(server) as env:
+                await env.reset(task_id=task.task_id)
+                for _ in range(2):
+                    try:
+                        seen.append(await env.step(ColbenchAction(message=ASK)))
+                    except RuntimeError as exc:  # OpenEnv's client raises the server's error
+                        seen.append(str(exc))
+                    seen.append((await env.state()).turn)
+                human.enqueue(("status", 503))  # a later turn fails
+                for _ in range(2):
+                    try:
+                        seen.append(await env.step(ColbenchAction(message=ASK)))
+                    except RuntimeError as exc:
+                        seen.append(str(exc))
+                    seen.append((await env.state()).turn)
+            return seen
+
+        try:
+            first_failed, turn_a, first_ok, turn_b, later_failed, turn_c, later_ok, turn_d = asyncio.run(scenario())
+        finally:
+            server.stop()
+    for failed in (first_failed, later_failed):
+        assert isinstance(failed, str) and "EXECUTION_ERROR" in failed and "infrastructure error" in failed
+    assert (turn_a, turn_b, turn_c, turn_d) == (0, 1, 1, 2)  # a failed step leaves the episode as it was
+    assert first_ok.observation.text == later_ok.observation.text == "Empty input gives an empty list."
+    assert not first_ok.done and first_ok.reward == 0.0 and later_ok.observation.info["turn"] == 2
+    assert "Traceback" not in server.log()
+
+
+def test_bad_arguments_stop_the_server_before_it_listens() -> None:
+    for args, wanted in (
+        (["--tasks", "/nonexistent"], "/nonexistent"),
+        (["--env", "NoSuchEnv-v1"], "NoSuchEnv-v1"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "colbench", "serve", "--port", str(free_port()), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        errors = [line for line in done.stderr.splitlines() if "Warning" not in line and "logger." not in line]
+        assert done.returncode == 2 and len(errors) == 1 and wanted in errors[0], (args, done.stderr)
+        assert "Traceback" not in done.stderr
+
+
+def test_openenv_runtime_validation_passes() -> None:
+    """OpenEnv's own check of a running server (``openenv validate --url``): production mode, all criteria met."""
+    server = Server(token=False)
+    try:
+        report = validate_running_environment(server.url)
+    finally:
+        server.stop()
+    failed = [c["id"] for c in report["criteria"] if not c["passed"]]
+    assert report["passed"] and report["mode"] == "production" and not failed, failed
 
 
 def test_serving_beyond_loopback_needs_a_token() -> None:
