@@ -200,13 +200,19 @@ class LLMClient:
 
     async def _asend(self, client: openai.AsyncOpenAI, request: ChatRequest) -> ChatReply:
         spent = Usage()
-
         post = self._post
         assert post is not None and post.client is client
+        failed: list[Exception] = []
 
         async def send() -> ChatReply:
+            if failed:  # the retrier's first attempt: what the try without it raised
+                raise failed.pop()
             return self._accept(await post.send(request.body), spent)
 
+        try:  # most requests succeed at once: no retrier is built for them (tenacity's CPU, paid per request)
+            return await send()
+        except Exception as exc:  # the retrier decides, as if it had made this attempt
+            failed.append(exc)
         try:
             reply: ChatReply = await self._retrying(tenacity.AsyncRetrying)(send)
         except tenacity.RetryError as exc:
