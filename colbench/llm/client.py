@@ -267,14 +267,15 @@ class LLMClient:
         with self._lock:
             if self._async is None or self._async[0] is not loop:
                 limits = self._limits() or openai.DEFAULT_CONNECTION_LIMITS
+                transport = Http11Transport(limits)
                 http_client = openai.DefaultAsyncHttpxClient(
-                    transport=Http11Transport(limits), limits=limits, timeout=self.endpoint.timeout_s
+                    transport=transport, limits=limits, timeout=self.endpoint.timeout_s
                 )
                 client = openai.AsyncOpenAI(**self._client_kwargs(), http_client=http_client)
                 _know_platform(client)
                 gate = Gate(self.limits) if self.limits is not None else None
                 self._async = (loop, client, gate)
-                self._post = _ChatPost(client, http_client)
+                self._post = _ChatPost(client, http_client, transport)
             return self._async[1], self._async[2]
 
     def _client_kwargs(self) -> dict[str, Any]:
@@ -346,44 +347,48 @@ _BEARER: Any = {"security": {"bearer_auth": True}}  # the request options chat.c
 
 class _ChatPost:
     """``client.post(_CHAT_PATH, ...)`` without the openai client's per-request pipeline (option models copied twice,
-    headers merged and validated, the URL parsed again): about 0.25 ms of CPU a request, which N requests sent at
-    once (a vector env's step) pay one after the other before the last one leaves (docs/rl.md, "Throughput"). The
-    URL and headers are the ones the openai client builds, taken once from a request it builds; the request goes
-    through its HTTP client (its transport, proxies and timeouts), and errors become the openai client's own
-    (status errors by its mapping, timeouts and dropped connections as ``APITimeoutError`` /
-    ``APIConnectionError``), so retries and messages are unchanged. Auth other than a fixed API key (refreshing
-    tokens) takes the openai client's own path."""
+    headers merged and validated, the URL parsed again) nor httpx's request and response objects: about 0.5 ms of
+    CPU a request, which N requests sent at once (a vector env's step) pay one after the other before the last one
+    leaves (docs/rl.md, "Throughput"). The URL and headers are the ones the openai client builds, taken once from a
+    request it builds; the bytes go to the connection pool of its HTTP client (:class:`Http11Transport`, through
+    ``exchange``), and errors become the openai client's own (status errors by its mapping, timeouts and dropped
+    connections as ``APITimeoutError`` / ``APIConnectionError``), so retries and messages are unchanged. Auth other
+    than a fixed API key (refreshing tokens), and a proxy from the environment, take the openai client's path."""
 
-    def __init__(self, client: openai.AsyncOpenAI, http: httpx2.AsyncClient) -> None:
+    def __init__(self, client: openai.AsyncOpenAI, http: httpx2.AsyncClient, transport: Http11Transport) -> None:
         self.client = client
-        self._http = http
-        self._direct: tuple[httpx2.URL, list[tuple[bytes, bytes]]] | None = None
-        if type(client) is openai.AsyncOpenAI and isinstance(client.api_key, str) and client.custom_auth is None:
-            try:
-                template = client._build_request(
-                    FinalRequestOptions.construct(method="post", url=_CHAT_PATH, **_BEARER)
-                )
-            except Exception:  # a private detail of the openai client: without it, its own path
-                log.debug("could not build the openai client's request template", exc_info=True)
-            else:
-                headers = [(k, v) for k, v in template.headers.raw if k.lower() != b"content-length"]
-                self._direct = (template.url, headers)
+        self._transport = transport
+        self._direct: tuple[httpx2.URL, list[tuple[bytes, bytes]], dict[str, Any]] | None = None
+        if type(client) is not openai.AsyncOpenAI or not isinstance(client.api_key, str) or client.custom_auth:
+            return
+        try:
+            template = client._build_request(FinalRequestOptions.construct(method="post", url=_CHAT_PATH, **_BEARER))
+            routed = http._transport_for_url(template.url)
+        except Exception:  # private details of the openai and httpx clients: without them, the openai path
+            log.debug("could not build the openai client's request template", exc_info=True)
+            return
+        if routed is transport:  # not a proxy's
+            headers = [(k, v) for k, v in template.headers.raw if k.lower() != b"content-length"]
+            self._direct = (template.url, headers, http.timeout.as_dict())
 
     async def send(self, body: Mapping[str, Any]) -> object:
         """The decoded JSON reply to ``body`` (a body that is not JSON raises ``json.JSONDecodeError``)."""
         if self._direct is None:
             return await self.client.post(_CHAT_PATH, body=body, cast_to=object, options=_BEARER)
-        url, headers = self._direct
-        request = httpx2.Request("POST", url, headers=headers, content=json.dumps(body).encode())
+        url, headers, timeouts = self._direct
+        content = json.dumps(body).encode()
+        head = [*headers, (b"Content-Length", str(len(content)).encode())]
         try:
-            response = await self._http.send(request)
+            reply = await self._transport.exchange(url, (b"POST", url.raw_path, head, content), timeouts)
         except httpx2.TimeoutException as exc:
-            raise openai.APITimeoutError(request=request) from exc
+            raise openai.APITimeoutError(request=httpx2.Request("POST", url, headers=head)) from exc
         except httpx2.HTTPError as exc:
-            raise openai.APIConnectionError(request=request) from exc
-        if response.status_code >= 400:
+            raise openai.APIConnectionError(request=httpx2.Request("POST", url, headers=head)) from exc
+        if reply.status_code >= 400:
+            response = reply.response()
+            response.request = httpx2.Request("POST", url, headers=head, content=content)
             raise self.client._make_status_error_from_response(response)
-        return response.json()
+        return reply.response().json() if reply.encoded else json.loads(reply.body)
 
 
 def _count(value: object) -> int:
