@@ -97,7 +97,7 @@ class LoopThread:
 
 class ColbenchVectorEnv(VectorEnv[tuple[str, ...], tuple[str, ...], np.ndarray]):
     """``num_envs`` sub-envs of ``env_class``, made with the same keyword arguments (tasks, simulator or agent
-    specs are resolved once and shared: see ``TextEnv.shared_parts``). Observations and actions are tuples of
+    specs are resolved once and shared: see ``TextEnv.shared_kwargs``). Observations and actions are tuples of
     strings; rewards, terminations and truncations numpy arrays; infos Gymnasium's dict of arrays with ``_key``
     masks. ``reset(options=...)`` takes one options dict for every sub-env (``{"task_id": ID}`` starts all N on
     one task, as group-relative methods want) or a list of N dicts."""
