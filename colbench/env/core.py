@@ -224,7 +224,7 @@ class ColbenchEnv(TextEnv):
             if options:
                 fail(where, "simulator_options", options, "None with a Simulator object (options are for a spec)")
         if scorer is not None:
-            check_has(where, "scorer", scorer, ("score", "score_many", "close"), f"None or a {self.domain_name} Scorer")
+            check_has(where, "scorer", scorer, ("score",), f"None or a {self.domain_name} Scorer")
         super().__init__(tasks, render_mode)
         # every argument is checked: only now may a model (the embedded one starts its server here) be touched
         self.simulator = make_simulator(self.domain, simulator, **options) if isinstance(simulator, str) else simulator

@@ -86,7 +86,7 @@ class HumanEnv(TextEnv):
             if options:
                 fail(where, "agent_options", options, "None with an Agent object (options are for a spec)")
         if scorer is not None:
-            check_has(where, "scorer", scorer, ("score", "score_many", "close"), "None or a Scorer")
+            check_has(where, "scorer", scorer, ("score",), "None or a Scorer")
         self._agent_spec = agent
         self._agent_options = options
         self._agent: Agent | None = None if isinstance(agent, str) else agent

@@ -9,7 +9,7 @@ from typing import Any
 from colbench.domains.backend import DOMAIN as BACKEND
 from colbench.domains.backend.judging import CURRENT_RULES, RULES
 from colbench.domains.backend.scorer import BackendScore, BackendScorer
-from colbench.env.arg_checks import check_bool, check_choice, check_has, fail
+from colbench.env.arg_checks import check_bool, check_choice, check_has
 from colbench.env.core import ColbenchEnv, Episode
 from colbench.env.vector import ColbenchVectorEnv
 from colbench.humans.simulator import Simulator
@@ -64,8 +64,6 @@ class BackendEnv(ColbenchEnv):
                 ("run_program", "run_tests", "close"),
                 f"one of {', '.join(KINDS)} or a Sandbox object",
             )
-        if scorer is not None and not isinstance(scorer, BackendScorer):
-            fail(where, "scorer", scorer, "None or a BackendScorer")
         self._sandbox = sandbox
         self.rules = check_choice(where, "rules", rules, RULES)
         self.plus_tests = check_bool(where, "plus_tests", plus_tests)
