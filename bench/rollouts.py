@@ -16,7 +16,9 @@ cold reference cache, the next rounds warm. Modes, all measured in this run:
 Humans: ``scripted`` (instant canned replies: the CPU cost of the env and of scoring) and ``stub`` (an
 OpenAI-compatible server in its own process answering after exactly ``--latency`` seconds, through the real openai
 client). With the stub, the question step of a round cannot take less than one latency (every reply in flight at
-once: N / latency replies per second, the ideal); ``replies vs ideal`` is latency / the step's time. ``vs baseline``
+once: N / latency replies per second, the ideal); ``replies vs ideal`` is latency / the step's time, and ``CPU
+ms/reply`` this process's CPU in that step per episode (what delays the step past one latency; the stub server's own
+CPU is printed at the end, to show it is not what is measured). ``vs baseline``
 compares each mode with sync-private at the same N and human, in this run. Figures depend on the machine and its load; ratios from one run compare.
 Nothing is asserted.
 """
