@@ -376,7 +376,7 @@ class _ChatPost:
         if self._direct is None:
             return await self.client.post(_CHAT_PATH, body=body, cast_to=object, options=_BEARER)
         url, headers, timeouts = self._direct
-        content = json.dumps(body).encode()
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()  # as openai's
         head = [*headers, (b"Content-Length", str(len(content)).encode())]
         try:
             reply = await self._transport.exchange(url, (b"POST", url.raw_path, head, content), timeouts)
