@@ -9,6 +9,9 @@ split is touched, and raises a :class:`~colbench.errors.ConfigError` of the form
 
 from __future__ import annotations
 
+import os
+import types
+import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -16,6 +19,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from colbench.errors import ConfigError
+from colbench.llm.client import Endpoint
 from colbench.types.task import Task
 
 RESET_OPTIONS = frozenset({"task_id"})
@@ -121,3 +125,37 @@ def check_reset_options(where: str, options: Any, known: frozenset[str] = RESET_
     if "task_id" in options and (isinstance(task_id, bool) or not isinstance(task_id, str | int | np.integer)):
         fail(where, "reset(options['task_id'])", task_id, "a task id (a string)")
     return dict(options)
+
+
+_POSITIVE = frozenset({"timeout_s", "max_tokens", "max_connections"})
+"""Endpoint fields that must be above 0 (the other numbers may be 0)."""
+
+
+def check_endpoint_options(where: str, name: str, options: Mapping[str, Any]) -> None:
+    """The endpoint fields among ``options`` (``base_url``, ``temperature``, ``max_tokens``, ...) have the types
+    :class:`~colbench.llm.client.Endpoint` declares, numbers not below 0 (a server started for the embedded model
+    would be started before the endpoint itself could object); ``cache_dir`` is a path. Other keys are the
+    simulator's or agent's own, checked where they are read."""
+    hints = typing.get_type_hints(Endpoint)
+    for key, value in options.items():
+        if key == "cache_dir" and not isinstance(value, str | os.PathLike):
+            fail(where, f"{name}['cache_dir']", value, "a directory path")
+        if key not in hints or key == "model":
+            continue
+        hint = hints[key]
+        kinds = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        if value is None and type(None) in kinds:
+            continue
+        if not any(_is(value, kind) for kind in kinds if kind is not type(None)):
+            named = [getattr(k, "__name__", str(k)) for k in kinds if k is not type(None)]
+            fail(where, f"{name}[{key!r}]", value, " or ".join(named + (["None"] if type(None) in kinds else [])))
+        if isinstance(value, int | float) and (value < 0 or (key in _POSITIVE and value <= 0)):
+            fail(where, f"{name}[{key!r}]", value, "a number above 0" if key in _POSITIVE else "a number >= 0")
+
+
+def _is(value: Any, kind: Any) -> bool:
+    if kind is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, typing.get_origin(kind) or kind)

@@ -20,6 +20,7 @@ import numpy as np
 from colbench.env.arg_checks import (
     check_bool,
     check_choice,
+    check_endpoint_options,
     check_has,
     check_int,
     check_options,
@@ -219,6 +220,7 @@ class ColbenchEnv(TextEnv):
             fail(where, "leak_policy", leak_policy, "'off', 'flag', 'redact', 'resample:N' or a LeakPolicy")
         self.leak_policy = LeakPolicy.parse(leak_policy)
         options = check_options(where, "simulator_options", simulator_options)
+        check_endpoint_options(where, "simulator_options", options)
         if not isinstance(simulator, str):
             check_has(where, "simulator", simulator, ("reply", "areply", "aclose"), "a simulator spec or a Simulator")
             if options:

@@ -27,7 +27,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench.agents.agent import Agent, AgentReply, EpisodeContext, make_agent
-from colbench.env.arg_checks import check_has, check_int, check_number, check_options, check_tasks, fail
+from colbench.env.arg_checks import (
+    check_endpoint_options,
+    check_has,
+    check_int,
+    check_number,
+    check_options,
+    check_tasks,
+    fail,
+)
 from colbench.env.core import Episode, TextEnv, choose_task
 from colbench.env.domain import Domain, Score, Scorer, get_domain
 from colbench.env.vector import ColbenchVectorEnv
@@ -79,6 +87,7 @@ class HumanEnv(TextEnv):
         self.max_turns = check_int(where, "max_turns", max_turns, minimum=1)
         self.leak_penalty = check_number(where, "leak_penalty", leak_penalty, minimum=0.0)
         options = check_options(where, "agent_options", agent_options)
+        check_endpoint_options(where, "agent_options", options)
         if isinstance(agent, str):
             parse_spec(agent, "agent")  # a malformed spec fails here; the agent itself is made on first use
         else:

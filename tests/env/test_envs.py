@@ -74,6 +74,9 @@ SIMULATED_HUMAN_BAD: list[tuple[dict[str, object], str]] = [
     ({"simulator": "openai:"}, "'openai:'"),
     ({"simulator_options": "fast"}, "simulator_options='fast'"),
     ({"simulator_options": {"temprature": 0.0}}, "temprature"),
+    ({"simulator_options": {"temperature": "hot"}}, "simulator_options['temperature']='hot': expected float"),
+    ({"simulator_options": {"max_tokens": 0}}, "simulator_options['max_tokens']=0"),
+    ({"simulator_options": {"extra_body": [1]}}, "expected Mapping or None"),
     ({"simulator": ScriptedSimulator(["Hm."]), "simulator_options": {"max_tokens": 5}}, "simulator_options="),
 ]
 BAD: dict[str, list[tuple[dict[str, object], str]]] = {
@@ -95,6 +98,7 @@ BAD: dict[str, list[tuple[dict[str, object], str]]] = {
         ({"agent": 42}, "agent=42"),
         ({"agent": "gpt-4o"}, "'gpt-4o'"),
         ({"agent_options": [1]}, "agent_options=[1]"),
+        ({"agent_options": {"timeout_s": "slow"}}, "agent_options['timeout_s']='slow'"),
         ({"leak_penalty": -1}, "leak_penalty=-1"),
         ({"leak_penalty": "1"}, "leak_penalty='1'"),
     ],
