@@ -16,7 +16,9 @@ cold reference cache, the next rounds warm. Modes, all measured in this run:
 Humans: ``scripted`` (instant canned replies: the CPU cost of the env and of scoring) and ``stub`` (an
 OpenAI-compatible server in its own process answering after exactly ``--latency`` seconds, through the real openai
 client). With the stub, the question step of a round cannot take less than one latency (every reply in flight at
-once: N / latency replies per second, the ideal); ``replies vs ideal`` is latency / the step's time. ``vs baseline``
+once: N / latency replies per second, the ideal); ``replies vs ideal`` is latency / the step's time, and ``CPU
+ms/reply`` this process's CPU in that step per episode (what delays the step past one latency; the stub server's own
+CPU is printed at the end, to show it is not what is measured). ``vs baseline``
 compares each mode with sync-private at the same N and human, in this run. Figures depend on the machine and its load; ratios from one run compare.
 Nothing is asserted.
 """
@@ -25,8 +27,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -56,18 +60,30 @@ def make(mode: str, n: int, tasks: list[Task], human: dict[str, Any]) -> Any:
     raise ValueError(mode)
 
 
-def rounds(vec: Any, tasks: dict[str, Task], count: int) -> list[tuple[float, float]]:
-    """(seconds of the round, seconds of its question step) per round of N episodes (ask, answer; the autoreset
-    step that starts the next round is not counted)."""
+def cpu_seconds(pid: int | None = None) -> float:
+    """CPU seconds of this process (all its threads) or of another one (Linux /proc; 0 elsewhere)."""
+    if pid is None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rounds(vec: Any, tasks: dict[str, Task], count: int) -> list[tuple[float, float, float]]:
+    """(seconds of the round, seconds of its question step, CPU seconds of this process in that step) per round of
+    N episodes (ask, answer; the autoreset step that starts the next round is not counted)."""
     n = vec.num_envs
     _, infos = vec.reset(seed=0)
     times = []
     for _ in range(count):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), cpu_seconds()
         vec.step([ASK] * n)
-        asked = time.perf_counter()
+        asked, asked_cpu = time.perf_counter(), cpu_seconds()
         _, rewards, terms, _, _ = vec.step([f"I WANT TO ANSWER:\n{tasks[t].ground_truth}" for t in infos["task_id"]])
-        times.append((time.perf_counter() - start, asked - start))
+        times.append((time.perf_counter() - start, asked - start, asked_cpu - cpu))
         assert terms.all() and (rewards == 1.0).all(), "a reference answer did not score 1"
         _, _, _, _, infos = vec.step([None] * n)  # the autoreset: the next episodes' first observations
     return times
@@ -103,7 +119,11 @@ def main() -> int:
         f"{len(tasks)} tasks ({args.tasks}), one question + one answer per episode, bwrap scoring; stub latency "
         f"{args.latency}s; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start"
     )
-    print(f"{'human':>8} {'N':>4} {'mode':>12} {'cold ep/s':>10} {'warm ep/s':>10} {'replies vs ideal':>17}")
+    print(
+        f"{'human':>8} {'N':>4} {'mode':>12} {'cold ep/s':>10} {'warm ep/s':>10} {'replies vs ideal':>17} "
+        f"{'CPU ms/reply':>12}"
+    )
+    stub_cpu = cpu_seconds(stub.pid)
     try:
         for human_name in humans:
             for n in sizes:
@@ -118,11 +138,12 @@ def main() -> int:
                     vec.close()
                     warm_times = times[1:] or times
                     cold = n / times[0][0]
-                    warm = n / (sum(t for t, _ in warm_times) / len(warm_times))
+                    warm = n / (sum(t for t, _, _ in warm_times) / len(warm_times))
                     measured[mode] = (cold, warm)
-                    asked = sum(a for _, a in warm_times) / len(warm_times)
+                    asked = sum(a for _, a, _ in warm_times) / len(warm_times)
                     ideal = f"{args.latency / asked:>17.1%}" if human_name == "stub" else f"{'-':>17}"
-                    print(f"{human_name:>8} {n:>4} {mode:>12} {cold:>10.1f} {warm:>10.1f} {ideal}")
+                    per_reply = 1000 * sum(c for _, _, c in warm_times) / len(warm_times) / n
+                    print(f"{human_name:>8} {n:>4} {mode:>12} {cold:>10.1f} {warm:>10.1f} {ideal} {per_reply:>12.2f}")
                     sys.stdout.flush()
                 base = measured.get("sync-private")
                 if base is not None and len(measured) > 1:
@@ -132,14 +153,17 @@ def main() -> int:
                         if m != "sync-private"
                     )
                     print(f"{'':>8} {n:>4} {'vs baseline':>12}  {ratios}")
+        stub_cpu = cpu_seconds(stub.pid) - stub_cpu
     finally:
         stub.terminate()
         stub.join(timeout=5)
     print(
         "ep/s = episodes per second of a round, question and scored answer (cold: the first round, empty reference "
         "caches; warm: the rest); replies vs ideal = latency / time of the question step (all N replies in flight "
-        "at once = 100%), stub human only; baseline = sync-private (one reference cache per env); "
-        f"load average {os.getloadavg()[0]:.1f} at the end"
+        "at once = 100%), stub human only; CPU ms/reply = this process's CPU in the question step per episode (env, "
+        "openai client, leak check: what N replies cost before the last one is sent and after the first is back); "
+        "baseline = sync-private (one reference cache per env); "
+        f"the stub server used {stub_cpu:.2f} CPU s in all; load average {os.getloadavg()[0]:.1f} at the end"
     )
     return 0
 

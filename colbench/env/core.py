@@ -11,11 +11,24 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 
+from colbench.env.arg_checks import (
+    check_bool,
+    check_choice,
+    check_endpoint_options,
+    check_has,
+    check_int,
+    check_options,
+    check_reset_options,
+    check_seed,
+    check_tasks,
+    fail,
+)
 from colbench.env.domain import Domain, Scorer, get_domain
 from colbench.env.simulators import make_simulator
 from colbench.env.spaces import UnicodeText
@@ -70,9 +83,7 @@ class TextEnv(gym.Env[str, str]):
     metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 (Gymnasium's declared attribute)
 
     def __init__(self, tasks: str | Sequence[Task], render_mode: str | None) -> None:
-        if render_mode not in (None, "ansi"):
-            raise ConfigError(f"render_mode {render_mode!r} not supported; use 'ansi' or None")
-        self.render_mode = render_mode
+        self.render_mode = check_choice(type(self).__name__, "render_mode", render_mode, (None, "ansi"))
         self.observation_space = UnicodeText()
         self.action_space = UnicodeText()
         self._episode: Any = None
@@ -116,11 +127,22 @@ class TextEnv(gym.Env[str, str]):
             return None
         return dialogue_text(self._episode.task, self._episode.dialogue)
 
-    @classmethod
-    def shared_parts(cls, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        """``kwargs`` for N copies of this env that share what can be shared (the vector env makes its sub-envs
-        with them): a simulator or agent spec becomes one instance, so N episodes use one client."""
-        return dict(kwargs)
+    def shared_kwargs(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """``kwargs`` (what this env was made with) for more copies of it that share its parts (the vector env makes
+        its other sub-envs with them): the simulator or agent it made from a spec, so N episodes use one client,
+        and the tasks it loaded."""
+        shared = dict(kwargs)
+        if self._tasks is not None:
+            shared["tasks"] = self._tasks
+        return shared
+
+    def _reseed(self, seed: int | None, options: Any) -> dict[str, Any]:
+        """``reset``'s first part: its arguments checked (one-line errors, an unknown option key is not ignored),
+        the generator reseeded; the options as a dict."""
+        where = type(self).__name__
+        checked = check_reset_options(where, options)
+        super().reset(seed=check_seed(where, seed))
+        return checked
 
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -190,35 +212,39 @@ class ColbenchEnv(TextEnv):
         leak_policy: str | LeakPolicy = "flag",
         render_mode: str | None = None,
     ) -> None:
-        if max_turns < 1:
-            raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
-        super().__init__(self.domain.default_tasks if tasks is None else tasks, render_mode)
-        if isinstance(simulator, str):
-            self.simulator = make_simulator(self.domain, simulator, **(simulator_options or {}))
-        elif simulator_options:
-            raise ConfigError("simulator_options apply to a simulator spec string, not to a Simulator instance")
-        else:
-            self.simulator = simulator
-        self.max_turns = max_turns
-        self.expose_hidden = expose_hidden
-        self._scorer = scorer
+        where = type(self).__name__
+        tasks = self.domain.default_tasks if tasks is None else tasks
+        check_tasks(where, tasks, self.domain_name)
+        self.max_turns = check_int(where, "max_turns", max_turns, minimum=1)
+        self.expose_hidden = check_bool(where, "expose_hidden", expose_hidden)
+        if not isinstance(leak_policy, str | LeakPolicy):
+            fail(where, "leak_policy", leak_policy, "'off', 'flag', 'redact', 'resample:N' or a LeakPolicy")
         self.leak_policy = LeakPolicy.parse(leak_policy)
+        options = check_options(where, "simulator_options", simulator_options)
+        check_endpoint_options(where, "simulator_options", options)
+        if not isinstance(simulator, str):
+            check_has(where, "simulator", simulator, ("reply", "areply", "aclose"), "a simulator spec or a Simulator")
+            if options:
+                fail(where, "simulator_options", options, "None with a Simulator object (options are for a spec)")
+        if scorer is not None:
+            check_has(where, "scorer", scorer, ("score",), f"None or a {self.domain_name} Scorer")
+        super().__init__(tasks, render_mode)
+        # every argument is checked: only now may a model (the embedded one starts its server here) be touched
+        self.simulator = make_simulator(self.domain, simulator, **options) if isinstance(simulator, str) else simulator
+        self._scorer = scorer
 
-    @property
+    @cached_property
     def domain(self) -> Domain:
+        """The env's domain, looked up once (its info and leak checks ask it on every step)."""
         return get_domain(self.domain_name)
 
     async def _aclose_models(self) -> None:
         await self.simulator.aclose()  # every client behind it (the spec human's writer's too)
 
-    @classmethod
-    def shared_parts(cls, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        shared = dict(kwargs)
-        spec = shared.get("simulator", "scripted")
-        if isinstance(spec, str):
-            shared["simulator"] = make_simulator(
-                get_domain(cls.domain_name), spec, **(shared.pop("simulator_options", None) or {})
-            )
+    def shared_kwargs(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        shared = super().shared_kwargs(kwargs)
+        shared.pop("simulator_options", None)
+        shared["simulator"] = self.simulator
         return shared
 
     @property
@@ -226,7 +252,12 @@ class ColbenchEnv(TextEnv):
         """The env id whose rules score this env's answers (``info["env_id"]``): the registered id of its scoring
         options (:mod:`colbench.env.versions`), so an env made with other options than its id's says so; for a
         domain whose envs are registered with Gymnasium alone, the id it was made as (None if made directly)."""
-        return env_id_for(self.domain, self.scoring_options()) or (self.spec.id if self.spec is not None else None)
+        return self._scoring_id or (self.spec.id if self.spec is not None else None)
+
+    @cached_property
+    def _scoring_id(self) -> str | None:
+        """The registered id of this env's scoring options, found once (they are fixed when the env is made)."""
+        return env_id_for(self.domain, self.scoring_options())
 
     def scoring_options(self) -> dict[str, Any]:
         """This env's values of its domain's ``scoring_kwargs`` (none by default)."""
@@ -257,7 +288,7 @@ class ColbenchEnv(TextEnv):
 
     # -- the Gymnasium API ------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
+        options = self._reseed(seed, options)  # first: it reseeds np_random
         task = choose_task(self.tasks, self.np_random, options)
         self._episode = self._new_episode(task)
         return self._began(self.domain.agent_prompt(task, self.max_turns), self._info())

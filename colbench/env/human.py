@@ -27,11 +27,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench.agents.agent import Agent, AgentReply, EpisodeContext, make_agent
+from colbench.env.arg_checks import (
+    check_endpoint_options,
+    check_has,
+    check_int,
+    check_number,
+    check_options,
+    check_tasks,
+    fail,
+)
 from colbench.env.core import Episode, TextEnv, choose_task
 from colbench.env.domain import Domain, Score, Scorer, get_domain
 from colbench.env.vector import ColbenchVectorEnv
 from colbench.errors import ColbenchError, ConfigError, InfraError
 from colbench.humans.simulator import truncate
+from colbench.llm.specs import parse_spec
 from colbench.types.chat import Message
 from colbench.types.dialogue import MAX_TURNS, Turn, is_answer
 from colbench.types.leaks import LeakCheck
@@ -71,19 +81,26 @@ class HumanEnv(TextEnv):
         scorer: Scorer | None = None,
         render_mode: str | None = None,
     ) -> None:
-        if max_turns < 1:
-            raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
-        if not leak_penalty >= 0:
-            raise ConfigError(f"leak_penalty must be >= 0, got {leak_penalty}")
-        if not isinstance(agent, str) and agent_options:
-            raise ConfigError("agent_options apply to an agent spec string, not to an Agent instance")
+        where = type(self).__name__
+        tasks = DEFAULT_TASKS if tasks is None else tasks
+        check_tasks(where, tasks, None)
+        self.max_turns = check_int(where, "max_turns", max_turns, minimum=1)
+        self.leak_penalty = check_number(where, "leak_penalty", leak_penalty, minimum=0.0)
+        options = check_options(where, "agent_options", agent_options)
+        check_endpoint_options(where, "agent_options", options)
+        if isinstance(agent, str):
+            parse_spec(agent, "agent")  # a malformed spec fails here; the agent itself is made on first use
+        else:
+            check_has(where, "agent", agent, ("act", "aact", "aclose"), "an agent spec or an Agent")
+            if options:
+                fail(where, "agent_options", options, "None with an Agent object (options are for a spec)")
+        if scorer is not None:
+            check_has(where, "scorer", scorer, ("score",), "None or a Scorer")
         self._agent_spec = agent
-        self._agent_options = dict(agent_options or {})
+        self._agent_options = options
         self._agent: Agent | None = None if isinstance(agent, str) else agent
-        self.max_turns = max_turns
-        self.leak_penalty = float(leak_penalty)
         self._scorer = scorer
-        super().__init__(DEFAULT_TASKS if tasks is None else tasks, render_mode)
+        super().__init__(tasks, render_mode)
 
     # -- what the env is made of, loaded on first use -------------------------------------------------------------
     def _check_tasks(self, tasks: Sequence[Task]) -> None:
@@ -96,17 +113,10 @@ class HumanEnv(TextEnv):
     def domain(self) -> Domain:
         return get_domain(self.tasks[0].domain)
 
-    @classmethod
-    def shared_parts(cls, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        shared = dict(kwargs)
-        spec = shared.get("agent", DEFAULT_AGENT)
-        if isinstance(spec, str):
-            # task loaders (and the manifest's validation) only for tasks given by name
-            from colbench.tasks.sources import load_shared
-
-            tasks = shared.get("tasks") or DEFAULT_TASKS
-            tasks = load_shared(tasks) if isinstance(tasks, str) else list(tasks)
-            shared["agent"] = _make_agent(spec, tasks, shared.pop("agent_options", None) or {})
+    def shared_kwargs(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        shared = super().shared_kwargs({**kwargs, "tasks": self.tasks})  # the agent is made for the loaded tasks
+        shared.pop("agent_options", None)
+        shared["agent"] = self.agent
         return shared
 
     async def _aclose_models(self) -> None:
@@ -143,7 +153,7 @@ class HumanEnv(TextEnv):
         return self._opened(episode, await self.agent.aact(episode.messages, self._context(episode)))
 
     def _new_episode(self, seed: int | None, options: dict[str, Any] | None) -> _Episode:
-        super().reset(seed=seed)
+        options = self._reseed(seed, options)  # first: it reseeds np_random
         task = choose_task(self.tasks, self.np_random, options)
         return _Episode(task, messages=[{"role": "user", "content": self.domain.agent_prompt(task, self.max_turns)}])
 

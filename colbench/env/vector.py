@@ -32,9 +32,11 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from colbench.env.arg_checks import shown
 from colbench.env.core import TextEnv, Transcript
 from colbench.env.spaces import UnicodeText
 from colbench.errors import ColbenchError, ConfigError, InfraError
+from colbench.llm.specs import parse_spec
 
 T = TypeVar("T")
 Step = tuple[str, float, bool, bool, dict[str, Any]]
@@ -95,7 +97,7 @@ class LoopThread:
 
 class ColbenchVectorEnv(VectorEnv[tuple[str, ...], tuple[str, ...], np.ndarray]):
     """``num_envs`` sub-envs of ``env_class``, made with the same keyword arguments (tasks, simulator or agent
-    specs are resolved once and shared: see ``TextEnv.shared_parts``). Observations and actions are tuples of
+    specs are resolved once and shared: see ``TextEnv.shared_kwargs``). Observations and actions are tuples of
     strings; rewards, terminations and truncations numpy arrays; infos Gymnasium's dict of arrays with ``_key``
     masks. ``reset(options=...)`` takes one options dict for every sub-env (``{"task_id": ID}`` starts all N on
     one task, as group-relative methods want) or a list of N dicts."""
@@ -115,8 +117,13 @@ class ColbenchVectorEnv(VectorEnv[tuple[str, ...], tuple[str, ...], np.ndarray])
             raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
         self.autoreset_mode = autoreset_mode_of(autoreset_mode)
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
-        shared = self.env_class.shared_parts(env_kwargs)
-        self.envs: list[TextEnv] = [self.env_class(render_mode=render_mode, **shared) for _ in range(num_envs)]
+        # The first sub-env checks every argument (before any model or task is touched) and makes the parts the
+        # others share: its simulator or agent (one client, its HTTP pool sized to N requests at once), its tasks.
+        first = self.env_class(render_mode=render_mode, **pooled(env_kwargs, num_envs))
+        shared = first.shared_kwargs(env_kwargs)
+        self.envs: list[TextEnv] = [first] + [
+            self.env_class(render_mode=render_mode, **shared) for _ in range(num_envs - 1)
+        ]
         self.num_envs = num_envs
         self.render_mode = render_mode
         self.single_observation_space = UnicodeText()
@@ -263,12 +270,33 @@ class ColbenchVectorEnv(VectorEnv[tuple[str, ...], tuple[str, ...], np.ndarray])
         return actions
 
 
+def pooled(kwargs: Mapping[str, Any], num_envs: int) -> dict[str, Any]:
+    """``kwargs`` whose model spec (``simulator`` or ``agent``, given as a string) keeps ``num_envs`` HTTP
+    connections open: the N requests of a step go out at once, none waits for a connection and none opens one
+    anew every step (the openai client's default keeps 100 alive). A ``max_connections`` the caller set stays."""
+    out = dict(kwargs)
+    for role, options in (("simulator", "simulator_options"), ("agent", "agent_options")):
+        spec, given = out.get(role), out.get(options) or {}
+        if isinstance(spec, str) and isinstance(given, Mapping) and _is_model(spec, role):
+            out[options] = {"max_connections": num_envs, **given}
+    return out
+
+
+def _is_model(spec: str, role: str) -> bool:
+    try:
+        return parse_spec(spec, role).is_model
+    except ConfigError:  # the sub-env's own check reports it, with the env's name
+        return False
+
+
 def seeds_for(seed: int | Sequence[int | None] | None, num_envs: int) -> list[int | None]:
     """One seed per sub-env: ``s + i`` for an int, as Gymnasium's vector envs do."""
     if seed is None:
         return [None] * num_envs
-    if isinstance(seed, int | np.integer):
+    if isinstance(seed, int | np.integer) and not isinstance(seed, bool):
         return [int(seed) + i for i in range(num_envs)]
+    if not isinstance(seed, Sequence | np.ndarray) or isinstance(seed, str | bytes):
+        raise ConfigError(f"reset(seed={shown(seed)}): expected an integer, {num_envs} seeds or None")
     seeds = list(seed)
     if len(seeds) != num_envs:
         raise ConfigError(f"reset(seed=[...]): expected {num_envs} seeds, got {len(seeds)}")

@@ -45,7 +45,7 @@ class _Connection(asyncio.Protocol):
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
-        self.waiter: asyncio.Future[httpx2.Response] | None = None
+        self.waiter: asyncio.Future[Reply] | None = None
         self.lost = False
         self.idle_since = 0.0
         self._h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
@@ -64,7 +64,7 @@ class _Connection(asyncio.Protocol):
             and not self.transport.is_closing()
         )
 
-    def start(self, request: _Request, waiter: asyncio.Future[httpx2.Response]) -> bytes:
+    def start(self, request: _Request, waiter: asyncio.Future[Reply]) -> bytes:
         """The bytes of ``request`` on this connection; its response will resolve ``waiter``."""
         if self._h11.our_state is h11.DONE:
             self._h11.start_next_cycle()
@@ -148,17 +148,34 @@ class _Connection(asyncio.Protocol):
         if not self.usable:
             self.close()
         if waiter is not None and not waiter.done():
-            waiter.set_result(
-                httpx2.Response(
-                    response.status_code,
-                    headers=response.headers.raw_items(),
-                    content=b"".join(self._body),
-                    extensions={
-                        "http_version": b"HTTP/" + response.http_version,
-                        "reason_phrase": bytes(response.reason),
-                    },
-                )
-            )
+            waiter.set_result(Reply(response, b"".join(self._body)))
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A complete response as h11 read it: the status line and headers, and the whole body."""
+
+    head: h11.Response
+    body: bytes
+
+    @property
+    def status_code(self) -> int:
+        return self.head.status_code
+
+    @property
+    def encoded(self) -> bool:
+        """The body is compressed (``Content-Encoding``): ``response()`` decodes it, ``body`` is as sent."""
+        return any(
+            name == b"content-encoding" and value.strip().lower() != b"identity" for name, value in self.head.headers
+        )
+
+    def response(self) -> httpx2.Response:
+        return httpx2.Response(
+            self.head.status_code,
+            headers=self.head.headers.raw_items(),
+            content=self.body,
+            extensions={"http_version": b"HTTP/" + self.head.http_version, "reason_phrase": bytes(self.head.reason)},
+        )
 
 
 # a request as h11 takes it: method, target, headers, body
@@ -170,7 +187,7 @@ class _Exchange:
     """One request on its way and the future its response resolves."""
 
     request: _Request
-    waiter: asyncio.Future[httpx2.Response]
+    waiter: asyncio.Future[Reply]
 
 
 def _connected(sock: socket.socket) -> bool:
@@ -206,20 +223,26 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         self._dns: dict[tuple[str, int], tuple[float, asyncio.Future[list[Any]]]] = {}
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        url = request.url
-        scheme = url.scheme
-        if scheme not in ("http", "https"):
-            raise httpx2.UnsupportedProtocol(f"unsupported URL scheme {scheme!r}")
-        origin = (scheme, url.host, url.port or (443 if scheme == "https" else 80))
-        timeouts = request.extensions.get("timeout", {})
         try:
             body = request.content
         except httpx2.RequestNotRead:
             body = await request.aread()
-        exchange = _Exchange(
-            (request.method.encode("ascii"), url.raw_path, list(request.headers.raw), body),
-            asyncio.get_running_loop().create_future(),
-        )
+        head = (request.method.encode("ascii"), request.url.raw_path, list(request.headers.raw), body)
+        reply = await self.exchange(request.url, head, request.extensions.get("timeout", {}))
+        response = reply.response()
+        response.request = request
+        return response
+
+    async def exchange(self, url: httpx2.URL, request: _Request, timeouts: Mapping[str, Any]) -> Reply:
+        """``request`` (method, target, headers with Host and Content-Length, body) sent to ``url``'s origin, and
+        its reply: what ``handle_async_request`` does without building httpx's request and response objects
+        (the LLM client posts its chat requests so: their CPU, paid per request, delays the last of N sent at
+        once). Errors are httpx's, as there."""
+        scheme = url.scheme
+        if scheme not in ("http", "https"):
+            raise httpx2.UnsupportedProtocol(f"unsupported URL scheme {scheme!r}")
+        origin = (scheme, url.host, url.port or (443 if scheme == "https" else 80))
+        exchange = _Exchange(request, asyncio.get_running_loop().create_future())
         conn = self._take_idle(origin)
         if conn is not None:
             self._send(conn, exchange)
@@ -231,7 +254,7 @@ class Http11Transport(httpx2.AsyncBaseTransport):
             read = timeouts.get("read")
             try:
                 async with asyncio.timeout(read):
-                    response = await waiter
+                    reply = await waiter
             except TimeoutError as exc:
                 raise httpx2.ReadTimeout(f"no complete response within {read} s") from exc
             released = True
@@ -239,8 +262,7 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         finally:
             if not released:
                 self._discard(conn)
-        response.request = request
-        return response
+        return reply
 
     async def aclose(self) -> None:
         for idle in self._idle.values():

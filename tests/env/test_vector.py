@@ -215,12 +215,46 @@ def test_sub_envs_share_one_simulator_client_and_the_scorer(bundled_tasks: list[
         simulators = {id(env.simulator) for env in vec.envs}
         scorers = {id(env.scorer) for env in vec.envs}
         assert len(simulators) == 1 and len(scorers) == 1
+        # its HTTP pool keeps a connection per sub-env: no request of a step waits for one or opens one anew
+        assert vec.envs[0].simulator.client.endpoint.max_connections == 6
         single = gym.make("ColBench-Backend-v1", tasks=bundled_tasks, sandbox="bwrap")
         assert single.scorer is vec.envs[0].scorer  # the process's shared scorer, by default
         vec.reset(seed=0)
         obs, *_ = vec.step([ASK] * 6)
         assert obs == ("Use a dict.",) * 6 and server.default.most == 6 and server.request_count == 6
         vec.close()
+
+
+def test_the_callers_pool_size_stays_and_the_human_envs_agent_is_pooled(bundled_tasks: list[Task]) -> None:
+    own = make(
+        3,
+        tasks=bundled_tasks,
+        simulator="openai:h",
+        simulator_options={"base_url": "http://127.0.0.1:9/v1", "max_connections": 1},
+    )
+    assert own.envs[2].simulator.client.endpoint.max_connections == 1
+    own.close()
+    humans = gym.make_vec(
+        "ColBench-Human-v0",
+        num_envs=3,
+        tasks=bundled_tasks,
+        agent="openai:a",
+        agent_options={"base_url": "http://127.0.0.1:9/v1"},
+    )
+    assert {id(env.agent) for env in humans.envs} == {id(humans.envs[0].agent)}
+    assert humans.envs[0].agent.client.endpoint.max_connections == 3
+    humans.close()
+
+
+def test_bad_reset_arguments_are_refused(vec_kwargs: dict[str, Any]) -> None:
+    vec = make(2, **vec_kwargs)
+    with pytest.raises(ConfigError, match=r"reset\(seed=1.5\)"):
+        vec.reset(seed=1.5)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="unknown: taks_id"):
+        vec.reset(options={"taks_id": "x"})
+    with pytest.raises(ConfigError, match=r"reset\(seed\)='a'"):
+        vec.reset(seed=["a", "b"])  # type: ignore[list-item]
+    vec.close()
 
 
 def test_async_api_on_the_callers_loop(vec_kwargs: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import openai
 import pytest
 from openai_stub import InFlight, StubOpenAIServer
 
@@ -209,6 +210,23 @@ def test_https_endpoints_go_through_the_transport_with_their_certificates_verifi
         assert sorted(r.text for r in asyncio.run(main())) == [f"echo: q{i}" for i in range(6)]
         assert client.chat(HELLO).text == "echo: hello there"  # the sync path, on the same TLS context
         assert stub.request_count == 7 and client.usage.calls == 7
+
+
+def test_async_requests_are_what_the_openai_client_would_send(stub: StubOpenAIServer) -> None:
+    """The async path posts its bytes straight to the pool (no per-request openai pipeline): the same body and the
+    same headers as the openai client's own ``post`` of that body."""
+    client = client_for(stub)
+    assert asyncio.run(client.achat(HELLO)).text == "echo: hello there"
+
+    async def through_openai() -> None:
+        own = openai.AsyncOpenAI(api_key="EMPTY", base_url=stub.base_url, max_retries=0, timeout=5.0)
+        body = client.request(HELLO).body
+        await own.post("/chat/completions", body=body, cast_to=object, options={"security": {"bearer_auth": True}})
+        await own.close()
+
+    asyncio.run(through_openai())
+    assert stub.requests[0] == stub.requests[1]
+    assert stub.headers[0] == stub.headers[1] and stub.headers[0]["authorization"] == "Bearer EMPTY"
 
 
 def test_async_client_error_raises_at_once(stub: StubOpenAIServer) -> None:

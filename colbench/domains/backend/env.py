@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from colbench.domains.backend import DOMAIN as BACKEND
-from colbench.domains.backend.judging import CURRENT_RULES
+from colbench.domains.backend.judging import CURRENT_RULES, RULES
 from colbench.domains.backend.scorer import BackendScore, BackendScorer
+from colbench.env.arg_checks import check_bool, check_choice, check_has
 from colbench.env.core import ColbenchEnv, Episode
 from colbench.env.vector import ColbenchVectorEnv
 from colbench.humans.simulator import Simulator
-from colbench.sandbox import Sandbox
+from colbench.sandbox import KINDS, Sandbox
 from colbench.types.dialogue import MAX_TURNS, Turn
 from colbench.types.leaks import LeakPolicy
 from colbench.types.task import Task
@@ -52,6 +53,21 @@ class BackendEnv(ColbenchEnv):
         leak_policy: str | LeakPolicy = "flag",
         render_mode: str | None = None,
     ) -> None:
+        where = type(self).__name__
+        if isinstance(sandbox, str):
+            check_choice(where, "sandbox", sandbox, KINDS, other="a Sandbox object")
+        else:
+            check_has(
+                where,
+                "sandbox",
+                sandbox,
+                ("run_program", "run_tests", "close"),
+                f"one of {', '.join(KINDS)} or a Sandbox object",
+            )
+        self._sandbox = sandbox
+        self.rules = check_choice(where, "rules", rules, RULES)
+        self.plus_tests = check_bool(where, "plus_tests", plus_tests)
+        _ = self.env_id  # a combination no env id stands for fails here, before any model is made
         super().__init__(
             tasks,
             simulator,
@@ -62,10 +78,6 @@ class BackendEnv(ColbenchEnv):
             leak_policy=leak_policy,
             render_mode=render_mode,
         )
-        self._sandbox = sandbox
-        self.rules = rules
-        self.plus_tests = plus_tests
-        _ = self.env_id  # a combination no env id stands for fails here, not at the first score
 
     def scoring_options(self) -> dict[str, Any]:
         return {"rules": self.rules, "plus_tests": self.plus_tests}

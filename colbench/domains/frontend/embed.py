@@ -425,14 +425,23 @@ class ClipEmbedder:
         return out
 
 
+def parse_embedder(spec: str) -> tuple[str, str | None]:
+    """An embedder spec as ``(kind, weights path or None)``, checked without loading anything (an env checks its
+    ``embedder`` when it is made)."""
+    kind, sep, path = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+    kind = kind.strip().lower()
+    if kind == "test" and not sep:
+        return kind, None
+    if kind in ("clip", "clip-center-crop") and (path.strip() or not sep):
+        return kind, path.strip() or None
+    raise ConfigError(f"unknown embedder {spec!r}; expected one of {', '.join(EMBEDDER_SPECS)}")
+
+
 def make_embedder(spec: str = "clip") -> Embedder:
     """An embedder from its spec: ``clip`` (pad), ``clip-center-crop``, ``clip:PATH`` / ``clip-center-crop:PATH``
     (a local weights file), ``test`` (the offline TestEmbedder: not CLIP scores)."""
-    kind, sep, path = spec.partition(":")
-    kind = kind.strip().lower()
-    if kind == "test" and not sep:
+    kind, weights = parse_embedder(spec)
+    if kind == "test":
         return TestEmbedder()
-    if kind in ("clip", "clip-center-crop") and (path.strip() or not sep):
-        mode: PreprocessMode = "pad" if kind == "clip" else "center-crop"
-        return ClipEmbedder(weights=path.strip() or None, mode=mode)
-    raise ConfigError(f"unknown embedder {spec!r}; expected one of {', '.join(EMBEDDER_SPECS)}")
+    mode: PreprocessMode = "pad" if kind == "clip" else "center-crop"
+    return ClipEmbedder(weights=weights, mode=mode)

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from colbench.domains.frontend import DOMAIN as FRONTEND
-from colbench.domains.frontend.embed import Embedder
+from colbench.domains.frontend.embed import EMBEDDER_SPECS, Embedder, parse_embedder
 from colbench.domains.frontend.extract import extract_html
 from colbench.domains.frontend.scorer import FrontendScorer
+from colbench.env.arg_checks import check_has, fail
 from colbench.env.core import ColbenchEnv, Episode
 from colbench.env.vector import ColbenchVectorEnv
-from colbench.errors import InfraError
+from colbench.errors import ConfigError, InfraError
 from colbench.humans.simulator import SimReply, Simulator
 from colbench.render import Renderer, RenderResult
 from colbench.types.dialogue import MAX_TURNS, Turn
@@ -62,6 +63,18 @@ class FrontendEnv(ColbenchEnv):
         leak_policy: str | LeakPolicy = "flag",
         render_mode: str | None = None,
     ) -> None:
+        where = type(self).__name__
+        if isinstance(embedder, str):
+            try:
+                parse_embedder(embedder)
+            except ConfigError:
+                fail(where, "embedder", embedder, f"one of {', '.join(EMBEDDER_SPECS)} or an Embedder object")
+        else:
+            check_has(where, "embedder", embedder, ("embed",), f"one of {', '.join(EMBEDDER_SPECS)} or an Embedder")
+        if renderer is not None and not isinstance(renderer, Renderer):
+            fail(where, "renderer", renderer, "None or a Renderer")
+        if scorer is not None and not isinstance(scorer, FrontendScorer):
+            fail(where, "scorer", scorer, "None or a FrontendScorer")
         super().__init__(
             tasks,
             simulator,
