@@ -59,6 +59,21 @@ def _python_roots() -> list[str]:
     return roots
 
 
+def _colbench_folders(roots: Sequence[str]) -> list[str]:
+    """The ``colbench`` folders inside the package folders the sandbox shows: an installed colbench (and an
+    editable one: hatchling copies the task data into ``site-packages/colbench/_data``) holds the task data,
+    references and tests included, which an answer must never read. Each is covered by an empty read-only folder;
+    the runner needs none of it (it is bound on its own, from the host's path)."""
+    places = {str(Path(__file__).resolve().parents[2]), *site.getsitepackages()}
+    places |= {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    found = set()
+    for place in places:
+        folder = os.path.realpath(os.path.join(place, "colbench"))
+        if os.path.isdir(folder) and any(folder.startswith(root + "/") for root in roots):
+            found.add(folder)
+    return sorted(found)
+
+
 def bwrap_argv(*, as_root: bool, limits: Limits) -> list[str]:
     """The bubblewrap command line that builds one sandbox; the runner command follows it."""
     bwrap = shutil.which("bwrap")
@@ -85,8 +100,11 @@ def bwrap_argv(*, as_root: bool, limits: Limits) -> list[str]:
             if parent not in made:
                 made.add(parent)
                 argv += ["--perms", "0755", "--dir", parent]
-    for root in _python_roots():
+    roots = _python_roots()
+    for root in roots:
         argv += ["--ro-bind", root, root]
+    for package in _colbench_folders(roots):
+        argv += ["--perms", "0555", "--size", "4096", "--tmpfs", package, "--remount-ro", package]
     argv += ["--ro-bind", str(contract.runner_path()), contract.RUNNER_IN_SANDBOX]
     argv += ["--clearenv"]
     for key, value in contract.SANDBOX_ENV.items():
