@@ -7,11 +7,13 @@ import json
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import gymnasium as gym
 import pytest
 
+from colbench.domains.backend import leaks
 from colbench.domains.backend.scorer import BackendScorer
 from colbench.env.domain import get_domain
 from colbench.errors import ConfigError
@@ -367,3 +369,26 @@ def test_cli_eval_unknown_policy_is_one_line(tmp_path: Path) -> None:
         "--tasks", "backend-sample", "--leak-policy", "resample:zero", "--out", str(tmp_path / "r"),
     )  # fmt: skip
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "--leak-policy" in res.stderr
+
+
+def test_the_shortcut_for_replies_that_share_no_run_with_the_reference_changes_no_score(
+    bundled_tasks: list[Task],
+) -> None:
+    """A reply sharing no 4-token run with the reference scores 0 without the matcher; on every labelled reply of
+    the bundled tasks (leaks and honest answers, and fragments of the code) the score equals the matcher's own."""
+    checked = skipped = 0
+    for j, task in enumerate(bundled_tasks[:20]):
+        other = bundled_tasks[(j + 1) % len(bundled_tasks)].ground_truth
+        replies = [
+            x.reply for x in leaks.labelled_replies(task.ground_truth, task.problem_description, other_code=other)
+        ]
+        words = task.ground_truth.split()
+        replies += [" ".join(words[i : i + 3]) for i in range(0, len(words), 5)]
+        for reply in replies:
+            said = leaks.tokens_of(reply)
+            for reference in leaks.references_of(task.ground_truth, task.problem_description):
+                forced = replace(reference, runs=reference.runs | leaks._runs(said))  # never disjoint: the matcher runs
+                assert leaks._overlap(said, reference) == leaks._overlap(said, forced), reply
+                checked += 1
+                skipped += reference.runs.isdisjoint(leaks._runs(said))
+    assert checked > 200 and 0 < skipped < checked  # both paths were taken

@@ -71,6 +71,9 @@ class Reference:
 
     tokens: tuple[str, ...]
     weights: tuple[float, ...]
+    #: Every run of ``RUN`` tokens: a reply that shares none of them has no matching block that scores (a block of
+    #: fewer tokens weighs at most 3 and covers nothing), so its score is 0 without the matcher, exactly.
+    runs: frozenset[tuple[str, ...]]
 
     @property
     def private_weight(self) -> float:
@@ -146,7 +149,16 @@ def _reference(code: str, description: str) -> Reference:
         if block.size >= 5:
             public[block.a : block.a + block.size] = [True] * block.size
     weights = tuple(0.0 if public[i] else 0.5 if _prose_like(t) else 1.0 for i, t in enumerate(tokens))
-    return Reference(tuple(tokens), weights)
+    return Reference(tuple(tokens), weights, _runs(tokens))
+
+
+RUN = 4
+"""The shortest matching block that can score: a block's weight is at most its length, and ``(weight - 3) / 6``
+and the coverage count nothing below 4 tokens."""
+
+
+def _runs(tokens: Sequence[str]) -> frozenset[tuple[str, ...]]:
+    return frozenset(tuple(tokens[i : i + RUN]) for i in range(len(tokens) - RUN + 1))
 
 
 def _prose_like(token: str) -> bool:
@@ -164,13 +176,15 @@ def leak_score(reply: str, code: str, description: str = "") -> float:
 def _overlap(said: list[str], reference: Reference) -> float:
     if not reference.private_weight:
         return 0.0
+    if reference.runs.isdisjoint(_runs(said)):
+        return 0.0
     matcher = SequenceMatcher(None, said, list(reference.tokens), autojunk=False)
     heaviest = 0.0
     covered = 0.0
     for block in matcher.get_matching_blocks():
         weight = sum(reference.weights[block.b : block.b + block.size])
         heaviest = max(heaviest, weight)
-        if block.size >= 4:
+        if block.size >= RUN:
             covered += weight
     run = min(1.0, max(0.0, (heaviest - 3) / 6))
     return round(max(run, covered / reference.private_weight), 4)
