@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from example_scripts import run_example
 from openai_stub import StubOpenAIServer
 
 from colbench.env.dataset import prompt_rows
@@ -343,23 +344,9 @@ def test_lost_episodes_get_none_from_every_reward_function(grpo_run: dict[str, A
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_the_tools_example_runs_a_step(exported_model: Path, tmp_path: Path) -> None:
-    import json
-    import os
-    import subprocess
-    import sys
-
-    from paths import REPO
-
-    script = REPO / "examples" / "trl_grpo" / "train_grpo_tools.py"
     args = ["--model", str(exported_model), "--max_steps", "1", "--cpu", "--sandbox", "bwrap", "--limit", "1"]
-    done = subprocess.run(
-        [sys.executable, str(script), *args, "--max_completion_length", "16", "--out", str(tmp_path / "run")],
-        capture_output=True,
-        text=True,
-        timeout=550,
-        env={**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1"},
+    metrics = run_example(
+        "trl_grpo/train_grpo_tools.py", [*args, "--max_completion_length", "16"], tmp_path / "run", timeout=550
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert len(metrics["loss"]) == 1 and all(math.isfinite(x) for x in metrics["loss"])
     assert len(metrics["tool_calls"]) == 1 and (tmp_path / "run" / "model" / "config.json").is_file()

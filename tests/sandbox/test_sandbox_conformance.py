@@ -671,11 +671,8 @@ def test_modules_a_test_imports_on_demand_work_and_their_values_cross_the_bounda
     ]
 
 
-@pytest.mark.usefixtures("bwrap_sandbox")  # skipped, as the bwrap runtime's tests are, where bubblewrap is missing
-def test_no_pth_file_runs_in_the_sandbox_and_a_virtualenvs_packages_are_found(tmp_path: Path) -> None:
-    """The runner starts without the site module's start-up: a ``.pth`` file (an editable install's, a coverage
-    hook) would otherwise run in every worker and import modules into the process every test is forked from. The
-    package directories are still on its path, a virtualenv's included (which ``-S`` alone would miss)."""
+def _virtualenv(tmp_path: Path) -> tuple[Path, str]:
+    """A virtualenv over this interpreter's packages: its python, and its own package folder."""
     venv = tmp_path / "venv"
     subprocess.run(
         [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
@@ -689,6 +686,15 @@ def test_no_pth_file_runs_in_the_sandbox_and_a_virtualenvs_packages_are_found(tm
         capture_output=True,
         text=True,
     ).stdout.strip()
+    return python, purelib
+
+
+@pytest.mark.usefixtures("bwrap_sandbox")  # skipped, as the bwrap runtime's tests are, where bubblewrap is missing
+def test_no_pth_file_runs_in_the_sandbox_and_a_virtualenvs_packages_are_found(tmp_path: Path) -> None:
+    """The runner starts without the site module's start-up: a ``.pth`` file (an editable install's, a coverage
+    hook) would otherwise run in every worker and import modules into the process every test is forked from. The
+    package directories are still on its path, a virtualenv's included (which ``-S`` alone would miss)."""
+    python, purelib = _virtualenv(tmp_path)
     Path(purelib, "zz_colbench_probe.pth").write_text("import os; os.environ['COLBENCH_PTH_RAN'] = '1'\n")
     Path(purelib, "colbench_venv_only.py").write_text("VALUE = 42\n")
     script = (
@@ -714,19 +720,7 @@ def test_no_pth_file_runs_in_the_sandbox_and_a_virtualenvs_packages_are_found(tm
 def test_an_installed_colbench_and_its_task_data_are_hidden_from_answers(tmp_path: Path) -> None:
     """A colbench installed from a wheel sits in a package folder the bwrap sandbox shows answers (read-only), with
     its task data, references included: an answer that looks for it on its path finds an empty folder."""
-    venv = tmp_path / "venv"
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
-        check=True,
-        capture_output=True,
-    )
-    python = venv / "bin" / "python"
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+    python, purelib = _virtualenv(tmp_path)
     installed = Path(purelib, "colbench")
     shutil.copytree(Path(REPO, "colbench"), installed, ignore=shutil.ignore_patterns("__pycache__"))
     secret = installed / "_data" / "tasks" / "reference.py"
