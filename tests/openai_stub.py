@@ -11,6 +11,9 @@ is empty the ``default`` responder answers. Actions:
 - ``("no_choices",)``: a well-formed body with an empty ``choices`` list.
 - ``("malformed",)``: a 200 reply whose body is not JSON.
 - ``("disconnect",)``: close the connection without answering.
+- ``("sampled", text, token_ids, logprobs, finish_reason)``: a completion that also carries the token ids the model
+  sampled (``choices[0].token_ids``, as vLLM returns them with ``return_token_ids``) and, unless None, their
+  log-probs in the OpenAI format (``choices[0].logprobs.content[k].logprob``).
 
 Every request body (decoded JSON) is recorded in ``requests`` and its headers in ``headers``, in order.
 """
@@ -206,6 +209,13 @@ class _Handler(BaseHTTPRequestHandler):
             if stub._stopping.wait(float(action[1])):
                 return
             self._send_json(200, stub._completion(body, stub.default(body)))
+        elif kind == "sampled":
+            reply = stub._completion(body, str(action[1]))
+            choice = reply["choices"][0]
+            choice["token_ids"], choice["finish_reason"] = list(action[2]), action[4]
+            if action[3] is not None:
+                choice["logprobs"] = {"content": [{"token": f"t{i}", "logprob": x} for i, x in enumerate(action[3])]}
+            self._send_json(200, reply)
         elif kind == "disconnect":
             self.close_connection = True
             self.connection.close()

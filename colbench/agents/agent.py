@@ -29,6 +29,7 @@ from colbench.llm.limits import EndpointLimits
 from colbench.llm.specs import SCRIPTED_AGENTS, ModelSpec, connect, parse_spec
 from colbench.types.chat import ChatReply, Message, Usage
 from colbench.types.dialogue import ANSWER_MARKER, is_answer
+from colbench.types.sampled import SampledText
 from colbench.types.task import Task
 
 
@@ -142,6 +143,9 @@ class ChatAgent:
         usage = dataclasses.replace(first.usage)
         if more is not None:
             usage.add(more.usage)
+        if more is None and not start and first.token_ids:  # the ids are those of the whole turn: keep them
+            truncated = first.finish_reason == "length"
+            text = SampledText(text, first.token_ids, first.logprobs, truncated=truncated)
         return AgentReply(text, usage)
 
     async def aclose(self) -> None:

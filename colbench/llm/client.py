@@ -325,7 +325,10 @@ class LLMClient:
             if self.endpoint.accept_empty and message is not None:
                 return ChatReply(text=text or "", usage=dataclasses.replace(spent), finish_reason=finish)
             raise _Unusable(f"reply has empty content (finish_reason={finish})")
-        return ChatReply(text=text, usage=dataclasses.replace(spent), finish_reason=finish)
+        ids, logprobs = _sampled(choices[0])
+        return ChatReply(
+            text=text, usage=dataclasses.replace(spent), finish_reason=finish, token_ids=ids, logprobs=logprobs
+        )
 
     def _rejected(self, exc: openai.APIStatusError) -> LLMRequestRejected:
         return LLMRequestRejected(
@@ -450,3 +453,19 @@ def _retry_after(exc: BaseException | None) -> float | None:
             continue
         return max(0.0, when.timestamp() - time.time())
     return None
+
+
+def _sampled(choice: dict[str, Any]) -> tuple[tuple[int, ...] | None, tuple[float, ...] | None]:
+    """The token ids a choice says the model sampled (vLLM's ``token_ids``) and their log-probs (OpenAI's
+    ``logprobs.content``) when there is one per id; anything malformed counts as absent (the text is the reply)."""
+    ids = choice.get("token_ids")
+    if not isinstance(ids, list) or not ids or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+        return None, None
+    content = choice.get("logprobs")
+    content = content.get("content") if isinstance(content, dict) else None
+    if not isinstance(content, list) or len(content) != len(ids):
+        return tuple(ids), None
+    values = [entry.get("logprob") if isinstance(entry, dict) else None for entry in content]
+    if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in values):
+        return tuple(ids), None
+    return tuple(ids), tuple(float(x) for x in values)  # type: ignore[arg-type]

@@ -38,3 +38,7 @@ class ChatReply:
     usage: Usage
     finish_reason: str | None = None
     cached: bool = False
+    #: The ids the model sampled, where the server returns them (vLLM's ``return_token_ids``), and their log-probs
+    #: where it also returned those: a trainer then trains on exactly them (``colbench.types.sampled``).
+    token_ids: tuple[int, ...] | None = None
+    logprobs: tuple[float, ...] | None = None

@@ -10,6 +10,7 @@ from openai_stub import StubOpenAIServer
 from colbench.agents.agent import Agent, ChatAgent, EpisodeContext, ScriptedAgent, make_agent
 from colbench.errors import ConfigError
 from colbench.tasks import Task
+from colbench.types.sampled import SampledText, turn_record, turn_text
 
 CTX = EpisodeContext(task_id="t1", domain="backend", turn=2, max_turns=10)
 TASK = Task(
@@ -124,3 +125,27 @@ def test_a_plugin_agent_must_close(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(echo, "UNCLOSABLE", Unclosable(), raising=False)
     with pytest.raises(ConfigError, match="lacks name/act/aact/aclose"):
         make_agent("plugins.echo_agent:UNCLOSABLE")
+
+
+def test_a_chat_agent_keeps_the_token_ids_its_endpoint_says_it_sampled() -> None:
+    """An endpoint that returns the sampled ids (vLLM's ``return_token_ids``) and their log-probs: the agent's turn
+    is a ``SampledText`` with exactly those (cut at the token limit: truncated); without ids, or with malformed ones,
+    plain text; log-probs only when there is one per id."""
+    with StubOpenAIServer() as server:
+        server.enqueue(
+            ("sampled", "Which unit?", [101, 7, 2], [-0.5, -1.25, -0.01], "stop"),
+            ("sampled", "Is it in", [5, 6], None, "length"),
+            ("sampled", "Fine.", [1, 2, 3], [-0.1], "stop"),
+            ("sampled", "Odd.", ["x", 2], [-0.1, -0.2], "stop"),
+            ("text", "No ids."),
+        )
+        agent = make_agent("openai:policy", options={"base_url": server.base_url, "api_key": "k"})
+        chat = [{"role": "user", "content": "task"}]
+        first, cut, short, odd, plain = (agent.act(chat, CTX).text for _ in range(5))
+    assert isinstance(first, SampledText) and first == "Which unit?"
+    assert (first.token_ids, first.logprobs, first.truncated) == ((101, 7, 2), (-0.5, -1.25, -0.01), False)
+    assert isinstance(cut, SampledText) and (cut.token_ids, cut.logprobs, cut.truncated) == ((5, 6), None, True)
+    assert isinstance(short, SampledText) and short.logprobs is None  # one log-prob for three ids: left out
+    assert not isinstance(odd, SampledText) and not isinstance(plain, SampledText)
+    kept = turn_text({"text": str(first), **turn_record(first)})  # as a run record keeps the turn
+    assert kept == first and isinstance(kept, SampledText) and kept.token_ids == first.token_ids
