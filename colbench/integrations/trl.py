@@ -309,14 +309,22 @@ def _diagnosed(outcome: Mapping[str, Any]) -> EpisodeOutcome:
 def reward_functions(*names: str) -> list[Callable[..., list[float | None]]]:
     """TRL reward functions reading a ``ColbenchRollout``'s outcome, by name (``REWARDS``): ``reward``,
     ``success``, ``leak_penalty``. TRL sums them (weights: ``GRPOConfig.reward_weights``)."""
-    unknown = [n for n in names if n not in REWARDS]
-    if unknown or not names:
-        raise ConfigError(f"reward functions {unknown or '(none)'}: expected some of {', '.join(REWARDS)}")
     made: dict[str, Callable[..., list[float | None]]] = {
         "reward": colbench_reward,
         "success": colbench_success,
         "leak_penalty": colbench_leak_penalty,
     }
+    return chosen(names, made)
+
+
+def chosen(
+    names: Sequence[str], made: Mapping[str, Callable[..., list[float | None]]]
+) -> list[Callable[..., list[float | None]]]:
+    """The reward functions ``names`` picks from ``made`` (by the names of ``REWARDS``), or a one-line error; the
+    ``environment_factory`` path picks its own with it too."""
+    unknown = [n for n in names if n not in made]
+    if unknown or not names:
+        raise ConfigError(f"reward functions {unknown or '(none)'}: expected some of {', '.join(made)}")
     return [made[n] for n in names]
 
 

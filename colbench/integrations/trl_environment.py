@@ -38,6 +38,7 @@ import gymnasium as gym
 
 import colbench  # noqa: F401 (registers the ids)
 from colbench.errors import ConfigError, InfraError
+from colbench.integrations.trl import chosen
 from colbench.types.dialogue import ANSWER_MARKER, MAX_TURNS, is_answer
 
 #: What each reward function of ``environment_rewards`` returns per rollout (None for a lost episode).
@@ -161,15 +162,12 @@ class ColbenchToolEnv:
 def environment_rewards(*names: str) -> list[Callable[..., list[float | None]]]:
     """TRL reward functions reading each rollout's ``ColbenchToolEnv`` outcome, by name (``REWARDS``): ``reward``,
     ``success``, ``leak_penalty``. TRL sums them (weights: ``GRPOConfig.reward_weights``)."""
-    unknown = [n for n in names if n not in REWARDS]
-    if unknown or not names:
-        raise ConfigError(f"reward functions {unknown or '(none)'}: expected some of {', '.join(REWARDS)}")
     made: dict[str, Callable[..., list[float | None]]] = {
         "reward": environment_reward,
         "success": environment_success,
         "leak_penalty": environment_leak_penalty,
     }
-    return [made[n] for n in names]
+    return chosen(names, made)
 
 
 def _outcomes(environments: Sequence[Any]) -> list[Outcome]:
