@@ -80,6 +80,8 @@ class Metrics:
     ``success_threshold``: where records have no success, ``reward >= threshold`` counts as one (flip rate only).
     ``win_rate``: ``colbench report --reference-run`` adds a win-rate column (ties count half).
     ``reward_range``: the rewards a valid record can hold.
+    ``subscores``: the names of the parts of the reward an env id's records carry in ``score["subscores"]`` (in
+    [0, 1] each), shown as columns and plotted by reports; empty where the reward has no parts.
     """
 
     reward_label: str
@@ -88,6 +90,7 @@ class Metrics:
     success_threshold: float | None = None
     win_rate: bool = False
     reward_range: tuple[float, float] = (0.0, 1.0)
+    subscores: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -270,6 +273,11 @@ class Domain(ABC):
         yield f"checked {len(tasks)} {self.name} tasks: this domain has no checks"
 
     # -- results --------------------------------------------------------------------------------------------
+    def metrics_for(self, env_id: str | None) -> Metrics:
+        """How the results of one env id read: an env id may judge by another rule than the domain's first one
+        (a reward with parts, a success threshold of its own). None or an unknown id: the domain's ``metrics``."""
+        return self.metrics
+
     def headline(self, scored: int, successes: int, reward_sum: float) -> str:
         """What ``scored`` episodes came to, in a progress or summary line."""
         if not scored:

@@ -1,9 +1,12 @@
 """Offline, bounded rendering of frontend pages: HTML string -> PNG screenshot (see ``renderer`` for the policy)."""
 
+from colbench.render.blocks import BLOCK_KINDS, PageBlock
 from colbench.render.placeholder import MAX_SIDE, load_tailwind_css, placeholder_png, placeholder_size
 from colbench.render.renderer import PAGE_URL, RenderConfig, Renderer, RenderResult, RenderStatus, find_chromium
 
 __all__ = [
+    "BLOCK_KINDS",
+    "PageBlock",
     "MAX_SIDE",
     "PAGE_URL",
     "RenderConfig",

@@ -96,6 +96,7 @@ from cachetools import LRUCache
 
 from colbench._util.storage import sha256_text
 from colbench.errors import ConfigError, InfraError
+from colbench.render.blocks import PageBlock
 from colbench.render.placeholder import TAILWIND_URL_RE, load_tailwind_css, placeholder_png, placeholder_size
 from colbench.render.stylesheet import StylesheetIndex
 
@@ -254,6 +255,9 @@ class RenderResult:
     error: str | None = None
     duration_s: float = 0.0
     cached: bool = False
+    blocks: tuple[PageBlock, ...] | None = None
+    """The page's visible blocks (``colbench.render.blocks``), read in the same render as ``png``; None when not
+    read (no PNG, or a renderer that does not extract them)."""
 
     @property
     def size(self) -> tuple[int, int] | None:
