@@ -6,9 +6,9 @@ from colbench.render.renderer import PAGE_URL, RenderConfig, Renderer, RenderRes
 
 __all__ = [
     "BLOCK_KINDS",
-    "PageBlock",
     "MAX_SIDE",
     "PAGE_URL",
+    "PageBlock",
     "RenderConfig",
     "RenderResult",
     "RenderStatus",

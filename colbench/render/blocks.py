@@ -63,7 +63,8 @@ class PageBlock:
     def from_record(cls, record: Sequence[Any], where: str = "block") -> PageBlock:
         """Read what ``as_record`` wrote; anything else is a one-line DataError naming ``where``."""
         if not isinstance(record, Sequence) or isinstance(record, str) or len(record) != 8:
-            raise DataError(f"{where}: expected [kind, x, y, width, height, text, color, background], got {record!r:.80}")
+            expected = "[kind, x, y, width, height, text, color, background]"
+            raise DataError(f"{where}: expected {expected}, got {record!r:.80}")
         kind, x, y, width, height, text, color, background = record
         if kind not in BLOCK_KINDS:
             raise DataError(f"{where}: block kind {kind!r} is not one of {', '.join(BLOCK_KINDS)}")
@@ -72,7 +73,8 @@ class PageBlock:
             raise DataError(f"{where}: block coordinates must be numbers, got {numbers!r:.80}")
         if not isinstance(text, str):
             raise DataError(f"{where}: block text must be a string, got {type(text).__name__}")
-        return cls(kind, float(x), float(y), float(width), float(height), text, _rgb(color, where), _rgb(background, where))
+        box = float(x), float(y), float(width), float(height)
+        return cls(kind, *box, text, _rgb(color, where), _rgb(background, where))
 
 
 def _hex(color: RGB) -> str:
