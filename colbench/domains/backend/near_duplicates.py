@@ -26,7 +26,7 @@ channel: its ``score`` is the tokens' similarity alone and ``ast`` is 0. Sources
 and sequences to ``MAX_TOKENS``, so an enormous reference costs a bounded time.
 
 ``NearDuplicateIndex`` finds the nearest task exactly, with no approximation: an inverted index from shingle to
-tasks counts the shared shingles of every task that shares any, which gives each one's Jaccard index directly.
+tasks counts the shared shingles of every indexed task at once, which gives each one's Jaccard index directly.
 ``DUPLICATE_THRESHOLD`` was calibrated on the 300-task ColBench test sample (``bench/near_duplicates.py``;
 docs/generate.md, "Deduplication").
 """
@@ -38,9 +38,11 @@ import builtins
 import io
 import keyword
 import tokenize
-from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
 
 from colbench.types.task import Task
 
@@ -124,15 +126,16 @@ def _jaccard(shared: int, size_a: int, size_b: int) -> float:
 class NearDuplicateIndex:
     """The references seen so far (a test split, then each kept generated task), queried for the nearest one.
 
-    Exact: the inverted index counts, for every indexed reference sharing at least one shingle with the query, how
-    many it shares, which with the set sizes is the Jaccard index of each channel; no reference sharing nothing can
-    be nearer than one that does. A query costs the total length of the posting lists of its shingles."""
+    Exact: an inverted index from shingle to the references holding it counts, in one ``bincount`` over the
+    posting lists of the query's shingles, how many shingles the query shares with every reference; with the set
+    sizes that is every reference's Jaccard index of each channel at once, with no approximation (no MinHash: at
+    a few thousand references the exact count is fast enough, bench/near_duplicates.py)."""
 
     def __init__(self, tasks: Sequence[Task] = ()) -> None:
         self._ids: list[str] = []
-        self._sizes: list[tuple[int, int, bool]] = []
-        self._ast: dict[str, list[int]] = {}
-        self._tokens: dict[str, list[int]] = {}
+        self._syntax = _Postings()
+        self._tokens = _Postings()
+        self._parsed: list[bool] = []
         for task in tasks:
             self.add(task.task_id, code_fingerprint(task.ground_truth))
 
@@ -142,46 +145,73 @@ class NearDuplicateIndex:
     def add(self, task_id: str, fingerprint: CodeFingerprint) -> None:
         row = len(self._ids)
         self._ids.append(task_id)
-        self._sizes.append((len(fingerprint.ast), len(fingerprint.tokens), fingerprint.parsed))
-        for shingle in fingerprint.ast:
-            self._ast.setdefault(shingle, []).append(row)
-        for shingle in fingerprint.tokens:
-            self._tokens.setdefault(shingle, []).append(row)
+        self._parsed.append(fingerprint.parsed)
+        self._syntax.add(row, fingerprint.ast)
+        self._tokens.add(row, fingerprint.tokens)
 
     def nearest(self, fingerprint: CodeFingerprint) -> Nearest | None:
-        """The indexed reference with the highest ``score`` (the first indexed among equals), or None when no
-        indexed reference shares a single shingle with ``fingerprint``."""
-        ranked = self._ranked(fingerprint)
-        return ranked[0] if ranked else None
+        """The indexed reference with the highest ``score`` (the first indexed among equals), or None when none
+        scores above 0 (the index is empty, or no reference shares a single shingle with ``fingerprint``)."""
+        if not self._ids:
+            return None
+        syntax, tokens, score = self._scores(fingerprint)
+        row = int(np.argmax(score))  # the first of the highest
+        return self._nearest(row, syntax, tokens, score) if score[row] > 0 else None
 
     def above(self, fingerprint: CodeFingerprint, threshold: float = DUPLICATE_THRESHOLD) -> list[Nearest]:
-        """Every indexed reference scoring ``threshold`` or more, nearest first."""
-        return [n for n in self._ranked(fingerprint) if n.similarity.score >= threshold]
+        """Every indexed reference scoring ``threshold`` or more (and above 0), nearest first."""
+        if not self._ids:
+            return []
+        syntax, tokens, score = self._scores(fingerprint)
+        rows = np.flatnonzero((score >= threshold) & (score > 0))
+        rows = rows[np.lexsort((rows, -score[rows]))]
+        return [self._nearest(int(row), syntax, tokens, score) for row in rows]
 
-    def _ranked(self, fingerprint: CodeFingerprint) -> list[Nearest]:
-        shared_tokens = _counts(self._tokens, fingerprint.tokens)
-        shared_ast = _counts(self._ast, fingerprint.ast) if fingerprint.parsed else Counter()
-        found = []
-        for row in shared_tokens.keys() | shared_ast.keys():
-            ast_size, token_size, parsed = self._sizes[row]
-            tokens = _jaccard(shared_tokens[row], len(fingerprint.tokens), token_size)
-            if parsed and fingerprint.parsed:
-                syntax = _jaccard(shared_ast[row], len(fingerprint.ast), ast_size)
-                sim = Similarity(syntax, tokens, _combined(syntax, tokens))
-            else:
-                sim = Similarity(0.0, tokens, tokens)
-            found.append((-sim.score, row, sim))
-        found.sort(key=lambda item: (item[0], item[1]))
-        return [Nearest(self._ids[row], sim) for _, row, sim in found if sim.score > 0]
+    def _nearest(self, row: int, syntax: _Floats, tokens: _Floats, score: _Floats) -> Nearest:
+        return Nearest(self._ids[row], Similarity(float(syntax[row]), float(tokens[row]), float(score[row])))
+
+    def _scores(self, fingerprint: CodeFingerprint) -> tuple[_Floats, _Floats, _Floats]:
+        """Each channel's Jaccard index and the combined score against every indexed reference, as arrays."""
+        n = len(self._ids)
+        tokens = self._tokens.jaccard(fingerprint.tokens, n)
+        if not fingerprint.parsed:
+            return np.zeros(n), tokens, tokens
+        both = np.asarray(self._parsed)
+        syntax = np.where(both, self._syntax.jaccard(fingerprint.ast, n), 0.0)
+        return syntax, tokens, np.where(both, AST_WEIGHT * syntax + (1 - AST_WEIGHT) * tokens, tokens)
 
 
-def _counts(postings: dict[str, list[int]], shingles: Iterable[str]) -> Counter[int]:
-    counts: Counter[int] = Counter()
-    for shingle in shingles:
-        rows = postings.get(shingle)
-        if rows:
-            counts.update(rows)
-    return counts
+_Floats = npt.NDArray[np.float64]
+
+
+class _Postings:
+    """One channel's inverted index: shingle -> the rows holding it (a list while rows are added, an array once
+    queried), and each row's set size."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, list[int]] = {}
+        self._arrays: dict[str, npt.NDArray[np.int64]] = {}
+        self._sizes: list[int] = []
+
+    def add(self, row: int, shingles: frozenset[str]) -> None:
+        self._sizes.append(len(shingles))
+        for shingle in shingles:
+            self._rows.setdefault(shingle, []).append(row)
+            self._arrays.pop(shingle, None)
+
+    def jaccard(self, shingles: frozenset[str], n: int) -> _Floats:
+        postings = [self._array(s) for s in shingles if s in self._rows]
+        if not postings:
+            return np.zeros(n)
+        shared = np.bincount(np.concatenate(postings), minlength=n).astype(np.float64)
+        union = np.asarray(self._sizes, dtype=np.float64) + len(shingles) - shared
+        return np.divide(shared, union, out=np.zeros(n), where=shared > 0)
+
+    def _array(self, shingle: str) -> npt.NDArray[np.int64]:
+        array = self._arrays.get(shingle)
+        if array is None:
+            array = self._arrays[shingle] = np.asarray(self._rows[shingle], dtype=np.int64)
+        return array
 
 
 def _shingles(sequence: Sequence[str]) -> frozenset[str]:
