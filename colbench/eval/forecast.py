@@ -1,12 +1,23 @@
-"""``colbench eval --dry-run``: tokens, cost and wall time of a run, forecast before any model is called.
+"""``colbench eval --dry-run``: tokens, cost and wall time of a run, forecast before any episode is played.
 
 The forecast is arithmetic on what is known before the run (every episode's first prompt, the human's instructions
 and hidden information, the turn cap, trials, concurrency and request limits, the roles' token caps) and on stated
 assumptions for what is not (how many turns an agent takes, how long replies are, how long a call takes). Tokens
 are counted as characters / 4 (English text and code with a BPE tokenizer; no tokenizer is downloaded). Two
-scenarios: ``typical`` (an agent that answers after about half the turn cap, the paper's agents' habit) and
-``cap`` (every episode to the turn cap: the most a run can cost). A real run records the typical forecast in
-run.json (``forecast``, not compared on resume) and ``colbench report`` shows it beside what the run spent.
+scenarios: ``typical`` (an agent that answers after about half the turn cap, the paper's agents' habit; the
+embedded agent's habit is the cap) and ``cap`` (every episode to the turn cap: the most a run can cost). A real
+run records the typical forecast in run.json (``forecast``, not compared on resume) and ``colbench report`` shows
+it beside what the run spent.
+
+The embedded model (``llamacpp``) is timed by its **measured** speed on this machine
+(:func:`colbench.llm.llamacpp.speed.measured_speed`: prompt processing and generation tokens per second), not by a
+hosted endpoint's latency: it is one CPU-bound server that every embedded role and every episode share, so its
+time is the sum of its calls' times (prompt tokens / prompt speed + generated tokens / generation speed), however
+many episodes run at once. llama.cpp keeps each slot's last prompt, so while every episode's embedded roles fit in
+the server's slots, a call processes only what is new since that role's previous call; beyond that, every call
+processes its whole prompt. Its replies are sized by its per-role caps (``ROLE_DEFAULTS``; the answer turn's
+``AGENT_ANSWER_MAX_TOKENS``), which a small model mostly fills. Without a measurement (a run's start never
+measures; it uses a cached one when there is one) the hosted-endpoint assumptions apply, and the text says so.
 """
 
 from __future__ import annotations
@@ -17,6 +28,8 @@ from dataclasses import asdict, dataclass
 
 from colbench.env.domain import Domain
 from colbench.eval.plan import RunPlan
+from colbench.llm.llamacpp.defaults import AGENT_ANSWER_MAX_TOKENS, ROLE_DEFAULTS
+from colbench.llm.llamacpp.speed import Speed
 from colbench.llm.specs import ModelSpec
 from colbench.report.costs import LIST_PRICES, Prices
 from colbench.types.task import Task
@@ -46,7 +59,8 @@ class Forecast:
     turns: float  # agent turns per episode
     roles: tuple[RoleForecast, ...]
     wall_s: float
-    bound: str  # what sets the pace: latency at this concurrency, or a request limit
+    bound: str  # what sets the pace: latency at this concurrency, a request limit, or the embedded model's speed
+    speeds: tuple[str, ...] = ()  # the embedded model's measured speeds this forecast used, described
 
     @property
     def cost_usd(self) -> float | None:
@@ -69,13 +83,18 @@ def forecast(
     *,
     prices: Prices | None = None,
     turns: float | None = None,
+    speeds: Mapping[str, Speed] | None = None,
 ) -> list[Forecast]:
-    """The typical and the turn-cap scenario for ``episodes`` (one task per episode still to run)."""
+    """The typical and the turn-cap scenario for ``episodes`` (one task per episode still to run). ``speeds``: the
+    measured speed of each embedded role (``agent``, ``simulator``) that has one."""
     cap = config.max_turns
-    typical = min(float(cap), turns if turns is not None else max(1.0, math.ceil(cap / 2)))
+    # the embedded agent (SmolLM2) never writes the answer marker: its episodes run to the cap (embedded-model.md)
+    habit = float(cap) if config.agent.is_embedded else max(1.0, math.ceil(cap / 2))
+    typical = min(float(cap), turns if turns is not None else habit)
+    known = dict(speeds or {})
     return [
-        _scenario("typical", typical, config, domain, first_prompts, episodes, prices or LIST_PRICES),
-        _scenario("cap", float(cap), config, domain, first_prompts, episodes, prices or LIST_PRICES),
+        _scenario("typical", typical, config, domain, first_prompts, episodes, prices or LIST_PRICES, known),
+        _scenario("cap", float(cap), config, domain, first_prompts, episodes, prices or LIST_PRICES, known),
     ]
 
 
@@ -83,6 +102,15 @@ def _out_tokens(config: RunPlan, role: str, default: int) -> int:
     options = config.agent_options if role == "agent" else config.simulator_options
     cap = options.get("max_tokens")
     return min(default, int(cap)) if isinstance(cap, int) and cap > 0 else default
+
+
+def _embedded_out(config: RunPlan, role: str, turns: float, default: int) -> int:
+    """Generated tokens per call of an embedded role: its caps (questions, then the answer for the agent)."""
+    if role == "agent":
+        question = int(ROLE_DEFAULTS["agent"]["max_tokens"])
+        mean = (max(0.0, turns - 1) * question + AGENT_ANSWER_MAX_TOKENS) / turns
+        return _out_tokens(config, role, round(mean))
+    return _out_tokens(config, role, min(default, int(ROLE_DEFAULTS["simulator"]["max_tokens"])))
 
 
 def _model(spec: ModelSpec) -> tuple[str, bool]:
@@ -99,14 +127,24 @@ def _scenario(
     first_prompts: Mapping[str, str],
     episodes: Sequence[Task],
     prices: Prices,
+    speeds: dict[str, Speed],
 ) -> Forecast:
-    agent_out = _out_tokens(config, "agent", AGENT_TOKENS)
-    human_out = _out_tokens(config, "simulator", HUMAN_TOKENS.get(domain.name, 150))
+    human_default = HUMAN_TOKENS.get(domain.name, 150)
+    agent_out = (
+        _embedded_out(config, "agent", turns, AGENT_TOKENS)
+        if config.agent.is_embedded
+        else _out_tokens(config, "agent", AGENT_TOKENS)
+    )
+    human_out = (
+        _embedded_out(config, "simulator", turns, human_default)
+        if config.simulator.is_embedded
+        else _out_tokens(config, "simulator", human_default)
+    )
     kept = min(human_out, domain.max_reply_chars // CHARS_PER_TOKEN)  # what the dialogue carries forward
     per_turn = agent_out + kept
     replies = max(0.0, turns - 1)
     instructions = tokens(domain.prompt_template("simulator"))
-    agent_in = human_in = 0.0
+    agent_in = human_in = agent_new = human_new = 0.0
     for task in episodes:
         first = tokens(first_prompts[task.task_id])
         # agent turn k sees the prompt and k-1 exchanges; human reply k sees its instructions and k agent turns
@@ -115,6 +153,9 @@ def _scenario(
         if domain.renders_pages:
             hidden += 2 * SCREENSHOT_TOKENS
         human_in += replies * hidden + per_turn * replies * (replies + 1) / 2
+        # with the previous prompt still in the server's slot, a call processes only what came since
+        agent_new += first + per_turn * max(0.0, turns - 1)
+        human_new += (hidden + per_turn * replies) if replies else 0.0
     n = len(episodes)
     agent_model, agent_calls_model = _model(config.agent)
     human_model, human_calls_model = _model(config.simulator)
@@ -122,10 +163,20 @@ def _scenario(
         _role("agent", agent_model, agent_calls_model, n * turns, agent_in, n * turns * agent_out, prices),
         _role("simulator", human_model, human_calls_model, n * replies, human_in, n * replies * human_out, prices),
     )
-    agent_s = CALL_BASE_S + agent_out / TOKENS_PER_S if agent_calls_model else 0.0
-    human_s = CALL_BASE_S + human_out / TOKENS_PER_S if human_calls_model else 0.0
+    embedded = [role for role, spec in (("agent", config.agent), ("simulator", config.simulator)) if spec.is_embedded]
+    measured = {role: speeds[role] for role in embedded if role in speeds}
+    embedded_s = _embedded_seconds(
+        config, measured, n, {"agent": (agent_in, agent_new), "simulator": (human_in, human_new)}, roles
+    )
+    notes = tuple(dict.fromkeys(speed.describe() for speed in measured.values()))
+    if any(role not in measured for role in embedded):
+        notes += (f"not measured on this machine yet (a --dry-run measures it): {TOKENS_PER_S:g} tokens/s assumed",)
+    agent_s = CALL_BASE_S + agent_out / TOKENS_PER_S if agent_calls_model and "agent" not in measured else 0.0
+    human_s = CALL_BASE_S + human_out / TOKENS_PER_S if human_calls_model and "simulator" not in measured else 0.0
     episode_s = turns * agent_s + replies * human_s
     if not episode_s:
+        if embedded_s:
+            return Forecast(name, n, turns, roles, embedded_s, "the embedded model's measured speed", notes)
         return Forecast(name, n, turns, roles, 0.0, "no model calls")
     rates = {f"latency at concurrency {config.concurrency}": config.concurrency / episode_s}
     for role, calls, limits, seconds in (
@@ -139,7 +190,33 @@ def _scenario(
         if calls and limits.max_concurrency:
             rates[f"{role} max concurrency {limits.max_concurrency}"] = limits.max_concurrency / (calls * seconds)
     bound = min(rates, key=rates.__getitem__)
-    return Forecast(name, n, turns, roles, n / rates[bound] if n else 0.0, bound)
+    wall = n / rates[bound] if n else 0.0
+    if embedded_s > wall:
+        return Forecast(name, n, turns, roles, embedded_s, "the embedded model's measured speed", notes)
+    return Forecast(name, n, turns, roles, wall, bound, notes)
+
+
+def _embedded_seconds(
+    config: RunPlan,
+    measured: Mapping[str, Speed],
+    episodes: int,
+    prompts: Mapping[str, tuple[float, float]],
+    roles: Sequence[RoleForecast],
+) -> float:
+    """The embedded model's busy time: every call of every measured role, one after another (one CPU-bound
+    server). ``prompts``: per role, all its prompts' tokens and the part new since its previous call."""
+    if not measured:
+        return 0.0
+    slots = min(speed.slots for speed in measured.values())
+    streams = min(config.concurrency, episodes) * len(measured)  # prompts the server must keep apart
+    total = 0.0
+    for role in roles:
+        speed = measured.get(role.role)
+        if speed is None:
+            continue
+        whole, new = prompts[role.role]
+        total += speed.seconds(new if streams <= slots else whole, role.completion_tokens)
+    return total
 
 
 def _role(
@@ -155,9 +232,10 @@ def _role(
 
 def forecast_text(forecasts: Sequence[Forecast], prices: Prices) -> str:
     lines = [
-        f"forecast for {forecasts[0].episodes} episodes (no model called; tokens = characters / {CHARS_PER_TOKEN}; "
-        f"calls {CALL_BASE_S}s + {TOKENS_PER_S:g} tokens/s; prices: {prices.label})"
+        f"forecast for {forecasts[0].episodes} episodes (no episode played; tokens = characters / {CHARS_PER_TOKEN}; "
+        f"hosted calls {CALL_BASE_S}s + {TOKENS_PER_S:g} tokens/s; prices: {prices.label})"
     ]
+    lines += [f"  embedded model {note}" for note in forecasts[0].speeds]
     for f in forecasts:
         lines.append(f"  {f.scenario}: {f.turns:g} agent turns per episode")
         for r in f.roles:

@@ -46,6 +46,7 @@ from colbench.eval.plan import RunPlan
 from colbench.eval.player import EpisodePlayer, Played, jsonable
 from colbench.eval.progress import Pricing, Progress, Tally
 from colbench.humans.simulator import ScriptedSimulator, Simulator
+from colbench.llm.llamacpp.speed import Speed, cached_speed, measured_speed
 from colbench.llm.specs import ModelSpec
 from colbench.report.costs import LIST_PRICES, Prices
 from colbench.runs import (
@@ -219,8 +220,23 @@ def dry_run(config: RunPlan, *, prices: Prices | None = None, turns: float | Non
         records = final_records(read_episode_log(out / EPISODES, domain.metrics).records)
         done = {key for key, record in records.items() if record.ok}
     episodes = _episode_tasks(config, selected, done)
-    forecasts = forecast(config, domain, first_prompts(config.env_id, selected), episodes, prices=prices, turns=turns)
+    speeds = embedded_speeds(config, measure=True)
+    prompts = first_prompts(config.env_id, selected)
+    forecasts = forecast(config, domain, prompts, episodes, prices=prices, turns=turns, speeds=speeds)
     return forecast_text(forecasts, prices or LIST_PRICES)
+
+
+def embedded_speeds(config: RunPlan, *, measure: bool) -> dict[str, Speed]:
+    """The measured speed of each role the embedded model plays: measured now if ``measure`` (a dry run: once
+    per model and machine, then cached), else only what is cached (a run's start never waits for a
+    measurement)."""
+    speeds = {}
+    for role, spec in (("agent", config.agent), ("simulator", config.simulator)):
+        if spec.is_embedded:
+            speed = measured_speed(spec.value or None) if measure else cached_speed(spec.value or None)
+            if speed is not None:
+                speeds[role] = speed
+    return speeds
 
 
 def _ray_runtime(config: RunPlan) -> dict[str, Any]:
@@ -323,7 +339,9 @@ class _Runner:
         if previous is None:  # what --dry-run would have said: the report shows it beside what the run spent
             try:
                 prompts = first_prompts(config.env_id, selected)
-                run_json.forecast = forecast(config, domain, prompts, _episode_tasks(config, selected))[0].as_dict()
+                speeds = embedded_speeds(config, measure=False)
+                planned = forecast(config, domain, prompts, _episode_tasks(config, selected), speeds=speeds)
+                run_json.forecast = planned[0].as_dict()
             except ColbenchError as exc:  # a plug-in env or domain the forecast cannot read: the run goes on
                 log.warning("no forecast for this run: %s", exc)
         run_json = run_json.sealed()
