@@ -23,7 +23,7 @@ the two sets (renaming leaves the AST's shingles intact, comments and layout lea
 statements or editing one line changes only the shingles that span it). The combined ``score`` is
 ``AST_WEIGHT * ast + (1 - AST_WEIGHT) * tokens``. A source that does not parse (or nests too deep) has no AST
 channel: its ``score`` is the tokens' similarity alone and ``ast`` is 0. Sources are cut to ``MAX_SOURCE_CHARS``
-and sequences to ``MAX_TOKENS``, so an enormous reference costs a bounded time.
+(before a top-level statement) and sequences to ``MAX_TOKENS``, so an enormous reference costs a bounded time.
 
 ``NearDuplicateIndex`` finds the nearest task exactly, with no approximation: an inverted index from shingle to
 tasks counts the shared shingles of every indexed task at once, which gives each one's Jaccard index directly.
@@ -37,6 +37,7 @@ import ast
 import builtins
 import io
 import keyword
+import re
 import tokenize
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -49,13 +50,14 @@ from colbench.types.task import Task
 SHINGLE = 5
 AST_WEIGHT = 0.5
 DUPLICATE_THRESHOLD = 0.55  # calibrated: docs/generate.md, "Deduplication"
-MAX_SOURCE_CHARS = 200_000
+MAX_SOURCE_CHARS = 100_000  # references are a few thousand characters at most
 MAX_TOKENS = 20_000
 
 _BUILTINS = frozenset(name for name in dir(builtins) if not name.startswith("_"))
 _SKIPPED_TOKENS = frozenset(
     {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
 )
+_TOP_LEVEL = re.compile(r"\n(?=[^\s#])")
 _BRACKETS = frozenset({"(", ")"})
 _STATEMENT_ENDS = frozenset({tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER})
 _SKIPPED_NODES = (ast.expr_context, ast.Load, ast.Store, ast.Del)
@@ -96,7 +98,11 @@ class Nearest:
 
 def code_fingerprint(source: str) -> CodeFingerprint:
     """Parse once: the normalized AST's and the lexical tokens' shingles of ``source``."""
-    source = source[:MAX_SOURCE_CHARS]
+    source = source.removeprefix("\ufeff")
+    if len(source) > MAX_SOURCE_CHARS:  # cut before a top-level statement: what is left may still parse
+        head = source[:MAX_SOURCE_CHARS]
+        starts = [m.start() for m in _TOP_LEVEL.finditer(head)]
+        source = head[: starts[-1] + 1] if starts else head
     lexical = _shingles(_lexical_tokens(source))
     try:
         syntax = _shingles(_ast_tokens(ast.parse(source)))

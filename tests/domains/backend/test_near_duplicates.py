@@ -175,12 +175,17 @@ def test_an_empty_reference_is_a_duplicate_of_nothing(empty: str) -> None:
 def test_enormous_and_deeply_nested_sources_are_bounded() -> None:
     huge = "\n".join(f"def f{i}(a):\n    return a * {i} + len('{i}')" for i in range(40_000))
     fingerprint = code_fingerprint(huge)
+    assert fingerprint.parsed  # cut before a whole statement, not in the middle of one
     assert len(fingerprint.tokens) <= MAX_TOKENS and len(fingerprint.ast) <= MAX_TOKENS
+    assert similarity(fingerprint, code_fingerprint(huge + "\n" + huge)).score == 1.0  # what is past the cut: unread
     nested = "x = " + "(" * 5_000 + "1" + ")" * 5_000
     deep = code_fingerprint(nested)  # too deep for the parser: the tokens remain
     assert not deep.parsed and deep.tokens
     deep_lambda = code_fingerprint("f = " + "lambda: " * 3_000 + "0")
     assert deep_lambda.tokens
+    for hostile in ("\x00", "x = '\ud800'", "def f():\n\x00 return 1", "x = 1" + " + 1" * 50_000):
+        assert not code_fingerprint(hostile).parsed  # null bytes, lone surrogates, too deep for the walk
+    assert code_fingerprint("\ufeff" + REFERENCE) == code_fingerprint(REFERENCE)  # a byte-order mark is no code
     one_line = code_fingerprint("x" * 1_000_000)  # a single huge token
     assert one_line.tokens and similarity(one_line, fingerprint).score < DUPLICATE_THRESHOLD
 
