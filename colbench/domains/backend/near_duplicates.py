@@ -39,12 +39,13 @@ import io
 import keyword
 import re
 import tokenize
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from colbench.errors import DataError
 from colbench.types.task import Task
 
 SHINGLE = 5
@@ -60,7 +61,7 @@ _SKIPPED_TOKENS = frozenset(
 _TOP_LEVEL = re.compile(r"\n(?=[^\s#])")
 _BRACKETS = frozenset({"(", ")"})
 _STATEMENT_ENDS = frozenset({tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER})
-_SKIPPED_NODES = (ast.expr_context, ast.Load, ast.Store, ast.Del)
+_SKIPPED_NODES = (ast.expr_context,)  # Load, Store, Del: the same code either way
 _SIMPLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Import, ast.ImportFrom, ast.Expr)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
@@ -92,8 +93,27 @@ class Similarity:
 
 @dataclass(frozen=True)
 class Nearest:
+    """The closest indexed reference: a generated task's provenance records it (``to_row``/``from_row``)."""
+
     task_id: str
     similarity: Similarity
+
+    def to_row(self) -> dict[str, object]:
+        sim = self.similarity
+        figures = {"score": sim.score, "ast": sim.ast, "tokens": sim.tokens}
+        return {"task_id": self.task_id, **{name: round(value, 4) for name, value in figures.items()}}
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, object]) -> Nearest:
+        """The record ``to_row`` wrote; a malformed one is a ``DataError`` naming what is wrong."""
+        try:
+            task_id = row["task_id"]
+            figures = [float(row[name]) for name in ("ast", "tokens", "score")]  # type: ignore[arg-type]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"bad nearest-task record {dict(row)!r}: {exc}") from None
+        if not isinstance(task_id, str) or not all(0.0 <= f <= 1.0 for f in figures):
+            raise DataError(f"bad nearest-task record {dict(row)!r}: a task id and figures in [0, 1] expected")
+        return cls(task_id, Similarity(*figures))
 
 
 def code_fingerprint(source: str) -> CodeFingerprint:

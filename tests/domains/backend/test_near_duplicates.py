@@ -3,6 +3,7 @@ exact, and hostile sources (unparsable, empty, enormous, deeply nested) cost a b
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter, defaultdict
 
@@ -13,9 +14,11 @@ from colbench.domains.backend.near_duplicates import (
     DUPLICATE_THRESHOLD,
     MAX_TOKENS,
     NearDuplicateIndex,
+    Nearest,
     code_fingerprint,
     similarity,
 )
+from colbench.errors import DataError
 from colbench.types.task import Task
 
 REFERENCE = '''import math
@@ -137,6 +140,17 @@ def test_the_index_finds_the_exact_nearest_reference(shared_backend_sample: list
         assert nearest is not None
         assert nearest.similarity == similarity(fingerprint, prints[brute])
         assert nearest.task_id == tasks[brute].task_id
+
+
+def test_the_nearest_task_round_trips_through_its_record() -> None:
+    nearest = NearDuplicateIndex([_task("original", REFERENCE)]).nearest(code_fingerprint(DISGUISED["renamed"]))
+    assert nearest is not None
+    row = json.loads(json.dumps(nearest.to_row()))
+    again = Nearest.from_row(row)
+    assert again.task_id == "original" and again.similarity.score == pytest.approx(nearest.similarity.score, abs=1e-4)
+    for bad in ({}, {**row, "score": "high"}, {**row, "ast": 2.0}, {**row, "task_id": 3}, {**row, "tokens": None}):
+        with pytest.raises(DataError, match="bad nearest-task record"):
+            Nearest.from_row(bad)
 
 
 def test_added_references_are_found_for_within_set_deduplication() -> None:
