@@ -2,12 +2,13 @@
 
 A hosted endpoint's speed is roughly the same everywhere; a CPU model's differs a hundredfold between a laptop and
 a server, and a forecast built on an assumed speed was off by 30x (0.1 min forecast for a 3.2 min run). So the
-speed is measured: one short request with a fixed prompt of about ``PROMPT_TOKENS`` tokens and exactly
-``GEN_TOKENS`` generated tokens (end of text ignored, prompt cache off), after a one-token warm-up, on the same
-server settings an evaluation uses; llama.cpp's own timings give prompt processing and generation separately
-(they differ by an order of magnitude on CPU, and a dialogue's prompts are long). The figures are cached per model
-file and machine (file name and size, CPU model, usable cores, threads, llama.cpp build) in
-``colbench_home()/speed/``, so only the first dry run on a machine pays for the measurement (a few seconds).
+speed is measured: one request with a fixed prompt of about ``PROMPT_TOKENS`` tokens (as long as a dialogue's: on
+CPU both speeds fall as the context grows) and exactly ``GEN_TOKENS`` generated tokens (end of text ignored, prompt
+cache off), after a one-token warm-up, on the same server settings an evaluation uses; llama.cpp's own timings give
+prompt processing and generation separately (they differ by an order of magnitude on CPU, and a dialogue's prompts
+are long). The figures are cached per model file and machine (file name and size, CPU model, usable cores,
+threads, llama.cpp build) in ``colbench_home()/speed/``, so only the first dry run on a machine pays for the
+measurement (about 10 s on 2 shared cores).
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from colbench.errors import InfraError
 from colbench.llm.llamacpp.models import resolve_gguf
 from colbench.llm.llamacpp.server import LlamaCppConfig, LlamaCppServer, default_threads, llamacpp_server
 
-PROMPT_TOKENS = 200
+PROMPT_TOKENS = 1000  # a dialogue's prompt: the check run's agent prompts were 1.2k tokens on average
 GEN_TOKENS = 32
-SPEED_VERSION = 1  # the measurement's method: a new one makes old cached figures stale
+SPEED_VERSION = 2  # the measurement's method: a new one makes old cached figures stale
 _PROMPT = (
     "Here is a list of measurements from a weather station, one per hour, in degrees and millimetres of rain. "
     "Summarize the day in one sentence. "
