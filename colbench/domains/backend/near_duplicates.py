@@ -8,9 +8,10 @@ A reference is fingerprinted once (``code_fingerprint``) into two token sequence
   or reads (functions, parameters, variables, imports) becomes ``_`` (builtins keep their names: ``len`` and
   ``sorted`` say what the code does), attribute names are kept (``.append``, ``.items``: the API used), numbers
   and strings are bucketed by type (``<int>``, ``<str>``), docstrings and bare string statements are dropped,
-  ``for`` and ``while`` are one ``Loop``, runs of adjacent simple statements (assignments, imports, calls) are
-  read in a fixed order, and an ``if``/``else`` is read with a leading ``not`` dropped and its two branches in a
-  fixed order (``if c: A else: B`` is ``if not c: B else: A``). One placeholder for every name, not names
+  ``for`` and ``while`` are one ``Loop`` (a ``for`` over ``range`` is the ``while`` loop that counts with
+  ``+= 1``), runs of adjacent simple statements (assignments, imports, calls) are read in a fixed order, and an
+  ``if``/``else`` is read with a leading ``not`` dropped and its two branches in a fixed order (``if c: A else:
+  B`` is ``if not c: B else: A``). One placeholder for every name, not names
   numbered by first appearance: numbering makes every later token change when two statements swap places.
 - the **lexical tokens** (``tokenize``): keywords, operators, attribute and builtin names and literal values
   (in one spelling: ``'a'`` is ``"a"``), without comments, docstrings, parentheses and layout; every other name
@@ -312,6 +313,11 @@ def _walk(node: ast.AST) -> Iterator[str]:
         return
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
         return  # docstrings and string statements are comments
+    counted = _counting_loop(node)
+    if counted is not None:  # for i in range(n) and i = 0; while i < n: ...; i += 1 are one construct
+        bound, body = counted
+        yield from ("Loop", "Count", *_walk(bound), *_block(body), "}")
+        return
     yield _label(node)
     if isinstance(node, ast.If) and node.orelse:
         yield from _walk(_negation_stripped(node.test))
@@ -329,6 +335,30 @@ def _walk(node: ast.AST) -> Iterator[str]:
         yield "}"
 
 
+def _counting_loop(node: ast.AST) -> tuple[ast.expr, list[ast.stmt]] | None:
+    """A loop over consecutive integers, as its bound and its body (without the counter's step): ``for v in
+    range(stop)`` or ``range(start, stop)``, or ``while v < stop:`` whose body ends in ``v += 1``."""
+    if isinstance(node, ast.For) and not node.orelse and isinstance(node.iter, ast.Call):
+        call = node.iter
+        if isinstance(call.func, ast.Name) and call.func.id == "range" and 1 <= len(call.args) <= 2:
+            return call.args[-1], node.body
+    if isinstance(node, ast.While) and not node.orelse and len(node.body) > 1:
+        test, step = node.test, node.body[-1]
+        if (
+            isinstance(test, ast.Compare)
+            and isinstance(test.left, ast.Name)
+            and [type(op) for op in test.ops] == [ast.Lt]
+            and isinstance(step, ast.AugAssign)
+            and isinstance(step.op, ast.Add)
+            and isinstance(step.target, ast.Name)
+            and step.target.id == test.left.id
+            and isinstance(step.value, ast.Constant)
+            and step.value.value == 1
+        ):
+            return test.comparators[0], node.body[:-1]
+    return None
+
+
 def _negation_stripped(test: ast.expr) -> ast.expr:
     return test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else test
 
@@ -338,17 +368,37 @@ def _block(body: list[ast.stmt]) -> list[str]:
     order: swapping two independent assignments is the commonest disguise of all, and their order rarely says
     what a function does."""
     out: list[str] = []
-    run: list[list[str]] = []
+    run: list[tuple[ast.stmt, list[str]]] = []
     for statement in body:
         tokens = list(_walk(statement))
         if isinstance(statement, _SIMPLE):
-            run.append(tokens)
+            run.append((statement, tokens))
             continue
-        out.extend(t for simple in sorted(run) for t in simple)
+        counter = _counter(statement)
+        if counter is not None:  # its start belongs to the loop, as range's start does
+            run = [(s, t) for s, t in run if not _assigns(s, counter)]
+        out.extend(t for simple in sorted(t for _, t in run) for t in simple)
         run = []
         out.extend(tokens)
-    out.extend(t for simple in sorted(run) for t in simple)
+    out.extend(t for simple in sorted(t for _, t in run) for t in simple)
     return out
+
+
+def _counter(statement: ast.stmt) -> str | None:
+    """The counter of a ``while`` loop that counts (``_counting_loop``), or None."""
+    if isinstance(statement, ast.While) and _counting_loop(statement) is not None:
+        assert isinstance(statement.test, ast.Compare) and isinstance(statement.test.left, ast.Name)
+        return statement.test.left.id
+    return None
+
+
+def _assigns(statement: ast.stmt, name: str) -> bool:
+    return (
+        isinstance(statement, ast.Assign)
+        and len(statement.targets) == 1
+        and isinstance(statement.targets[0], ast.Name)
+        and statement.targets[0].id == name
+    )
 
 
 def _label(node: ast.AST) -> str:

@@ -96,6 +96,19 @@ def test_a_disguised_copy_is_a_duplicate_of_its_original_and_only_of_it(kind: st
     assert [n.task_id for n in index.above(code_fingerprint(DISGUISED[kind]))] == ["original"]
 
 
+def test_a_range_loop_and_the_while_loop_that_counts_are_one_construct() -> None:
+    ranged = "def total(xs, n):\n    s = 0\n    for i in range(n):\n        s += xs[i] * i\n    return s\n"
+    counted = (
+        "def acc(v, m):\n    r = 0\n    k = 0\n    while k < m:\n        r += v[k] * k\n        k += 1\n    return r\n"
+    )
+    stepped = counted.replace("k += 1", "k += 2")  # not a loop over consecutive integers
+    assert similarity(code_fingerprint(ranged), code_fingerprint(counted)).duplicate
+    assert (
+        similarity(code_fingerprint(ranged), code_fingerprint(counted)).ast
+        > similarity(code_fingerprint(ranged), code_fingerprint(stepped)).ast
+    )
+
+
 def test_an_unrelated_function_is_not_a_duplicate() -> None:
     sim = similarity(code_fingerprint(REFERENCE), code_fingerprint(OTHER))
     assert not sim.duplicate and 0 <= sim.score < DUPLICATE_THRESHOLD
@@ -117,7 +130,7 @@ def test_on_the_colbench_sample_copies_are_found_and_distinct_tasks_are_kept_apa
     for kind in ("renamed", "reformatted", "commented", "all_cosmetic", "literal_changed"):
         assert found[kind] == 1.0, (kind, found)
     assert found["branch_swapped"] >= 0.95 and found["reordered"] >= 0.9, found
-    assert found["loop_swapped"] >= 0.3, found  # the hardest edit: a while loop is a different shape (docs)
+    assert found["loop_swapped"] >= 0.6, found  # the hardest edit: a while loop over indices is another shape (docs)
 
     index = NearDuplicateIndex(tasks)
     prints = [code_fingerprint(task.ground_truth) for task in tasks]
