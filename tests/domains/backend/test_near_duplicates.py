@@ -130,7 +130,7 @@ def test_on_the_colbench_sample_copies_are_found_and_distinct_tasks_are_kept_apa
     for kind in ("renamed", "reformatted", "commented", "all_cosmetic", "literal_changed"):
         assert found[kind] == 1.0, (kind, found)
     assert found["branch_swapped"] >= 0.95 and found["reordered"] >= 0.9, found
-    assert found["loop_swapped"] >= 0.6, found  # the hardest edit: a while loop over indices is another shape (docs)
+    assert found["loop_swapped"] >= 0.75, found  # the hardest edit: a while loop over indices is another shape (docs)
 
     index = NearDuplicateIndex(tasks)
     prints = [code_fingerprint(task.ground_truth) for task in tasks]
