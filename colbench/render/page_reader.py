@@ -31,11 +31,11 @@ Colours are turned into sRGB by a 1x1 canvas in the same world, so every CSS col
 (named, hex, ``rgb``/``hsl``/``hwb``, ``lab``/``lch``/``oklab``/``oklch``, ``color-mix``, ``currentColor``,
 system colours) reads the same way; out-of-gamut colours are clipped to sRGB.
 
-Bounds: at most ``MAX_NODES`` nodes are walked (in document order), ``MAX_TEXT_RECTS`` line boxes and
-``MAX_ELEMENTS`` image and box candidates are kept, and the hit tests stop after ``HIT_TEST_MS`` (what is left
-untested counts as not seen, never as seen); the reading says whether it stopped early (``cut``). The CDP call itself
-is bounded by the caller's timeout and by ``Runtime.evaluate``'s own. A page of 100,000 paragraphs is read in about
-1.5 s on a 2-core machine; a page of the ColBench sample in a few tens of milliseconds.
+Bounds: at most ``MAX_NODES`` nodes are walked (in document order), ``MAX_TEXT_RECTS`` line boxes, ``MAX_CHARS``
+characters and ``MAX_ELEMENTS`` image and box candidates are kept, and the hit tests stop after ``HIT_TEST_MS``
+(what is left untested counts as not seen, never as seen); the reading says whether it stopped early (``cut``). The
+CDP call itself is bounded by the caller's timeout and by ``Runtime.evaluate``'s own. A page of 100,000 paragraphs is
+read in about 1.5 s on a 2-core machine; a page of the ColBench sample in a few tens of milliseconds.
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ MAX_TEXT_RECTS = 1_500
 """Line boxes of text kept for the hit test at most."""
 MAX_ELEMENTS = 1_000
 """Image and box candidates kept for the hit test at most."""
+MAX_CHARS = 200_000
+"""Characters of text read at most (a text node that would pass it is left out: a screenshot shows far fewer)."""
 HIT_TEST_MS = 1_000
 """Time the hit tests may take at most (a page of 100,000 elements side by side makes each take milliseconds);
 points not tested by then count as not seen."""
@@ -61,7 +63,7 @@ Rect = tuple[float, float, float, float]
 
 _WORLD = "colbench-blocks"
 
-_READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS) => {
+_READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS, MAX_CHARS) => {
   const view = document.defaultView;
   const body = document.body;
   const out = {texts: [], elements: [], walked: 0, cut: false};
@@ -198,7 +200,7 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS)
       ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT,
   });
   const IMAGES = new Set(["IMG", "VIDEO", "CANVAS"]);
-  let rects = 0;
+  let rects = 0, chars = 0;
   for (let node = walker.currentNode; node; node = walker.nextNode()) {
     if (++out.walked > MAX_NODES) { out.cut = true; break; }
     if (node.nodeType === 3) {
@@ -209,6 +211,8 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS)
       }
       const info = owner(parent);
       if (info === null) continue;
+      if (chars + node.data.length > MAX_CHARS) { out.cut = true; continue; }
+      chars += node.data.length;
       range.selectNodeContents(node);
       const item = [info.id, transform(node.data, info.transform), info.colour, []];
       for (const r of range.getClientRects()) {
@@ -308,7 +312,8 @@ async def read_page(cdp: CDPSession, width: int, height: int, timeout_s: float) 
     world = await cdp.send(
         "Page.createIsolatedWorld", {"frameId": tree["frameTree"]["frame"]["id"], "worldName": _WORLD}
     )
-    call = f"{_READ_JS}({width}, {height}, {MAX_NODES}, {MAX_TEXT_RECTS}, {MAX_ELEMENTS}, {HIT_TEST_MS})"
+    bounds = f"{MAX_NODES}, {MAX_TEXT_RECTS}, {MAX_ELEMENTS}, {HIT_TEST_MS}, {MAX_CHARS}"
+    call = f"{_READ_JS}({width}, {height}, {bounds})"
     answer = await cdp.send(
         "Runtime.evaluate",
         {
@@ -325,6 +330,11 @@ async def read_page(cdp: CDPSession, width: int, height: int, timeout_s: float) 
     return _parse(answer.get("result", {}).get("value"))
 
 
+def _well_formed(text: str) -> str:
+    """``text`` with lone surrogates (a script can put them in a text node) replaced, so it encodes as UTF-8."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def _parse(value: Any) -> PageReading:
     """The reading as typed records; a line box counts where the hit test found the text on top at 2 of 3 points."""
     if not isinstance(value, dict):
@@ -334,7 +344,7 @@ def _parse(value: Any) -> PageReading:
         seen = tuple((x, y, w, h) for x, y, w, h, hits in rects if hits >= 2)
         if seen:
             rgba = (int(colour[0]), int(colour[1]), int(colour[2]), float(colour[3])) if colour else None
-            texts.append(TextRun(int(container), str(text), rgba, seen))
+            texts.append(TextRun(int(container), _well_formed(str(text)), rgba, seen))
     elements = tuple(
         ElementBox(kind, (x, y, w, h)) for kind, x, y, w, h, hits in value.get("elements", ()) if hits >= 1
     )

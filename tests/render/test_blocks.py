@@ -116,6 +116,12 @@ ATTACKS: list[tuple[str, str, str]] = [
         f'<div style="position:relative"><p>Other words of the same length!</p>{secret()}</div>',
     ),
     (
+        "covered far down the page",
+        f'<div style="position:relative;margin-top:1500px">{secret()}'
+        '<div style="position:absolute;inset:0;background:#fff"></div></div>',
+        f'<div style="position:relative;margin-top:1500px">{secret()}<div style="position:absolute;inset:0"></div></div>',
+    ),
+    (
         "closed details",
         f"<details><summary>Summary</summary>{secret()}</details>",
         f"<details open><summary>Summary</summary>{secret()}</details>",
@@ -204,6 +210,13 @@ MANY_BOXES = page(
 )
 HUGE = "<!doctype html><html><body><p>" + "".join(f"w{i}<i></i> " for i in range(100_000)) + "</p></body></html>"
 NO_TEXT = page("").replace("<p>Control line</p>", '<div style="width:300px;height:80px;background:#248"></div>')
+# A fixed header covers the top of the viewport; scrolled down for the hit test, it must not hide text below.
+FIXED_HEADER = page(
+    '<div style="position:fixed;top:0;left:0;right:0;height:120px;background:#333"></div>'
+    '<p style="margin-top:1500px">Far down the page</p><p style="margin-top:600px">Further down</p>'
+)
+# Text a script writes while the page loads, with a lone surrogate (the HTML parser would have replaced it).
+SURROGATE = page('<p id="t">x</p><script>document.getElementById("t").textContent = "Odd \\ud800 text";</script>')
 SCRIPTED_SAME = page("<script>1</script><h1>Same heading</h1><p>Same paragraph of text.</p>")
 STATIC_SAME = page("<h1>Same heading</h1><p>Same paragraph of text.</p>")
 
@@ -219,6 +232,8 @@ def all_pages() -> dict[str, str]:
         "colours": COLOUR_PAGE,
         "many boxes": MANY_BOXES,
         "no text": NO_TEXT,
+        "fixed header": FIXED_HEADER,
+        "surrogate": SURROGATE,
         "scripted same": SCRIPTED_SAME,
         "static same": STATIC_SAME,
     }
@@ -340,6 +355,19 @@ def test_a_page_script_cannot_bend_the_reading(rendered: dict[str, RenderResult]
 def test_a_scripted_page_reads_as_its_static_twin(rendered: dict[str, RenderResult]) -> None:
     assert rendered["scripted same"].blocks == rendered["static same"].blocks
     assert texts(rendered["static same"]) == ["Control line", "Same heading", "Same paragraph of text."]
+
+
+@pytest.mark.browser
+def test_text_far_down_a_long_page_counts_under_a_fixed_header(rendered: dict[str, RenderResult]) -> None:
+    result = rendered["fixed header"]
+    assert texts(result) == ["Far down the page", "Further down"]  # the header covers the control line
+    assert text_block(result, "Further down").y > 2000
+
+
+@pytest.mark.browser
+def test_text_with_a_lone_surrogate_is_kept_well_formed(rendered: dict[str, RenderResult]) -> None:
+    block = text_block(rendered["surrogate"], "Odd \ufffd text")
+    assert json.dumps(block.as_record(), ensure_ascii=False).encode("utf-8")
 
 
 # -- bounds, determinism, caching --------------------------------------------------------------------------------------
