@@ -66,8 +66,21 @@ Cost (2-core machine, ColBench sample): a static page takes about 0.14 CPU-s in 
 and capture; Playwright and Python about 0.02 s), against about 1.3 CPU-s with a fresh context and the whole sheet,
 which a scripted page still costs.
 
+**Blocks.** ``render(html, blocks=True)`` (or ``RenderConfig(blocks=True)``) also reads the page's visible blocks
+(``RenderResult.blocks``: text runs, images, coloured boxes, as ``colbench.render.blocks.PageBlock``) in the same
+render, after the screenshot, from the same document: ``colbench.render.page_reader`` reads the DOM in a CDP isolated
+world that the page's scripts cannot reach, and ``colbench.render.ink`` keeps only what the screenshot's pixels show
+(docs/frontend.md, "Visual blocks"). A scripted page's scripts are stopped once it has loaded
+(``Emulation.setScriptExecutionDisabled``), before the screenshot, so the screenshot and the reading show one page
+(without ``blocks`` they keep running, as before). Reading is bounded (nodes walked, line boxes, characters, hit-test
+time, blocks kept: ``RenderResult.blocks_note`` says what a bound cut) and counts against the screenshot timeout.
+It costs about 0.05 CPU-s per page of the ColBench sample (0.02 s in Chromium, 0.03 s of pixel checks in Python, run on
+a worker thread after the page has given its turn back), measured by ``bench/render_blocks.py``; without ``blocks``
+nothing of it runs.
+
 Renders of reference pages can be cached: ``render(html, cache=True)`` looks up and stores successful results in an
-LRU keyed by the SHA-256 of the HTML (``cache_size`` entries per renderer; 0 disables it).
+LRU keyed by the SHA-256 of the HTML and whether blocks were read (a result without blocks never answers a caller
+who asks for them; ``cache_size`` entries per renderer; 0 disables it).
 """
 
 from __future__ import annotations
