@@ -98,8 +98,9 @@ def confirm(png: bytes, reading: PageReading) -> Confirmed:
         if block is not None:
             found.append(block)
     notes = []
-    if reading.cut:
-        notes.append(f"the page was read up to its bounds ({reading.walked} of at most {MAX_NODES} nodes walked)")
+    if reading.cuts:
+        bounds = ", ".join(reading.cuts)
+        notes.append(f"the page was read up to its bounds ({bounds}; {reading.walked} of at most {MAX_NODES} nodes)")
     if len(found) > MAX_BLOCKS:
         notes.append(f"kept the {MAX_BLOCKS} largest of {len(found)} blocks")
         ranked = sorted(range(len(found)), key=lambda i: (-found[i].area, i))[:MAX_BLOCKS]

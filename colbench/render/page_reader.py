@@ -33,7 +33,7 @@ system colours) reads the same way; out-of-gamut colours are clipped to sRGB.
 
 Bounds: at most ``MAX_NODES`` nodes are walked (in document order), ``MAX_TEXT_RECTS`` line boxes, ``MAX_CHARS``
 characters and ``MAX_ELEMENTS`` image and box candidates are kept, and the hit tests stop after ``HIT_TEST_MS``
-(what is left untested counts as not seen, never as seen); the reading says whether it stopped early (``cut``). The
+(what is left untested counts as not seen, never as seen); the reading says which bounds cut it short (``cuts``). The
 CDP call itself is bounded by the caller's timeout and by ``Runtime.evaluate``'s own. A page of 100,000 paragraphs is
 read in about 1.5 s on a 2-core machine; a page of the ColBench sample in a few tens of milliseconds.
 """
@@ -66,7 +66,8 @@ _WORLD = "colbench-blocks"
 _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS, MAX_CHARS) => {
   const view = document.defaultView;
   const body = document.body;
-  const out = {texts: [], elements: [], walked: 0, cut: false};
+  const out = {texts: [], elements: [], walked: 0, cuts: []};
+  const cut = (bound) => { if (!out.cuts.includes(bound)) out.cuts.push(bound); };
   if (!body || !view) return out;
   const styles = new Map();
   const css = (el) => {
@@ -136,7 +137,8 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
     return p;
   };
   const clipText = (el, stop) => {
-    for (let node = el; node && node.nodeType === 1; node = node.parentElement) {
+    let depth = 0;
+    for (let node = el; node && node.nodeType === 1 && depth++ < 8; node = node.parentElement) {
       const s = css(node);
       if ((s.webkitBackgroundClip === "text" || s.backgroundClip === "text") &&
           (s.backgroundImage !== "none" || rgba(s.backgroundColor)[3] > 0.05)) return true;
@@ -144,22 +146,31 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
     }
     return false;
   };
+  // The nearest ancestor-or-self that ``passes`` (or body), remembered for every element on the way.
+  const nearest = (passes) => {
+    const cache = new Map();
+    return (el) => {
+      const path = [];
+      let node = el, found;
+      while (true) {
+        found = cache.get(node);
+        if (found !== undefined) break;
+        path.push(node);
+        if (!node.parentElement || node === body || passes(node)) { found = node; break; }
+        node = node.parentElement;
+      }
+      for (const seen of path) cache.set(seen, found);
+      return found;
+    };
+  };
+  const blockOf = nearest((node) => { const d = css(node).display; return d !== "inline" && d !== "contents"; });
+  const boxOwner = nearest((node) => css(node).display !== "contents");
   const containers = new Map();
   const container = (el) => {
-    let node = el;
-    while (node.parentElement && node !== body) {
-      const d = css(node).display;
-      if (d !== "inline" && d !== "contents") break;
-      node = node.parentElement;
-    }
+    const node = blockOf(el);
     let id = containers.get(node);
     if (id === undefined) { id = containers.size; containers.set(node, id); }
     return [node, id];
-  };
-  const boxOwner = (el) => {
-    let node = el;
-    while (node.parentElement && css(node).display === "contents") node = node.parentElement;
-    return node;
   };
   const owners = new Map();
   const owner = (el) => {
@@ -167,14 +178,15 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
     if (info !== undefined) return info;
     info = null;
     const s = css(el);
-    if (visible(el) && parseFloat(s.fontSize) >= 1) {
+    const target = boxOwner(el);  // a display: contents element has no box of its own to check or hit
+    if (visible(target) && s.visibility === "visible" && parseFloat(s.fontSize) >= 1) {
       const a = alpha(el);
       const fill = rgba(s.webkitTextFillColor);
       const [box, id] = container(el);
       let colour = null;
       if (a >= 0.1 && fill[3] * a >= 0.1) colour = [fill[0], fill[1], fill[2], fill[3] * a];
       if (colour !== null || (a >= 0.1 && clipText(el, box))) {
-        info = {id, colour, target: boxOwner(el), transform: s.textTransform};
+        info = {id, colour, target, transform: s.textTransform};
       }
     }
     owners.set(el, info);
@@ -202,23 +214,23 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
   const IMAGES = new Set(["IMG", "VIDEO", "CANVAS"]);
   let rects = 0, chars = 0;
   for (let node = walker.currentNode; node; node = walker.nextNode()) {
-    if (++out.walked > MAX_NODES) { out.cut = true; break; }
+    if (out.walked >= MAX_NODES) { cut("nodes walked"); break; }
+    out.walked++;
     if (node.nodeType === 3) {
       const parent = node.parentElement;
-      if (!parent || parent instanceof SVGElement || !/\S/.test(node.data) || rects >= MAX_RECTS) {
-        if (rects >= MAX_RECTS && /\S/.test(node.data)) out.cut = true;
-        continue;
-      }
+      if (!parent || parent instanceof SVGElement || !/\S/.test(node.data)) continue;
+      if (rects >= MAX_RECTS) { cut("line boxes"); continue; }
       const info = owner(parent);
       if (info === null) continue;
-      if (chars + node.data.length > MAX_CHARS) { out.cut = true; continue; }
+      if (chars + node.data.length > MAX_CHARS) { cut("characters"); continue; }
       chars += node.data.length;
       range.selectNodeContents(node);
       const item = [info.id, transform(node.data, info.transform), info.colour, []];
       for (const r of range.getClientRects()) {
         if (r.height < 4 || r.width < 2) continue;
         const c = clip(r);
-        if (c[2] < 2 || c[3] < 4 || rects >= MAX_RECTS) continue;
+        if (c[2] < 2 || c[3] < 4) continue;
+        if (rects >= MAX_RECTS) { cut("line boxes"); break; }
         rects++;
         const rect = [c[0], c[1], c[2], c[3], 0];
         item[3].push(rect);
@@ -228,18 +240,17 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
       continue;
     }
     const el = node;
-    if (out.elements.length >= MAX_ELEMENTS) continue;
     const s = css(el);
     const image = IMAGES.has(el.tagName) || el.tagName === "svg" ||
       (el.tagName === "INPUT" && el.type === "image") || s.backgroundImage !== "none";
     if (!image && !(rgba(s.backgroundColor)[3] > 0.05)) continue;
     const c = clip(el.getBoundingClientRect());
     if (c[2] < 4 || c[3] < 4 || alpha(el) < 0.1 || !visible(el)) continue;
+    if (out.elements.length >= MAX_ELEMENTS) { cut("images and boxes"); continue; }
     const item = [image ? "image" : "box", c[0], c[1], c[2], c[3], 0];
     out.elements.push(item);
     queries.push([c[0] + c[2] / 2, c[1] + c[3] / 2, el, true, item]);
   }
-  if (out.elements.length >= MAX_ELEMENTS) out.cut = true;
   // The hit test: is the text's element (or the element, or one of its descendants) on top at each point?
   const force = document.createElement("style");
   force.textContent = "*, *::before, *::after { pointer-events: auto !important; }";
@@ -249,7 +260,7 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
   queries.sort((a, b) => a[1] - b[1]);
   const deadline = performance.now() + HIT_TEST_MS;
   for (const [x, y, target, whole, item] of queries) {
-    if (performance.now() > deadline) { out.cut = true; break; }
+    if (performance.now() > deadline) { cut("hit-test time"); break; }
     if (y - scroll >= height) {
       view.scrollTo({top: y, left: 0, behavior: "instant"});
       scroll = view.scrollY;
@@ -298,12 +309,14 @@ class ElementBox:
 
 @dataclass(frozen=True)
 class PageReading:
-    """What the browser lays out, in document order; ``cut`` when a bound stopped the reading early."""
+    """What the browser lays out, in document order, and which bounds cut the reading short."""
 
     texts: tuple[TextRun, ...]
     elements: tuple[ElementBox, ...]
     walked: int
-    cut: bool
+    cuts: tuple[str, ...]
+    """The bounds that stopped part of the reading: ``nodes walked``, ``line boxes``, ``characters``, ``images and
+    boxes``, ``hit-test time``."""
 
 
 async def read_page(cdp: CDPSession, width: int, height: int, timeout_s: float) -> PageReading:
@@ -338,7 +351,7 @@ def _well_formed(text: str) -> str:
 def _parse(value: Any) -> PageReading:
     """The reading as typed records; a line box counts where the hit test found the text on top at 2 of 3 points."""
     if not isinstance(value, dict):
-        return PageReading((), (), 0, False)
+        return PageReading((), (), 0, ())
     texts = []
     for container, text, colour, rects in value.get("texts", ()):
         seen = tuple((x, y, w, h) for x, y, w, h, hits in rects if hits >= 2)
@@ -348,4 +361,5 @@ def _parse(value: Any) -> PageReading:
     elements = tuple(
         ElementBox(kind, (x, y, w, h)) for kind, x, y, w, h, hits in value.get("elements", ()) if hits >= 1
     )
-    return PageReading(tuple(texts), elements, int(value.get("walked", 0)), bool(value.get("cut", False)))
+    cuts = tuple(str(bound) for bound in value.get("cuts", ()))
+    return PageReading(tuple(texts), elements, int(value.get("walked", 0)), cuts)

@@ -40,6 +40,11 @@ def secret(style: str = "", tag: str = "p") -> str:
 ATTACKS: list[tuple[str, str, str]] = [
     ("display none", secret("display:none"), secret()),
     ("hidden attribute", f"<p hidden>{SECRET}</p>", secret()),
+    (
+        "visibility hidden through display: contents",
+        f'<div style="display:contents;visibility:hidden">{SECRET}</div>',
+        f'<div style="display:contents">{SECRET}</div>',
+    ),
     ("visibility hidden", f'<div style="visibility:hidden">{secret()}</div>', f"<div>{secret()}</div>"),
     (
         "opacity 0 up the chain",
