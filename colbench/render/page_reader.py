@@ -17,9 +17,13 @@ The reader already leaves out what the browser itself says no one can see:
   background through ``background-clip: text`` (gradient headings; ``ink`` then measures its colour from pixels);
 - text inside ``<script>``, ``<style>``, ``<template>``, ``<select>``, ``<textarea>``, ``<noscript>``, frames and
   SVG; text in shadow trees and CSS generated content (``::before``) is not read at all;
-- line boxes (``Range.getClientRects``: one per line fragment) under 4 px tall or 2 px wide, or outside the
-  screenshot (off-screen, negative offsets, ``text-indent: -9999px``, below the ``max_height`` cut); a line box
-  partly outside is cut to the screenshot;
+- text a person would read as other words than the DOM holds: drawn as discs (``-webkit-text-security``), in reversed
+  or reordered order (``unicode-bidi: bidi-override``, also on an ancestor up to its block), or in a font the page
+  brought itself (a ``data:`` or ``blob:`` web font may draw any glyph for any character); glyphs squeezed on top of
+  each other (less than ``MIN_ADVANCE`` line heights of width per character);
+- line boxes (``Range.getClientRects``: one per line fragment) under ``MIN_HEIGHT`` (6 px) tall or 2 px wide, or
+  outside the screenshot (off-screen, negative offsets, ``text-indent: -9999px``, below the ``max_height`` cut); a
+  line box partly outside is cut to the screenshot;
 - line boxes the browser's own hit test does not find on top at 2 of 3 points along the line's middle
   (``elementsFromPoint``, with ``pointer-events`` forced on for the test): clipped by an ancestor's overflow,
   ``clip`` or ``clip-path``, or covered by an element painted over it that paints something there (a background
@@ -46,6 +50,11 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from playwright.async_api import CDPSession
 
+MIN_HEIGHT = 6
+"""Line boxes lower than this (px; a font of about 5 px) hold no text a person can read."""
+MIN_ADVANCE = 0.12
+"""A text node's line boxes must be at least this many line heights wide per character (glyphs squeezed on top of
+each other by ``letter-spacing`` or ``scaleX`` are unreadable; an ``i`` in a common sans is about 0.25)."""
 MAX_NODES = 20_000
 """Nodes (elements and text) walked at most, in document order."""
 MAX_TEXT_RECTS = 1_500
@@ -63,7 +72,8 @@ Rect = tuple[float, float, float, float]
 
 _WORLD = "colbench-blocks"
 
-_READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS, MAX_CHARS) => {
+_READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS, MAX_CHARS, MIN_HEIGHT,
+  MIN_ADVANCE) => {
   const view = document.defaultView;
   const body = document.body;
   const out = {texts: [], elements: [], walked: 0, cuts: []};
@@ -172,6 +182,21 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
     if (id === undefined) { id = containers.size; containers.set(node, id); }
     return [node, id];
   };
+  // Fonts the page brought itself (only data: and blob: URLs can load offline) may draw any glyph for any
+  // character: text set in one could show other words than its DOM holds, so it is not read.
+  const unquote = (name) => name.trim().replace(/^["']|["']$/g, "").toLowerCase();
+  const pageFonts = new Set();
+  for (const face of document.fonts) if (face.status === "loaded") pageFonts.add(unquote(face.family));
+  const inPageFont = (s) => pageFonts.size > 0 && s.fontFamily.split(",").some((name) => pageFonts.has(unquote(name)));
+  // Characters drawn in another order than the DOM's (bidi-override) or as discs (text-security) show other words.
+  const scrambled = (el, stop) => {
+    let depth = 0;
+    for (let node = el; node && node.nodeType === 1 && depth++ < 64; node = node.parentElement) {
+      if (css(node).unicodeBidi.includes("override")) return true;
+      if (node === stop) break;
+    }
+    return false;
+  };
   const owners = new Map();
   const owner = (el) => {
     let info = owners.get(el);
@@ -179,13 +204,14 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
     info = null;
     const s = css(el);
     const target = boxOwner(el);  // a display: contents element has no box of its own to check or hit
-    if (visible(target) && s.visibility === "visible" && parseFloat(s.fontSize) >= 1) {
+    const readable = s.webkitTextSecurity === "none" && !inPageFont(s);
+    if (visible(target) && s.visibility === "visible" && parseFloat(s.fontSize) >= 1 && readable) {
       const a = alpha(el);
       const fill = rgba(s.webkitTextFillColor);
       const [box, id] = container(el);
       let colour = null;
       if (a >= 0.1 && fill[3] * a >= 0.1) colour = [fill[0], fill[1], fill[2], fill[3] * a];
-      if (colour !== null || (a >= 0.1 && clipText(el, box))) {
+      if ((colour !== null || (a >= 0.1 && clipText(el, box))) && !scrambled(el, box)) {
         info = {id, colour, target, transform: s.textTransform};
       }
     }
@@ -226,10 +252,15 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
       chars += node.data.length;
       range.selectNodeContents(node);
       const item = [info.id, transform(node.data, info.transform), info.colour, []];
-      for (const r of range.getClientRects()) {
-        if (r.height < 4 || r.width < 2) continue;
+      const lines = Array.from(range.getClientRects()).filter((r) => r.height >= MIN_HEIGHT && r.width >= 2);
+      // Glyphs squeezed together (letter-spacing, scaleX) are unreadable: each character needs some width.
+      const letters = node.data.replace(/\s/g, "").length;
+      const width = lines.reduce((sum, r) => sum + r.width, 0);
+      const tall = lines.reduce((most, r) => Math.max(most, r.height), 0);
+      if (width < letters * tall * MIN_ADVANCE) continue;
+      for (const r of lines) {
         const c = clip(r);
-        if (c[2] < 2 || c[3] < 4) continue;
+        if (c[2] < 2 || c[3] < MIN_HEIGHT) continue;
         if (rects >= MAX_RECTS) { cut("line boxes"); break; }
         rects++;
         const rect = [c[0], c[1], c[2], c[3], 0];
@@ -325,7 +356,7 @@ async def read_page(cdp: CDPSession, width: int, height: int, timeout_s: float) 
     world = await cdp.send(
         "Page.createIsolatedWorld", {"frameId": tree["frameTree"]["frame"]["id"], "worldName": _WORLD}
     )
-    bounds = f"{MAX_NODES}, {MAX_TEXT_RECTS}, {MAX_ELEMENTS}, {HIT_TEST_MS}, {MAX_CHARS}"
+    bounds = f"{MAX_NODES}, {MAX_TEXT_RECTS}, {MAX_ELEMENTS}, {HIT_TEST_MS}, {MAX_CHARS}, {MIN_HEIGHT}, {MIN_ADVANCE}"
     call = f"{_READ_JS}({width}, {height}, {bounds})"
     answer = await cdp.send(
         "Runtime.evaluate",

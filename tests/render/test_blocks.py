@@ -8,9 +8,11 @@ a control page that shows them by the nearest honest means (a block must hold th
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -126,6 +128,16 @@ ATTACKS: list[tuple[str, str, str]] = [
         '<div style="position:absolute;inset:0;background:#fff"></div></div>',
         f'<div style="position:relative;margin-top:1500px">{secret()}<div style="position:absolute;inset:0"></div></div>',
     ),
+    ("drawn as discs", secret("-webkit-text-security:disc"), secret("-webkit-text-security:none")),
+    ("characters reversed", secret("direction:rtl;unicode-bidi:bidi-override"), secret("direction:rtl")),
+    (
+        "reversed by an ancestor",
+        f'<div style="direction:rtl;unicode-bidi:bidi-override"><span>{SECRET}</span></div>',
+        f'<div style="direction:rtl"><span>{SECRET}</span></div>',
+    ),
+    ("squeezed by letter-spacing", secret("letter-spacing:-12px"), secret("letter-spacing:2px")),
+    ("squeezed by scaleX", secret("transform:scaleX(0.04);transform-origin:0 0"), secret("transform:scaleX(0.8)")),
+    ("a font 4 px high", secret("font-size:4px"), secret("font-size:9px")),
     (
         "closed details",
         f"<details><summary>Summary</summary>{secret()}</details>",
@@ -145,6 +157,17 @@ ATTACKS: list[tuple[str, str, str]] = [
         ),
     ),
 ]
+
+
+FONT_FILES = sorted(Path("/usr/share/fonts").rglob("*.ttf")) if Path("/usr/share/fonts").is_dir() else []
+
+
+def font_page(family: str) -> str:
+    """A page whose secret is set in a font it brings itself (a data: URL) if ``family`` names it first."""
+    data = base64.b64encode(FONT_FILES[0].read_bytes()).decode()
+    face = f"<style>@font-face{{font-family:PageFont;src:url(data:font/ttf;base64,{data})}}</style>"
+    return page(secret(f"font-family:{family}"), face)
+
 
 # Everything a page's own script could bend in its world, then the secret hidden by opacity and a control shown;
 # a second script swaps the control's words once the page has loaded (the render stops scripts from then on).
@@ -242,6 +265,9 @@ def all_pages() -> dict[str, str]:
         "scripted same": SCRIPTED_SAME,
         "static same": STATIC_SAME,
     }
+    if FONT_FILES:
+        pages["hidden: a font the page brought"] = font_page("PageFont, sans-serif")
+        pages["shown: a font the page brought"] = font_page("sans-serif")
     return pages
 
 
@@ -338,8 +364,10 @@ def test_a_page_without_text_has_no_text_blocks(rendered: dict[str, RenderResult
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("name", [name for name, _, _ in ATTACKS])
+@pytest.mark.parametrize("name", [name for name, _, _ in ATTACKS] + ["a font the page brought"])
 def test_hidden_text_gives_no_block_and_shown_text_does(name: str, rendered: dict[str, RenderResult]) -> None:
+    if f"hidden: {name}" not in rendered:
+        pytest.skip("no TrueType font under /usr/share/fonts to serve as the page's own font")
     hidden, shown = rendered[f"hidden: {name}"], rendered[f"shown: {name}"]
     assert "Control line" in texts(hidden) and "Control line" in texts(shown)
     assert not any("SECRET" in words for words in texts(hidden)), texts(hidden)
