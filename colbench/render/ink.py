@@ -38,7 +38,7 @@ Their ``color`` and ``background`` are their dominant colour (a box's: its edge'
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import groupby
 
 import numpy as np
@@ -88,7 +88,13 @@ def confirm(png: bytes, reading: PageReading) -> Confirmed:
     pixels = decode(png)
     height, width = pixels.shape[:2]
     found: list[PageBlock] = []
-    confirmed = [(run, seen) for run in reading.texts if (seen := _seen_rects(pixels, run))]
+    confirmed: list[tuple[TextRun, list[_Seen]]] = []
+    apart = False  # a run left out between two others keeps their words apart
+    for run in reading.texts:
+        seen = _seen_rects(pixels, run)
+        if seen:
+            confirmed.append((replace(run, text=" " + run.text) if apart else run, seen))
+        apart = not seen
     for _, group in groupby(confirmed, key=lambda item: item[0].container):
         block = _text_block(pixels, list(group))
         if block is not None:

@@ -238,26 +238,28 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
       ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT,
   });
   const IMAGES = new Set(["IMG", "VIDEO", "CANVAS"]);
-  let rects = 0, chars = 0;
+  // Words on either side of what is not read (whitespace, a line break, hidden text) stay apart.
+  let rects = 0, chars = 0, space = false;
   for (let node = walker.currentNode; node; node = walker.nextNode()) {
     if (out.walked >= MAX_NODES) { cut("nodes walked"); break; }
     out.walked++;
     if (node.nodeType === 3) {
       const parent = node.parentElement;
-      if (!parent || parent instanceof SVGElement || !/\S/.test(node.data)) continue;
+      if (!parent || parent instanceof SVGElement || !/\S/.test(node.data)) { space = true; continue; }
       if (rects >= MAX_RECTS) { cut("line boxes"); continue; }
       const info = owner(parent);
-      if (info === null) continue;
+      if (info === null) { space = true; continue; }
       if (chars + node.data.length > MAX_CHARS) { cut("characters"); continue; }
       chars += node.data.length;
       range.selectNodeContents(node);
-      const item = [info.id, transform(node.data, info.transform), info.colour, []];
+      const item = [info.id, (space ? " " : "") + transform(node.data, info.transform), info.colour, []];
+      space = false;
       const lines = Array.from(range.getClientRects()).filter((r) => r.height >= MIN_HEIGHT && r.width >= 2);
       // Glyphs squeezed together (letter-spacing, scaleX) are unreadable: each character needs some width.
       const letters = node.data.replace(/\s/g, "").length;
       const width = lines.reduce((sum, r) => sum + r.width, 0);
       const tall = lines.reduce((most, r) => Math.max(most, r.height), 0);
-      if (width < letters * tall * MIN_ADVANCE) continue;
+      if (width < letters * tall * MIN_ADVANCE) { space = true; continue; }
       for (const r of lines) {
         const c = clip(r);
         if (c[2] < 2 || c[3] < MIN_HEIGHT) continue;
@@ -268,9 +270,11 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
         for (const f of [0.25, 0.5, 0.75]) queries.push([c[0] + c[2] * f, c[1] + c[3] / 2, info.target, false, rect]);
       }
       if (item[3].length) out.texts.push(item);
+      else space = true;
       continue;
     }
     const el = node;
+    if (el.tagName === "BR") space = true;
     const s = css(el);
     const image = IMAGES.has(el.tagName) || el.tagName === "svg" ||
       (el.tagName === "INPUT" && el.type === "image") || s.backgroundImage !== "none";
@@ -324,7 +328,8 @@ class TextRun:
     container: int
     """The id of its nearest ancestor that is not ``display: inline`` (runs sharing one, in a row, form a block)."""
     text: str
-    """Its characters as laid out (``text-transform`` applied; whitespace as in the DOM)."""
+    """Its characters as laid out (``text-transform`` applied; whitespace as in the DOM, and a space in front when
+    something not read, such as whitespace between two links or a ``<br>``, came before it)."""
     colour: tuple[int, int, int, float] | None
     """Its fill colour in sRGB with the alpha of the whole chain; None when it shows a background (clip: text)."""
     rects: tuple[Rect, ...]

@@ -245,6 +245,10 @@ FIXED_HEADER = page(
 )
 # Text a script writes while the page loads, with a lone surrogate (the HTML parser would have replaced it).
 SURROGATE = page('<p id="t">x</p><script>document.getElementById("t").textContent = "Odd \\ud800 text";</script>')
+JOINS = page(
+    '<p>Hel<b>lo</b> wor<i>ld</i></p><p>one<br>two</p><div><a href="#">Facebook</a>\n<a href="#">Twitter</a></div>'
+    '<p>left <span style="opacity:0">hidden</span>right</p>'
+)
 SCRIPTED_SAME = page("<script>1</script><h1>Same heading</h1><p>Same paragraph of text.</p>")
 STATIC_SAME = page("<h1>Same heading</h1><p>Same paragraph of text.</p>")
 
@@ -261,6 +265,7 @@ def all_pages() -> dict[str, str]:
         "many boxes": MANY_BOXES,
         "no text": NO_TEXT,
         "fixed header": FIXED_HEADER,
+        "joins": JOINS,
         "surrogate": SURROGATE,
         "scripted same": SCRIPTED_SAME,
         "static same": STATIC_SAME,
@@ -327,6 +332,11 @@ def test_a_block_has_its_text_place_and_colours(rendered: dict[str, RenderResult
     [image] = [b for b in result.blocks if b.kind == "image"]
     assert (image.x, image.y, image.width, image.height) == (100, 400, 200, 100)
     assert [b.kind for b in result.blocks] == ["box", "text", "image"]  # reading order
+
+
+@pytest.mark.browser
+def test_a_block_joins_its_runs_as_they_read(rendered: dict[str, RenderResult]) -> None:
+    assert texts(rendered["joins"]) == ["Control line", "Hello world", "one two", "Facebook Twitter", "left right"]
 
 
 @pytest.mark.browser
