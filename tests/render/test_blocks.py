@@ -20,7 +20,7 @@ from paths import REPO
 from PIL import Image
 
 from colbench.errors import ConfigError, DataError
-from colbench.render import MAX_BLOCKS, PageBlock, RenderConfig, Renderer, RenderResult, paint_over_text
+from colbench.render import MAX_BLOCKS, PageBlock, RenderConfig, Renderer, RenderResult, page_reader, paint_over_text
 from colbench.render.ink import MIN_CONTRAST
 from colbench.render.page_reader import MAX_NODES
 
@@ -457,6 +457,20 @@ def test_the_cache_keys_on_blocks(renderer: Renderer) -> None:
     assert renderer.render(html, cache=True, blocks=True).cached
     again = renderer.render(html, cache=True)
     assert again.cached and again.blocks is None
+
+
+@pytest.mark.browser
+def test_a_reading_that_fails_fails_the_render_and_the_next_one_works(
+    renderer: Renderer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    html = page("<p>Read me</p>")
+    monkeypatch.setattr(page_reader, "_READ_JS", "(() => { throw new Error('the reader broke'); })")
+    failed = renderer.render(html, blocks=True)
+    assert failed.status == "error" and failed.png is None and failed.blocks is None
+    assert failed.error is not None and "reading the page's blocks failed" in failed.error and "broke" in failed.error
+    assert renderer.render(html).blocks is None  # a render without blocks never reads
+    monkeypatch.undo()
+    assert "Read me" in texts(renderer.render(html, blocks=True))
 
 
 # -- painting text over ------------------------------------------------------------------------------------------------
