@@ -66,6 +66,16 @@ ATTACKS: list[tuple[str, str, str]] = [
         secret("position:absolute;left:-5000px;top:100px"),
         secret("position:absolute;left:10px;top:100px"),
     ),
+    (
+        "off screen right",
+        secret("position:absolute;left:3000px;top:100px"),
+        secret("position:absolute;left:600px;top:100px"),
+    ),
+    (
+        "under its parent's background (negative z-index)",
+        f'<div style="background:#fafafa;height:60px">{secret("position:relative;z-index:-1")}</div>',
+        f'<div style="background:#fafafa;height:60px">{secret("position:relative;z-index:1")}</div>',
+    ),
     ("negative top", secret("position:absolute;top:-300px"), secret("position:absolute;top:300px")),
     ("text-indent -9999px", secret("text-indent:-9999px;overflow:hidden"), secret("text-indent:20px;overflow:hidden")),
     ("below the max_height cut", secret("margin-top:3000px"), secret("margin-top:2000px")),
