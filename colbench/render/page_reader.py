@@ -79,6 +79,15 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
   const out = {texts: [], elements: [], walked: 0, cuts: []};
   const cut = (bound) => { if (!out.cuts.includes(bound)) out.cuts.push(bound); };
   if (!body || !view) return out;
+  // As for the screenshot: finite animations at their end, infinite ones cancelled (Playwright's screenshot of a
+  // scripted page restarts the infinite ones afterwards, at their first frame, which the frozen clock holds).
+  for (const animation of document.getAnimations()) {
+    if (!animation.effect || animation.playbackRate === 0) continue;
+    try {
+      if (Number.isFinite(animation.effect.getComputedTiming().endTime)) animation.finish();
+      else animation.cancel();
+    } catch (e) {}
+  }
   const styles = new Map();
   const css = (el) => {
     let s = styles.get(el);

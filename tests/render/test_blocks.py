@@ -259,6 +259,9 @@ JOINS = page(
     '<p>Hel<b>lo</b> wor<i>ld</i></p><p>one<br>two</p><div><a href="#">Facebook</a>\n<a href="#">Twitter</a></div>'
     '<p>left <span style="opacity:0">hidden</span>right</p>'
 )
+# An infinite animation whose first frame hides the text: the screenshot cancels it, so the text shows (and counts).
+FADING = "<style>@keyframes fade{from{opacity:0}to{opacity:1}}</style>"
+SCRIPTED_FADE = page(f'<script>1</script><p style="animation:fade 1s infinite">{SECRET}</p>', FADING)
 SCRIPTED_SAME = page("<script>1</script><h1>Same heading</h1><p>Same paragraph of text.</p>")
 STATIC_SAME = page("<h1>Same heading</h1><p>Same paragraph of text.</p>")
 
@@ -275,6 +278,7 @@ def all_pages() -> dict[str, str]:
         "many boxes": MANY_BOXES,
         "no text": NO_TEXT,
         "fixed header": FIXED_HEADER,
+        "scripted fade": SCRIPTED_FADE,
         "joins": JOINS,
         "surrogate": SURROGATE,
         "scripted same": SCRIPTED_SAME,
@@ -402,6 +406,11 @@ def test_a_page_script_cannot_bend_the_reading(rendered: dict[str, RenderResult]
     assert not any("SECRET" in words for words in texts(tampered))
     assert tampered.blocks == honest.blocks  # the scripted page reads exactly as its static twin
     assert texts(tampered) == ["Control line", "Shown words"]
+
+
+@pytest.mark.browser
+def test_animations_are_read_as_the_screenshot_shows_them(rendered: dict[str, RenderResult]) -> None:
+    assert SECRET in texts(rendered["scripted fade"])
 
 
 @pytest.mark.browser
