@@ -66,8 +66,21 @@ Cost (2-core machine, ColBench sample): a static page takes about 0.14 CPU-s in 
 and capture; Playwright and Python about 0.02 s), against about 1.3 CPU-s with a fresh context and the whole sheet,
 which a scripted page still costs.
 
+**Blocks.** ``render(html, blocks=True)`` (or ``RenderConfig(blocks=True)``) also reads the page's visible blocks
+(``RenderResult.blocks``: text runs, images, coloured boxes, as ``colbench.render.blocks.PageBlock``) in the same
+render, after the screenshot, from the same document: ``colbench.render.page_reader`` reads the DOM in a CDP isolated
+world that the page's scripts cannot reach, and ``colbench.render.ink`` keeps only what the screenshot's pixels show
+(docs/frontend.md, "Visual blocks"). A scripted page's scripts are stopped once it has loaded
+(``Emulation.setScriptExecutionDisabled``), before the screenshot, so the screenshot and the reading show one page
+(without ``blocks`` they keep running, as before). Reading is bounded (nodes walked, line boxes, characters, hit-test
+time, blocks kept: ``RenderResult.blocks_note`` says what a bound cut) and counts against the screenshot timeout.
+It costs about 0.05 CPU-s per page of the ColBench sample (0.02 s in Chromium, 0.03 s of pixel checks in Python, run on
+a worker thread after the page has given its turn back), measured by ``bench/render_blocks.py``; without ``blocks``
+nothing of it runs.
+
 Renders of reference pages can be cached: ``render(html, cache=True)`` looks up and stores successful results in an
-LRU keyed by the SHA-256 of the HTML (``cache_size`` entries per renderer; 0 disables it).
+LRU keyed by the SHA-256 of the HTML and whether blocks were read (a result without blocks never answers a caller
+who asks for them; ``cache_size`` entries per renderer; 0 disables it).
 """
 
 from __future__ import annotations
@@ -97,6 +110,8 @@ from cachetools import LRUCache
 from colbench._util.storage import sha256_text
 from colbench.errors import ConfigError, InfraError
 from colbench.render.blocks import PageBlock
+from colbench.render.ink import confirm
+from colbench.render.page_reader import PageReading, ReadError, read_page
 from colbench.render.placeholder import TAILWIND_URL_RE, load_tailwind_css, placeholder_png, placeholder_size
 from colbench.render.stylesheet import StylesheetIndex
 
@@ -197,7 +212,8 @@ class RenderConfig:
     """Everything that changes a screenshot or bounds a render; the defaults are the scoring policy.
 
     ``concurrency``: pages rendered at once (each in its own browser context); ``renders_per_context``: static
-    pages rendered in one reused context before it is replaced (1 = a fresh context for every page).
+    pages rendered in one reused context before it is replaced (1 = a fresh context for every page). ``blocks``:
+    whether a render reads the page's visible blocks when its caller does not say (``render(..., blocks=...)``).
     """
 
     width: int = 1280
@@ -209,6 +225,7 @@ class RenderConfig:
     executable_path: str | None = None
     concurrency: int = 2
     renders_per_context: int = 200
+    blocks: bool = False
 
     def __post_init__(self) -> None:
         if self.width < 1 or self.height < 1 or self.max_height < self.height:
@@ -257,15 +274,14 @@ class RenderResult:
     cached: bool = False
     blocks: tuple[PageBlock, ...] | None = None
     """The page's visible blocks (``colbench.render.blocks``), read in the same render as ``png``; None when not
-    read (no PNG, or a renderer that does not extract them)."""
+    read (no PNG, or not asked for)."""
+    blocks_note: str | None = None
+    """What the bounds of block reading cut (nodes walked, blocks kept; ``colbench.render.ink``), or None."""
 
     @property
     def size(self) -> tuple[int, int] | None:
         """(width, height) of the PNG in pixels, read from its header; None without a PNG."""
-        if self.png is None:
-            return None
-        width, height = struct.unpack(">II", self.png[16:24])
-        return int(width), int(height)
+        return None if self.png is None else _png_size(self.png)
 
 
 def find_chromium(executable_path: str | None = None) -> str:
@@ -350,13 +366,16 @@ class Renderer:
 
     # -- public API -----------------------------------------------------------------------------------------------
 
-    def render(self, html: str, *, cache: bool = False) -> RenderResult:
-        """Render ``html``; ``cache=True`` (reference pages) looks the result up in / stores it into the LRU."""
-        return self._submit(html, cache).result()
+    def render(self, html: str, *, cache: bool = False, blocks: bool | None = None) -> RenderResult:
+        """Render ``html``; ``cache=True`` (reference pages) looks the result up in / stores it into the LRU.
 
-    async def arender(self, html: str, *, cache: bool = False) -> RenderResult:
+        ``blocks=True`` also reads the page's visible blocks into ``RenderResult.blocks`` (None: ``config.blocks``).
+        """
+        return self._submit(html, cache, self.config.blocks if blocks is None else blocks).result()
+
+    async def arender(self, html: str, *, cache: bool = False, blocks: bool | None = None) -> RenderResult:
         """``render`` for async callers: awaits without blocking the caller's event loop."""
-        return await asyncio.wrap_future(self._submit(html, cache))
+        return await asyncio.wrap_future(self._submit(html, cache, self.config.blocks if blocks is None else blocks))
 
     def kill_browser(self) -> int:
         """Kill the browser process outright (what a stuck render escalates to); the next render relaunches it."""
@@ -386,10 +405,10 @@ class Renderer:
 
     # -- internals (all on the loop thread) -------------------------------------------------------------------------
 
-    def _submit(self, html: str, cache: bool) -> concurrent.futures.Future[RenderResult]:
+    def _submit(self, html: str, cache: bool, blocks: bool) -> concurrent.futures.Future[RenderResult]:
         if self._closed:
             raise ConfigError("this Renderer is closed")
-        return asyncio.run_coroutine_threadsafe(self._render(html, cache), self._loop)
+        return asyncio.run_coroutine_threadsafe(self._render(html, cache, blocks), self._loop)
 
     async def _build_index(self) -> StylesheetIndex | None:
         try:
@@ -397,10 +416,10 @@ class Renderer:
         except Exception:  # never expected; the whole stylesheet is then served to every page
             return None
 
-    async def _render(self, html: str, cache: bool) -> RenderResult:
+    async def _render(self, html: str, cache: bool, blocks: bool) -> RenderResult:
         if not html.strip():
             return RenderResult(None, "empty", "no HTML to render", 0.0)
-        key = sha256_text(html)
+        key = f"{sha256_text(html)}/{'blocks' if blocks else 'png'}"  # a render without blocks serves no one who asks
         hit = self._cache.get(key) if cache else None
         if hit is not None:
             return replace(hit, cached=True)
@@ -413,9 +432,18 @@ class Renderer:
         async with self._turns:
             started = time.monotonic()
             if static:
-                result = await self._render_static(document, css, started)
+                result, reading = await self._render_static(document, css, started, blocks)
             else:
-                result = await self._render_in_context(_Document(document, css), started)
+                result, reading = await self._render_in_context(_Document(document, css), started, blocks)
+        if reading is not None and result.png is not None:
+            # The pixel checks run on a worker thread, after the page has given its turn back.
+            confirmed = await asyncio.to_thread(confirm, result.png, reading)
+            result = replace(
+                result,
+                blocks=confirmed.blocks,
+                blocks_note=confirmed.note,
+                duration_s=time.monotonic() - started,
+            )
         if cache and result.status == "ok" and self._cache_size > 0:
             self._cache[key] = result
         return result
@@ -491,7 +519,9 @@ class Renderer:
 
     # -- static pages: scripting off, reused contexts ---------------------------------------------------------------
 
-    async def _render_static(self, body: bytes, css: bytes, started: float) -> RenderResult:
+    async def _render_static(
+        self, body: bytes, css: bytes, started: float, blocks: bool
+    ) -> tuple[RenderResult, PageReading | None]:
         """Render in a reused context; an error there (the browser was killed meanwhile) earns one fresh retry."""
         from playwright.async_api import Error
         from playwright.async_api import TimeoutError as PlaywrightTimeout
@@ -503,6 +533,7 @@ class Renderer:
             reused = False
             status: RenderStatus = "error"
             png: bytes | None = None
+            reading: PageReading | None = None
             error: str | None = None
             phase, limit = "opening the page", cfg.close_timeout_s
             try:
@@ -513,8 +544,11 @@ class Renderer:
                 await asyncio.wait_for(slot.page.goto(PAGE_URL, wait_until="load", timeout=limit * 1000), limit)
                 phase, limit = "taking the screenshot", cfg.screenshot_timeout_s
                 png = await asyncio.wait_for(self._capture(slot.cdp), limit)
+                if blocks:
+                    phase = "reading the page's blocks"
+                    reading = await asyncio.wait_for(read_page(slot.cdp, *_png_size(png), limit), limit)
                 status = "ok"
-            except (PlaywrightTimeout, TimeoutError, Error) as exc:
+            except (PlaywrightTimeout, TimeoutError, Error, ReadError) as exc:
                 status, error = _failure(exc, phase, limit)
             finally:
                 if slot is not None:
@@ -527,7 +561,9 @@ class Renderer:
             if status == "error" and reused and not retried:
                 retried = True  # the context had worked before: retry once, in a fresh one
                 continue
-            return RenderResult(png, status, error, time.monotonic() - started)
+            if status != "ok":
+                png, reading = None, None
+            return RenderResult(png, status, error, time.monotonic() - started), reading
 
     async def _take_slot(self, *, fresh: bool = False) -> _Slot:
         """An idle context of this browser, or a new one (bounded by ``close_timeout_s``)."""
@@ -598,7 +634,9 @@ class Renderer:
 
     # -- scripted pages: a fresh context each ----------------------------------------------------------------------
 
-    async def _render_in_context(self, document: _Document, started: float) -> RenderResult:
+    async def _render_in_context(
+        self, document: _Document, started: float, blocks: bool
+    ) -> tuple[RenderResult, PageReading | None]:
         from playwright.async_api import Error
         from playwright.async_api import TimeoutError as PlaywrightTimeout
 
@@ -606,24 +644,32 @@ class Renderer:
         context: BrowserContext | None = None
         status: RenderStatus = "error"
         png: bytes | None = None
+        reading: PageReading | None = None
         error: str | None = None
         phase, limit = "opening the page", cfg.close_timeout_s
         try:
             _, context = await self._new_context(javascript=True)
-            page = await asyncio.wait_for(self._open_page(context, document), limit)
+            page, cdp = await asyncio.wait_for(self._open_page(context, document), limit)
             phase, limit = "loading the page", cfg.load_timeout_s
             await asyncio.wait_for(self._load(page), limit)
             phase, limit = "taking the screenshot", cfg.screenshot_timeout_s
+            if blocks:
+                # The page's scripts stop here, so the screenshot and the DOM read afterwards show one page.
+                await asyncio.wait_for(cdp.send("Emulation.setScriptExecutionDisabled", {"value": True}), limit)
             png = await asyncio.wait_for(self._shoot(page), limit)
+            if blocks:
+                phase = "reading the page's blocks"
+                reading = await asyncio.wait_for(read_page(cdp, *_png_size(png), limit), limit)
             status = "ok"
-        except (PlaywrightTimeout, TimeoutError, Error) as exc:
+        except (PlaywrightTimeout, TimeoutError, Error, ReadError) as exc:
             status, error = _failure(exc, phase, limit)
+            png, reading = None, None
         finally:
             if context is not None and not await self._close_context(context):
                 await self._kill_and_drop()
-        return RenderResult(png, status, error, time.monotonic() - started)
+        return RenderResult(png, status, error, time.monotonic() - started), reading
 
-    async def _open_page(self, context: BrowserContext, document: _Document) -> Page:
+    async def _open_page(self, context: BrowserContext, document: _Document) -> tuple[Page, CDPSession]:
         async def route(route: Route, request: Request) -> None:
             await self._answer(route, request, document)
 
@@ -634,10 +680,11 @@ class Renderer:
         await context.add_init_script(_NEUTRALISE_JS)
         await context.route("**/*", route)
         page = await context.new_page()
-        await self._freeze_animations(await context.new_cdp_session(page))
+        cdp = await context.new_cdp_session(page)
+        await self._freeze_animations(cdp)
         context.on("page", self._close_popup)  # registered after the main page exists: every later page is a popup
         page.on("dialog", on_dialog)
-        return page
+        return page, cdp
 
     async def _load(self, page: Page) -> None:
         """Navigate and wait until the document's readyState is "complete" (stylesheets and images in).
@@ -741,6 +788,11 @@ class Renderer:
     async def _shutdown(self) -> None:
         await self._drop_browser()
         await self._stop_playwright()
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    width, height = struct.unpack(">II", png[16:24])
+    return int(width), int(height)
 
 
 def _failure(exc: BaseException, phase: str, limit: float) -> tuple[RenderStatus, str]:

@@ -535,7 +535,7 @@ def test_static_pages_share_a_context_with_scripting_off() -> None:
         assert instance._idle == [slot] and slot.renders == 2
         # Scripting is off in that context: a script does not run there even if the classifier had missed it.
         html = page(RED_BOX, PAINT_GREEN)
-        forced = on_loop(instance, instance._render_static(html.encode(), instance._css, time.monotonic()))
+        forced = on_loop(instance, instance._render_static(html.encode(), instance._css, time.monotonic(), False))[0]
         assert forced.status == "ok" and pixel(forced, 600, 300) == (255, 255, 255)
         assert pixel(forced, 100, 100) == RED_500  # the whole stylesheet works there too
         # The same page as a scripted one runs in a fresh context of its own; the shared one is not touched.
@@ -685,7 +685,7 @@ TRICKY = page(
 def test_the_trimmed_stylesheet_renders_like_the_whole_one(renderer: Renderer) -> None:
     assert is_static(TRICKY)
     trimmed = renderer.render(TRICKY)
-    whole = on_loop(renderer, renderer._render_static(TRICKY.encode(), renderer._css, time.monotonic()))
+    whole = on_loop(renderer, renderer._render_static(TRICKY.encode(), renderer._css, time.monotonic(), False))[0]
     assert trimmed.status == whole.status == "ok"
     assert trimmed.png == whole.png
 
@@ -725,6 +725,6 @@ def test_every_sample_page_renders_offline_with_tailwind(renderer: Renderer, sha
             bare = renderer.render(html.replace("tailwindcss@2.2.19", "no-tailwind"))
             assert bare.status == "ok" and bare.png != result.png, i
         if i % 10 == 0:
-            whole = on_loop(renderer, renderer._render_static(html.encode(), renderer._css, time.monotonic()))
+            whole = on_loop(renderer, renderer._render_static(html.encode(), renderer._css, time.monotonic(), False))[0]
             assert whole.png == result.png, i
     assert unstyled < len(shared_frontend_sample) // 5, unstyled
