@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 EMBEDDER_HELP = "clip (default) | clip-center-crop | clip:WEIGHTS | test (offline tests)"
 SUCCESS_THRESHOLD = 0.8
 """A page this similar counts as a success for the flip rate only (HAL's threshold on CLIP cosine)."""
+VISUAL_SUCCESS_THRESHOLD = 0.9
+"""ColBench-Frontend-v1's success: reward >= this (``visual_metrics.SUCCESS_THRESHOLD``, which a test keeps equal;
+the domain's package is loaded for its task schema alone, so the metrics module is not imported here)."""
+VISUAL_ENV_ID = "ColBench-Frontend-v1"
 
 
 class FrontendDomain(Domain):
@@ -39,6 +43,18 @@ class FrontendDomain(Domain):
         success_threshold=SUCCESS_THRESHOLD,
         win_rate=True,
         reward_range=(-1.0, 1.0),
+    )
+    scoring_kwargs: ClassVar[Mapping[str, Any]] = {"reward": "clip"}
+    """``reward``: ``clip`` (ColBench-Frontend-v0: CLIP cosine) or ``visual`` (ColBench-Frontend-v1: Design2Code's
+    five metrics, ``visual_metrics``)."""
+    visual_metrics = Metrics(
+        reward_label="visual reward x100",
+        reward_name="visual reward",
+        has_success=True,
+        success_threshold=VISUAL_SUCCESS_THRESHOLD,
+        win_rate=True,
+        reward_range=(0.0, 1.0),
+        subscores=("block_match", "text", "position", "color", "clip"),
     )
     simulator_options = frozenset({"image_mode"})
     max_reply_chars = 1000  # the original release's cap for the page-seeing human
@@ -96,6 +112,9 @@ class FrontendDomain(Domain):
         return labelled_replies(task.hidden_information, task.problem_description, foil, seed)
 
     # -- scoring --------------------------------------------------------------------------------------------
+    def metrics_for(self, env_id: str | None) -> Metrics:
+        return self.visual_metrics if env_id == VISUAL_ENV_ID else self.metrics
+
     def shared_renderer(self) -> Renderer:
         """One browser per process for every frontend env and scorer (Chromium is heavy; renders are isolated
         per page)."""
@@ -112,20 +131,24 @@ class FrontendDomain(Domain):
         # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.frontend.scorer import FrontendScorer
 
-        return FrontendScorer(embedder=str(options.get("embedder", "clip")), concurrency=jobs or 4)
+        return FrontendScorer(
+            embedder=str(options.get("embedder", "clip")), reward=_reward(options), concurrency=jobs or 4
+        )
 
     def shared_scorer(self, options: Mapping[str, Any]) -> Scorer:
         # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.frontend.scorer import FrontendScorer
 
         spec = str(options.get("embedder", "clip"))
+        reward = _reward(options)
+        key = f"{spec}/{reward}"
         renderer = self.shared_renderer()
         with self._lock:
-            if spec not in self._scorers:
-                scorer = FrontendScorer(renderer, spec)
+            if key not in self._scorers:
+                scorer = FrontendScorer(renderer, spec, reward=reward)
                 atexit.register(scorer.close)
-                self._scorers[spec] = scorer
-            return self._scorers[spec]
+                self._scorers[key] = scorer
+            return self._scorers[key]
 
     def unjudged(self, task_id: str, error: str) -> Score:
         # on first use: the registry loads the domain for its task schema alone
@@ -158,6 +181,11 @@ class FrontendDomain(Domain):
                     failed += 1
                     yield f"{task.task_id}\treference page {result.status}\t{result.error or 'no details'}"
         yield f"checked {len(tasks)} frontend tasks: {len(tasks) - failed} reference pages render, {failed} do not"
+
+
+def _reward(options: Mapping[str, Any]) -> Any:
+    """The ``reward`` scoring option, checked by the scorer (``clip`` or ``visual``)."""
+    return options.get("reward", FrontendDomain.scoring_kwargs["reward"])
 
 
 DOMAIN = FrontendDomain()

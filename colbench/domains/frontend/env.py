@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from colbench.domains.frontend import DOMAIN as FRONTEND
-from colbench.domains.frontend.embed import EMBEDDER_SPECS, Embedder, parse_embedder
+from colbench.domains.frontend.embed import EMBEDDER_SPECS, Embedder, parse_embedder, resolve_clip_weights
 from colbench.domains.frontend.extract import extract_html
-from colbench.domains.frontend.scorer import FrontendScorer
-from colbench.env.arg_checks import check_has, fail
+from colbench.domains.frontend.scorer import REWARD_MODES, FrontendScorer, RewardMode
+from colbench.env.arg_checks import check_choice, check_has, fail
 from colbench.env.core import ColbenchEnv, Episode
 from colbench.env.vector import ColbenchVectorEnv
 from colbench.errors import ConfigError, InfraError
@@ -55,6 +55,7 @@ class FrontendEnv(ColbenchEnv):
         simulator: str | Simulator = "scripted",
         embedder: str | Embedder = "clip",
         *,
+        reward: str = "clip",
         renderer: Renderer | None = None,
         scorer: FrontendScorer | None = None,
         simulator_options: dict[str, Any] | None = None,
@@ -71,6 +72,9 @@ class FrontendEnv(ColbenchEnv):
                 fail(where, "embedder", embedder, f"one of {', '.join(EMBEDDER_SPECS)} or an Embedder object")
         else:
             check_has(where, "embedder", embedder, ("embed",), f"one of {', '.join(EMBEDDER_SPECS)} or an Embedder")
+        self.reward_mode: RewardMode = check_choice(where, "reward", reward, REWARD_MODES)
+        if isinstance(embedder, str) and scorer is None:
+            _check_weights(where, embedder)
         if renderer is not None and not isinstance(renderer, Renderer):
             fail(where, "renderer", renderer, "None or a Renderer")
         if scorer is not None and not isinstance(scorer, FrontendScorer):
@@ -90,14 +94,24 @@ class FrontendEnv(ColbenchEnv):
         self._owns_scorer = False
         self._pending: tuple[str, RenderResult] | None = None
 
+    def scoring_options(self) -> dict[str, Any]:
+        return {"reward": self.reward_mode}
+
     def _default_scorer(self) -> FrontendScorer:
         embedder = self._embedder
         if isinstance(embedder, str) and self._renderer is None:
-            scorer = self.domain.shared_scorer({"embedder": embedder})
+            scorer = self.domain.shared_scorer({"embedder": embedder, **self.scoring_options()})
             assert isinstance(scorer, FrontendScorer)
             return scorer
         self._owns_scorer = True
-        return FrontendScorer(self._renderer or FRONTEND.shared_renderer(), embedder)
+        return FrontendScorer(self._renderer or FRONTEND.shared_renderer(), embedder, reward=self.reward_mode)
+
+    @property
+    def _blocks(self) -> bool:
+        """Whether pages are rendered with their blocks: the scorer's reward reads them."""
+        scorer = self._scorer
+        mode = scorer.reward_mode if isinstance(scorer, FrontendScorer) else self.reward_mode
+        return mode == "visual"
 
     @property
     def page_scorer(self) -> FrontendScorer:
@@ -147,12 +161,12 @@ class FrontendEnv(ColbenchEnv):
     def _agent_turn(self, episode: Episode, action: str) -> Turn:
         # The page is rendered once, here; it becomes the episode's page only when the step completes.
         html = extract_html(action)
-        self._pending = None if html is None else (html, self.renderer.render(html))
+        self._pending = None if html is None else (html, self.renderer.render(html, blocks=self._blocks))
         return Turn("agent", action, image=None if self._pending is None else self._pending[1].png)
 
     async def _aagent_turn(self, episode: Episode, action: str) -> Turn:
         html = extract_html(action)
-        self._pending = None if html is None else (html, await self.renderer.arender(html))
+        self._pending = None if html is None else (html, await self.renderer.arender(html, blocks=self._blocks))
         return Turn("agent", action, image=None if self._pending is None else self._pending[1].png)
 
     def _human_reply(self, episode: Episode, turn: Turn) -> SimReply:
@@ -179,7 +193,10 @@ class FrontendEnv(ColbenchEnv):
         if score.status == "infra_error":
             raise InfraError(f"frontend task {episode.task.task_id}: {score.error}")
         episode.page_html, episode.page = page_html, page
-        return score.similarity, {"score": score.details(), "similarity": score.similarity, "answer_html": page_html}
+        info = {"score": score.details(), "similarity": score.similarity, "answer_html": page_html}
+        if score.visual is not None:
+            info.update(success=score.success, subscores=dict(score.visual.subscores))
+        return score.reward, info
 
     def _reference(self, episode: _PageEpisode) -> RenderResult:
         if episode.reference is None:
@@ -198,6 +215,17 @@ class FrontendEnv(ColbenchEnv):
         assert isinstance(episode, _PageEpisode)
         info["has_page"] = episode.page_html is not None
         return info
+
+
+def _check_weights(where: str, embedder: str) -> None:
+    """A CLIP embedder's weights must be there when the env is made (never random weights, never a failure at the
+    first score): one line naming the argument; the test embedder needs none and is only used when named."""
+    kind, path = parse_embedder(embedder)
+    if kind.startswith("clip"):
+        try:
+            resolve_clip_weights(path)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}(embedder={embedder!r}): {exc}; embedder='test' scores offline tests") from None
 
 
 class FrontendVectorEnv(ColbenchVectorEnv):

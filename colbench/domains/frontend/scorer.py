@@ -9,6 +9,11 @@ Semantics (docs/frontend.md has the reasons):
   empty) scores 0.0. The original release rendered a black 224x224 image instead, and CLIP rates a black square as
   fairly similar to many pages, so an agent got a reward for answering nothing. 0.0 is below what any two rendered
   pages get from CLIP in practice.
+* ``reward="visual"`` (ColBench-Frontend-v1): both pages are rendered with their visible blocks
+  (``Renderer.arender(blocks=True)``, the same render as the screenshot) and the reward is Design2Code's five metrics
+  (``visual_metrics``): block-match, text, position, colour, and CLIP on the screenshots with their text painted
+  over. ``similarity`` stays the plain CLIP cosine (HAL's success rule is ``similarity >= 0.8``); an answer without
+  a renderable page scores 0 on every part.
 * ``infra_error`` (no similarity at all, never a score for the agent): the reference page does not render, Chromium
   does not start, or the embedder fails. It takes priority over the other statuses: a task whose reference cannot
   be rendered cannot be judged, whatever the answer.
@@ -25,7 +30,7 @@ import concurrent.futures
 import math
 import threading
 import weakref
-from collections.abc import Coroutine, Iterable
+from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, Literal, TypeVar
@@ -37,12 +42,18 @@ from cachetools import LRUCache
 from colbench._util.storage import sha256_text
 from colbench.domains.frontend.embed import Embedder, make_embedder
 from colbench.domains.frontend.extract import extract_html
+from colbench.domains.frontend.visual_metrics import SUBSCORES, SUCCESS_THRESHOLD, compare_blocks, visual_reward
 from colbench.env.versions import env_id_for
 from colbench.errors import ConfigError, DataError
-from colbench.render import Renderer, RenderResult, RenderStatus
+from colbench.render import PageBlock, Renderer, RenderResult, RenderStatus
+from colbench.render.inpaint import paint_over_text
 from colbench.types.task import Task
 
 FrontendStatus = Literal["ok", "no_answer", "render_failed", "infra_error"]
+RewardMode = Literal["clip", "visual"]
+REWARD_MODES: tuple[RewardMode, ...] = ("clip", "visual")
+"""``clip``: the cosine of the two screenshots (ColBench-Frontend-v0); ``visual``: Design2Code's five metrics
+(``visual_metrics``; ColBench-Frontend-v1)."""
 FLOOR = 0.0
 """The similarity of an answer without a renderable page."""
 
@@ -76,6 +87,8 @@ class FrontendScore:
     answer_render_status: RenderStatus | None = None
     embedder: str = ""
     env_id: str | None = None
+    visual: VisualScore | None = None
+    """ColBench-Frontend-v1's reward and its parts (None for v0, whose reward is ``similarity``)."""
 
     @property
     def judged(self) -> bool:
@@ -84,30 +97,66 @@ class FrontendScore:
 
     @property
     def reward(self) -> float:
-        return self.similarity
+        return self.visual.reward if self.visual is not None else self.similarity
 
     @property
-    def success(self) -> None:
-        """Pages are not right or wrong, only more or less similar: no success."""
-        return None
+    def success(self) -> bool | None:
+        """v1: the reward reaches ``SUCCESS_THRESHOLD``; v0: pages are not right or wrong, only more or less
+        similar, so None."""
+        if self.visual is None:
+            return None
+        return self.judged and self.visual.reward >= SUCCESS_THRESHOLD
 
     def result_row(self, task_id: str) -> dict[str, Any]:
         """The CLI's result row: ``{"task_id", "similarity", "status", "error", "env_id"}`` (similarity null when not
-        judged)."""
+        judged); a v1 score adds ``reward``, ``success``, ``embedder`` and its five parts as columns of their own."""
         similarity = self.similarity if self.judged else None
-        return {
+        row: dict[str, Any] = {
             "task_id": task_id,
             "similarity": similarity,
             "status": self.status,
             "error": self.error,
             "env_id": self.env_id,
         }
+        if self.visual is not None:
+            judged = self.judged
+            row["reward"] = self.visual.reward if judged else None
+            row["success"] = self.success if judged else None
+            row["embedder"] = self.embedder
+            row.update({name: (value if judged else None) for name, value in self.visual.subscores.items()})
+        return row
 
     def details(self) -> dict[str, Any]:
-        """The result row without ``task_id``, plus the agent page's render status and the embedder."""
+        """The result row without ``task_id``, plus the agent page's render status and the embedder; a v1 score
+        also holds ``subscores`` and ``blocks`` (both pages' blocks and the matches: what a viewer draws)."""
         row = self.result_row("")
         del row["task_id"]
-        return {**row, "answer_render_status": self.answer_render_status, "embedder": self.embedder}
+        details = {**row, "answer_render_status": self.answer_render_status, "embedder": self.embedder}
+        if self.visual is not None:
+            for name in self.visual.subscores:
+                del details[name]
+            details["subscores"] = dict(self.visual.subscores) if self.judged else None
+            details["blocks"] = self.visual.blocks
+            if self.visual.note:
+                details["note"] = self.visual.note
+        return details
+
+
+@dataclass(frozen=True)
+class VisualScore:
+    """What ColBench-Frontend-v1 adds to a score: the reward, its five parts (``visual_metrics.SUBSCORES``), and the
+    blocks it compared, as records (``{"reference": [...], "answer": [...], "matches": [[ref, answer, similarity]]}``,
+    ``PageBlock.as_record``), so a viewer can draw matched and unmatched blocks without rendering again."""
+
+    reward: float
+    subscores: Mapping[str, float]
+    blocks: Mapping[str, Any] | None = None
+    note: str | None = None
+
+    @classmethod
+    def floor(cls, note: str) -> VisualScore:
+        """An answer without a page, or whose page did not render: every part 0."""
+        return cls(0.0, dict.fromkeys(SUBSCORES, 0.0), None, note)
 
 
 # -- the scorer --------------------------------------------------------------------------------------------------------
@@ -175,7 +224,7 @@ class _LoopState:
 
     batcher: _Batcher
     renders: asyncio.Semaphore
-    references: dict[str, asyncio.Future[Embedding]] = field(default_factory=dict)
+    references: dict[str, asyncio.Future[_Page]] = field(default_factory=dict)
 
 
 class _ReferenceError(Exception):
@@ -206,10 +255,13 @@ class FrontendScorer:
         renderer: Renderer | None = None,
         embedder: Embedder | str = "clip",
         *,
+        reward: RewardMode = "clip",
         concurrency: int = 4,
         batch_size: int = 32,
         reference_cache_size: int = 10_000,
     ) -> None:
+        if reward not in REWARD_MODES:
+            raise ConfigError(f"frontend reward {reward!r}: expected one of {', '.join(REWARD_MODES)}")
         if concurrency < 1 or batch_size < 1 or reference_cache_size < 0:
             raise ConfigError(
                 f"concurrency and batch_size must be >= 1 and reference_cache_size >= 0, "
@@ -220,19 +272,20 @@ class FrontendScorer:
         self.renderer = renderer if renderer is not None else Renderer()
         self.concurrency = concurrency
         self.batch_size = batch_size
-        self._references: LRUCache[str, Embedding] | None = (
+        self._references: LRUCache[str, _Page] | None = (
             LRUCache(maxsize=reference_cache_size) if reference_cache_size > 0 else None
         )
         self._lock = threading.Lock()
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="colbench-embed")
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
-        self.env_id = env_id_for("frontend", {})
+        self.reward_mode: RewardMode = reward
+        self.env_id = env_id_for("frontend", {"reward": reward})
 
     # -- public API -----------------------------------------------------------------------------------------------
 
     def describe(self) -> dict[str, Any]:
-        """run.json's ``scoring``: the embedder's name (model, weights, preprocessing) and the env id of the
-        scoring."""
+        """run.json's ``scoring``: the embedder's name (model, weights, preprocessing: it filled the CLIP term) and
+        the env id of the scoring."""
         return {"embedder": str(self.embedder.name), "env_id": self.env_id}
 
     def score(self, task: Task, answer_text: str) -> FrontendScore:
@@ -308,48 +361,70 @@ class FrontendScorer:
             return FrontendScore(math.nan, "infra_error", _describe(expected), embedder=name)
         if isinstance(answered, BaseException):
             return FrontendScore(math.nan, "infra_error", _describe(answered), embedder=name)
+        visual = self.reward_mode == "visual"
         if answered is None:
-            return FrontendScore(FLOOR, "no_answer", "the answer contains no HTML page", embedder=name)
+            why = "the answer contains no HTML page"
+            return FrontendScore(
+                FLOOR, "no_answer", why, embedder=name, visual=VisualScore.floor(why) if visual else None
+            )
         render_status, render_error, got = answered
         if got is None:
             error = f"the answer's page did not render ({render_status}): {render_error}"
-            return FrontendScore(FLOOR, "render_failed", error, render_status, name)
-        return FrontendScore(cosine(got, expected), "ok", None, render_status, name)
+            floor = VisualScore.floor(error) if visual else None
+            return FrontendScore(FLOOR, "render_failed", error, render_status, name, visual=floor)
+        similarity = cosine(got.embedding, expected.embedding)
+        return FrontendScore(
+            similarity, "ok", None, render_status, name, visual=_visual(expected, got) if visual else None
+        )
 
     async def _answer(
         self, state: _LoopState, page: str | RenderResult | None
-    ) -> tuple[RenderStatus, str | None, Embedding | None] | None:
-        """Render (unless done) and embed the agent's page: (render status, render error, embedding or None); None
-        when there is no page at all."""
+    ) -> tuple[RenderStatus, str | None, _Page | None] | None:
+        """Render (unless done) and embed the agent's page: (render status, render error, the embedded page or None);
+        None when there is no page at all."""
         if page is None or (isinstance(page, str) and not page.strip()):
             return None
+        visual = self.reward_mode == "visual"
         if isinstance(page, str):
             async with state.renders:
-                page = await self.renderer.arender(page)
+                page = await self.renderer.arender(page, blocks=visual)
+        elif visual and page.status == "ok" and page.blocks is None:
+            raise _EmbedderFailed("the answer's page was rendered without its blocks: render it with blocks=True")
         if page.status == "empty":
             return None
         if page.status != "ok" or page.png is None:
             return page.status, page.error, None
         try:
-            return "ok", None, await state.batcher.embed(page.png)
+            return "ok", None, await self._embed_page(state, page)
         except Exception as exc:
             raise _EmbedderFailed(f"the embedder {self.embedder.name!r} failed: {_describe(exc)}") from exc
 
-    def _reference(self, state: _LoopState, html: str) -> asyncio.Future[Embedding]:
-        """The reference page's embedding: from the cache, from a computation in flight, or a new one."""
-        key = sha256_text(html)
+    async def _embed_page(self, state: _LoopState, page: RenderResult) -> _Page:
+        """The page's embedding and, for the visual reward, its blocks and the embedding of its screenshot with the
+        text painted over (both embeddings join the same batch)."""
+        assert page.png is not None
+        if self.reward_mode != "visual":
+            return _Page(await state.batcher.embed(page.png))
+        blocks = page.blocks or ()
+        painted = await asyncio.to_thread(paint_over_text, page.png, blocks)
+        plain, painted_embedding = await asyncio.gather(state.batcher.embed(page.png), state.batcher.embed(painted))
+        return _Page(plain, painted_embedding, tuple(blocks), page.size or (0, 0), page.blocks_note)
+
+    def _reference(self, state: _LoopState, html: str) -> asyncio.Future[_Page]:
+        """The reference page embedded: from the cache, from a computation in flight, or a new one."""
+        key = f"{sha256_text(html)}/{self.reward_mode}"
         with self._lock:
             cached = self._references.get(key) if self._references is not None else None
         loop = asyncio.get_running_loop()
         if cached is not None:
-            done: asyncio.Future[Embedding] = loop.create_future()
+            done: asyncio.Future[_Page] = loop.create_future()
             done.set_result(cached)
             return done
         pending = state.references.get(key)
         if pending is None:
             pending = state.references[key] = asyncio.ensure_future(self._embed_reference(state, key, html))
 
-            def forget(future: asyncio.Future[Embedding]) -> None:
+            def forget(future: asyncio.Future[_Page]) -> None:
                 state.references.pop(key, None)
                 if not future.cancelled():
                     future.exception()  # retrieved: every waiter gets it; no "never retrieved" warning
@@ -357,22 +432,52 @@ class FrontendScorer:
             pending.add_done_callback(forget)
         return pending
 
-    async def _embed_reference(self, state: _LoopState, key: str, html: str) -> Embedding:
+    async def _embed_reference(self, state: _LoopState, key: str, html: str) -> _Page:
         try:
             async with state.renders:
-                rendered = await self.renderer.arender(html, cache=True)
+                rendered = await self.renderer.arender(html, cache=True, blocks=self.reward_mode == "visual")
         except Exception as exc:
             raise _ReferenceError(f"could not render the reference page: {_describe(exc)}") from exc
         if rendered.status != "ok" or rendered.png is None:
             raise _ReferenceError(f"the reference page did not render ({rendered.status}): {rendered.error}")
         try:
-            embedding = await state.batcher.embed(rendered.png)
+            embedded = await self._embed_page(state, rendered)
         except Exception as exc:
             raise _ReferenceError(f"the embedder {self.embedder.name!r} failed: {_describe(exc)}") from exc
         with self._lock:
             if self._references is not None:
-                self._references[key] = embedding
-        return embedding
+                self._references[key] = embedded
+        return embedded
+
+
+@dataclass(frozen=True)
+class _Page:
+    """A rendered page as the scorer compares it: its screenshot's embedding and, for the visual reward, the
+    embedding of the screenshot with its text painted over, its blocks, its size and what reading them cut."""
+
+    embedding: Embedding
+    painted: Embedding | None = None
+    blocks: tuple[PageBlock, ...] = ()
+    size: tuple[int, int] = (0, 0)
+    note: str | None = None
+
+
+def _visual(reference: _Page, answer: _Page) -> VisualScore:
+    """ColBench-Frontend-v1's comparison of two embedded pages (``visual_metrics``)."""
+    assert reference.painted is not None and answer.painted is not None
+    comparison = compare_blocks(reference.blocks, answer.blocks, reference.size, answer.size)
+    subscores = comparison.subscores(cosine(reference.painted, answer.painted))
+    blocks = {
+        "reference": [b.as_record() for b in reference.blocks],
+        "answer": [b.as_record() for b in answer.blocks],
+        "matches": [m.as_record() for m in comparison.matches],
+    }
+    notes = [n for n in (comparison.note, _cut("reference", reference.note), _cut("answer", answer.note)) if n]
+    return VisualScore(visual_reward(subscores), subscores, blocks, "; ".join(notes) or None)
+
+
+def _cut(which: str, note: str | None) -> str | None:
+    return f"{which} page: {note}" if note else None
 
 
 class _EmbedderFailed(Exception):
