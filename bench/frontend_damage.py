@@ -29,6 +29,7 @@ lists, colour choices and block picks) to check that a formula was not fitted to
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
 import re
 import statistics
@@ -160,7 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(tasks) < 2:
         print(f"{source}: needs at least 2 frontend tasks", file=sys.stderr)
         return 2
-    print(f"{len(tasks)} pages from {source}; damage variant {args.variant}, seed {args.seed}; embedder {args.embedder}")
+    print(
+        f"{len(tasks)} pages from {source}; damage variant {args.variant}, seed {args.seed}; embedder {args.embedder}"
+    )
 
     labels = ["original", *(f"{kind}@{level}" for kind in KINDS for level in LEVELS), "unrelated", "empty"]
     jobs: list[tuple[Task, str]] = []
@@ -180,7 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if failed:
         print(f"{len(failed)} answers not judged, e.g. {failed[0].error}", file=sys.stderr)
         return 3
-    per_page = [dict(zip(labels, scores[i * len(labels) : (i + 1) * len(labels)], strict=True)) for i in range(len(tasks))]
+    per_page = [
+        dict(zip(labels, scores[i * len(labels) : (i + 1) * len(labels)], strict=True)) for i in range(len(tasks))
+    ]
 
     print(f"scored {len(jobs)} pages in {seconds:.0f} s ({len(jobs) / seconds:.1f}/s)")
     unequal = [(t.task_id, page["original"]) for t, page in zip(tasks, per_page, strict=True)]
@@ -198,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for page in per_page:
             for kind in KINDS:
                 series = [value(page["original"], metric)] + [value(page[f"{kind}@{lv}"], metric) for lv in LEVELS]
-                steady = all(b <= a + EPS for a, b in zip(series, series[1:], strict=False))
+                steady = all(b <= a + EPS for a, b in itertools.pairwise(series))
                 monotone += steady and series[-1] < series[0] - EPS
         below = sum(
             value(page["unrelated"], metric) < min(value(page[f"{k}@{LEVELS[0]}"], metric) for k in KINDS) - EPS

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from colbench.domains.frontend.visual_metrics import SUBSCORES
 from colbench.tasks import load
 
 pytestmark = pytest.mark.browser
+V0 = ("--env", "ColBench-Frontend-v0")
 
 
 def colbench(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -42,19 +44,35 @@ def test_score_frontend_rows_floors_and_summary(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["task_id"] for r in rows] == [a["task_id"] for a in answers]
-    assert all(set(r) == {"task_id", "similarity", "status", "error", "env_id"} for r in rows)
-    assert {r["env_id"] for r in rows} == {"ColBench-Frontend-v0"}  # the default: the domain's newest id
+    v0_columns = {"task_id", "similarity", "status", "error", "env_id"}
+    assert all(set(r) == v0_columns | {"reward", "success", "embedder", *SUBSCORES} for r in rows)
+    assert {r["env_id"] for r in rows} == {"ColBench-Frontend-v1"}  # the default: the domain's newest id
+    assert all(r["embedder"].startswith("test-") for r in rows)
     assert rows[0]["status"] == "ok" and rows[0]["similarity"] == pytest.approx(1.0, abs=1e-6)
+    assert rows[0]["reward"] == pytest.approx(1.0) and rows[0]["success"] is True
+    assert all(rows[0][name] == pytest.approx(1.0) for name in SUBSCORES)
     assert rows[1] == {
         "task_id": tasks[1].task_id,
         "similarity": 0.0,
         "status": "no_answer",
         "error": rows[1]["error"],
-        "env_id": "ColBench-Frontend-v0",
+        "env_id": "ColBench-Frontend-v1",
+        "reward": 0.0,
+        "success": False,
+        "embedder": rows[0]["embedder"],
+        **dict.fromkeys(SUBSCORES, 0.0),
     }
     assert rows[2]["status"] == "ok" and 0.0 < rows[2]["similarity"] < 1.0
-    assert rows[3]["status"] == "render_failed" and rows[3]["similarity"] == 0.0
-    assert done.stdout.startswith("ColBench-Frontend-v0: scored 4 answers") and "test-" in done.stdout
+    assert 0.0 < rows[2]["reward"] < 0.9 and rows[2]["success"] is False  # another task's page
+    assert rows[3]["status"] == "render_failed" and rows[3]["similarity"] == 0.0 and rows[3]["reward"] == 0.0
+    assert done.stdout.startswith("ColBench-Frontend-v1: scored 4 answers") and "test-" in done.stdout
+
+    old = tmp_path / "out" / "v0.jsonl"  # v0: CLIP alone, its row as before
+    done = score_frontend("frontend-sample", tmp_path / "answers.jsonl", old, "--embedder", "test", *V0)
+    assert done.returncode == 0, done.stderr
+    rows_v0 = [json.loads(line) for line in old.read_text().splitlines()]
+    assert all(set(r) == v0_columns and r["env_id"] == "ColBench-Frontend-v0" for r in rows_v0)
+    assert [r["similarity"] for r in rows_v0] == [r["similarity"] for r in rows]  # the same CLIP cosine
 
 
 def test_score_frontend_bad_input_is_one_line(tmp_path: Path) -> None:

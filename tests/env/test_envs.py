@@ -32,7 +32,7 @@ def offline_kwargs(env_id: str, request: pytest.FixtureRequest) -> dict[str, obj
     if env_id == "ColBench-Human-v0":
         tasks = request.getfixturevalue("bundled_tasks")
         return {"tasks": tasks, "agent": "scripted:copycat", "scorer": request.getfixturevalue("scorer")}
-    if env_id == "ColBench-Frontend-v0":
+    if env_id in ("ColBench-Frontend-v0", "ColBench-Frontend-v1"):
         request.applymarker(pytest.mark.browser)
         return {
             "tasks": load("frontend-sample"),
@@ -92,6 +92,7 @@ BAD: dict[str, list[tuple[dict[str, object], str]]] = {
         ({"embedder": "resnet"}, "embedder='resnet'"),
         ({"embedder": 3}, "embedder=3"),
         ({"renderer": "chromium"}, "renderer='chromium'"),
+        ({"reward": "pixels"}, "reward='pixels': expected one of 'clip', 'visual'"),
         ({"tasks": "backend-sample"}, "split 'backend-sample' holds backend tasks"),
     ],
     "human": [
@@ -171,3 +172,23 @@ def test_step_before_reset_raises_colbench_error(env_id: str, request: pytest.Fi
     assert env is env.unwrapped
     with pytest.raises(ColbenchError, match=r"^call reset\(\) before step\(\)$"):
         env.step("Hello?")
+
+
+@pytest.mark.parametrize("env_id", ["ColBench-Frontend-v0", "ColBench-Frontend-v1"])
+@pytest.mark.parametrize("embedder", ["clip", "clip-center-crop", "clip:/no/such/weights.pt"])
+def test_a_frontend_env_without_clip_weights_refuses_to_start_unless_the_test_embedder_is_named(
+    env_id: str, embedder: str, monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
+    """Never random weights, never a failure at the first score: the env is not made at all."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    for name in ("COLBENCH_CLIP_WEIGHTS", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # open_clip's own download cache, ~/.cache/clip
+    with pytest.raises(ConfigError) as caught:
+        gym.make(env_id, tasks="frontend-sample", embedder=embedder)
+    message = str(caught.value)
+    assert f"embedder={embedder!r}" in message and "embedder='test'" in message and "\n" not in message, message
+    env = gym.make(env_id, tasks="frontend-sample", embedder="test")  # named: made, nothing loaded yet
+    assert env.unwrapped.env_id == env_id
+    env.close()

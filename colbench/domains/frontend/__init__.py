@@ -160,13 +160,17 @@ class FrontendDomain(Domain):
         statuses: dict[str, int] = {}
         for score in scores:
             statuses[score.status] = statuses.get(score.status, 0) + 1
-        judged = [s.reward for s in scores if s.judged]
+        judged = [s for s in scores if s.judged]
         counts = ", ".join(f"{name} {n}" for name, n in sorted(statuses.items()))
-        embedder = scorer.describe().get("embedder", "?")
-        return (
-            f"scored {len(scores)} answers with {embedder}: mean similarity "
-            f"{sum(judged) / max(len(judged), 1):.4f} over {len(judged)} judged ({counts})"
+        described = scorer.describe()
+        metrics = self.metrics_for(described.get("env_id"))
+        mean = sum(s.reward for s in judged) / max(len(judged), 1)
+        line = (
+            f"scored {len(scores)} answers with {described.get('embedder', '?')}: mean {metrics.reward_name} {mean:.4f}"
         )
+        if metrics.has_success:
+            line += f", success {sum(bool(s.success) for s in judged)}/{len(judged)}"
+        return f"{line} over {len(judged)} judged ({counts})"
 
     def check_tasks(self, tasks: Sequence[Task], options: Mapping[str, Any]) -> Iterable[str]:
         """Render every reference page: a task whose page does not render cannot be judged."""

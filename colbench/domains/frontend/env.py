@@ -107,11 +107,12 @@ class FrontendEnv(ColbenchEnv):
         return FrontendScorer(self._renderer or FRONTEND.shared_renderer(), embedder, reward=self.reward_mode)
 
     @property
-    def _blocks(self) -> bool:
-        """Whether pages are rendered with their blocks: the scorer's reward reads them."""
+    def _render_options(self) -> dict[str, Any]:
+        """Pages are rendered with their blocks when the scorer's reward reads them (the final page is scored from
+        the render the human saw)."""
         scorer = self._scorer
         mode = scorer.reward_mode if isinstance(scorer, FrontendScorer) else self.reward_mode
-        return mode == "visual"
+        return {"blocks": True} if mode == "visual" else {}
 
     @property
     def page_scorer(self) -> FrontendScorer:
@@ -161,12 +162,12 @@ class FrontendEnv(ColbenchEnv):
     def _agent_turn(self, episode: Episode, action: str) -> Turn:
         # The page is rendered once, here; it becomes the episode's page only when the step completes.
         html = extract_html(action)
-        self._pending = None if html is None else (html, self.renderer.render(html, blocks=self._blocks))
+        self._pending = None if html is None else (html, self.renderer.render(html, **self._render_options))
         return Turn("agent", action, image=None if self._pending is None else self._pending[1].png)
 
     async def _aagent_turn(self, episode: Episode, action: str) -> Turn:
         html = extract_html(action)
-        self._pending = None if html is None else (html, await self.renderer.arender(html, blocks=self._blocks))
+        self._pending = None if html is None else (html, await self.renderer.arender(html, **self._render_options))
         return Turn("agent", action, image=None if self._pending is None else self._pending[1].png)
 
     def _human_reply(self, episode: Episode, turn: Turn) -> SimReply:

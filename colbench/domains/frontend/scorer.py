@@ -387,7 +387,7 @@ class FrontendScorer:
         visual = self.reward_mode == "visual"
         if isinstance(page, str):
             async with state.renders:
-                page = await self.renderer.arender(page, blocks=visual)
+                page = await self.renderer.arender(page, **self._render_options)
         elif visual and page.status == "ok" and page.blocks is None:
             raise _EmbedderFailed("the answer's page was rendered without its blocks: render it with blocks=True")
         if page.status == "empty":
@@ -398,6 +398,11 @@ class FrontendScorer:
             return "ok", None, await self._embed_page(state, page)
         except Exception as exc:
             raise _EmbedderFailed(f"the embedder {self.embedder.name!r} failed: {_describe(exc)}") from exc
+
+    @property
+    def _render_options(self) -> dict[str, Any]:
+        """The visual reward reads the pages' blocks in their render; CLIP alone asks for the screenshot only."""
+        return {"blocks": True} if self.reward_mode == "visual" else {}
 
     async def _embed_page(self, state: _LoopState, page: RenderResult) -> _Page:
         """The page's embedding and, for the visual reward, its blocks and the embedding of its screenshot with the
@@ -435,7 +440,7 @@ class FrontendScorer:
     async def _embed_reference(self, state: _LoopState, key: str, html: str) -> _Page:
         try:
             async with state.renders:
-                rendered = await self.renderer.arender(html, cache=True, blocks=self.reward_mode == "visual")
+                rendered = await self.renderer.arender(html, cache=True, **self._render_options)
         except Exception as exc:
             raise _ReferenceError(f"could not render the reference page: {_describe(exc)}") from exc
         if rendered.status != "ok" or rendered.png is None:
