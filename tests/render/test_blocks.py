@@ -12,6 +12,7 @@ import base64
 import io
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -476,6 +477,16 @@ def test_the_cache_keys_on_blocks(renderer: Renderer) -> None:
     assert renderer.render(html, cache=True, blocks=True).cached
     again = renderer.render(html, cache=True)
     assert again.cached and again.blocks is None
+
+
+@pytest.mark.browser
+def test_the_config_says_whether_a_render_reads_blocks_unless_the_call_does(
+    renderer: Renderer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    html = page("<p>Default page</p>")
+    monkeypatch.setattr(renderer, "config", replace(renderer.config, blocks=True))
+    assert "Default page" in texts(renderer.render(html))
+    assert renderer.render(html, blocks=False).blocks is None
 
 
 @pytest.mark.browser
