@@ -541,8 +541,11 @@ def test_paint_over_text_fills_text_boxes_with_their_background() -> None:
     painted = pixels(paint_over_text(out.getvalue(), blocks))
     assert (painted[3:9, 2:13] == (200, 100, 50)).all()  # grown to whole pixels: x 2..12, y 3..8
     assert (painted[:, 13:] == (10, 20, 30)).all() and (painted[:3] == (10, 20, 30)).all()
+    assert paint_over_text(out.getvalue(), blocks[1:2]) == out.getvalue()  # no text to paint: the same bytes
     with pytest.raises(DataError, match="not a readable image"):
         paint_over_text(b"not a png", blocks)
+    with pytest.raises(DataError, match="not a readable image"):
+        paint_over_text(out.getvalue()[:60], [])  # cut short
 
 
 # -- the pixel checks alone (no browser) -------------------------------------------------------------------------------
