@@ -22,6 +22,7 @@ from PIL import Image
 
 from colbench.errors import ConfigError, DataError
 from colbench.render import MAX_BLOCKS, PageBlock, RenderConfig, Renderer, RenderResult, page_reader, paint_over_text
+from colbench.render import renderer as renderer_module
 from colbench.render.ink import MIN_CONTRAST, confirm
 from colbench.render.page_reader import MAX_NODES, ElementBox, PageReading, TextRun
 
@@ -501,6 +502,14 @@ def test_a_reading_that_fails_fails_the_render_and_the_next_one_works(
     assert renderer.render(html).blocks is None  # a render without blocks never reads
     monkeypatch.undo()
     assert "Read me" in texts(renderer.render(html, blocks=True))
+
+    def broken(png: bytes, reading: PageReading) -> None:
+        raise ValueError("pixels went wrong")
+
+    monkeypatch.setattr(renderer_module, "confirm", broken)
+    failed = renderer.render(html, blocks=True)
+    assert failed.status == "error" and failed.png is None and failed.blocks is None
+    assert failed.error == "checking the page's blocks failed: ValueError: pixels went wrong"
 
 
 # -- painting text over ------------------------------------------------------------------------------------------------
