@@ -5,7 +5,9 @@ page's DOM, with its own built-ins and prototypes, so nothing a page script did 
 ``Range.prototype.getClientRects``, ``Element.prototype.getBoundingClientRect``, tree walkers or
 ``elementsFromPoint`` in the page's world reaches it (a test overrides all of them). It also runs where the page has
 scripting off (static pages), and it runs after the screenshot, on the same document, while the page's own scripts
-are stopped (the renderer does that), so what it reads is what was captured.
+are stopped (the renderer does that), so what it reads is what was captured; animations are settled first as for
+the screenshot (finite ones at their end, infinite ones cancelled), since Playwright's screenshot of a scripted page
+restarts the infinite ones afterwards.
 
 What it keeps is a candidate only: ``colbench.render.ink`` confirms every text run against the screenshot's pixels.
 The reader already leaves out what the browser itself says no one can see:
