@@ -29,9 +29,11 @@ The reader already leaves out what the browser itself says no one can see:
 - line boxes the browser's own hit test does not find on top at 2 of 3 points along the line's middle
   (``elementsFromPoint``, with ``pointer-events`` forced on for the test): clipped by an ancestor's overflow,
   ``clip`` or ``clip-path``, or covered by an element painted over it that paints something there (a background
-  colour or image, a replaced element, text of its own). Points below the viewport are tested with the page scrolled
-  there (elements that move with scrolling, ``position: fixed``/``sticky``, then do not count as covering); the
-  scroll is put back afterwards.
+  colour or image, a replaced element, text of its own). An element a page keeps out of the hit test even so
+  (``pointer-events: none !important`` in a style attribute beats the forced rule) covers whatever lies under its
+  box, and its own text does not count. Points below the viewport are tested with the page scrolled there (elements
+  that move with scrolling, ``position: fixed``/``sticky``, then do not count as covering); the scroll and the
+  forced rule are put back afterwards.
 
 Colours are turned into sRGB by a 1x1 canvas in the same world, so every CSS colour form the browser accepts
 (named, hex, ``rgb``/``hsl``/``hwb``, ``lab``/``lch``/``oklab``/``oklch``, ``color-mix``, ``currentColor``,
@@ -251,6 +253,7 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
   const IMAGES = new Set(["IMG", "VIDEO", "CANVAS"]);
   // Words on either side of what is not read (whitespace, a line break, hidden text) stay apart.
   let rects = 0, chars = 0, space = false;
+  const elements = [];
   for (let node = walker.currentNode; node; node = walker.nextNode()) {
     if (out.walked >= MAX_NODES) { cut("nodes walked"); break; }
     out.walked++;
@@ -285,6 +288,7 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
       continue;
     }
     const el = node;
+    elements.push(el);
     if (el.tagName === "BR") space = true;
     const s = css(el);
     const image = IMAGES.has(el.tagName) || el.tagName === "svg" ||
@@ -301,6 +305,16 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
   const force = document.createElement("style");
   force.textContent = "*, *::before, *::after { pointer-events: auto !important; }";
   (document.head || document.documentElement).appendChild(force);
+  // What a page keeps out of the hit test even so (pointer-events: none !important in a style attribute) cannot be
+  // seen through by it: such an element covers what lies under its box, and its own text does not count.
+  const unhittable = [];
+  for (const el of elements) {
+    if (css(el).pointerEvents !== "none" || !paints(el) || !visible(el)) continue;
+    const r = el.getBoundingClientRect();
+    unhittable.push([el, r.left, r.top, r.right, r.bottom]);
+  }
+  const hidden = (x, y, target) => css(target).pointerEvents === "none" || unhittable.some(
+    ([el, left, top, right, bottom]) => x >= left && x < right && y >= top && y < bottom && !el.contains(target));
   const height = view.innerHeight;
   let scroll = 0;
   queries.sort((a, b) => a[1] - b[1]);
@@ -311,7 +325,7 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
       view.scrollTo({top: y, left: 0, behavior: "instant"});
       scroll = view.scrollY;
     }
-    if (y < scroll || y - scroll >= height) continue;
+    if (y < scroll || y - scroll >= height || (unhittable.length && hidden(x, y, target))) continue;
     for (const el of document.elementsFromPoint(x, y - scroll)) {
       if (el === target || (whole && target.contains(el))) { item[item.length - 1]++; break; }
       if (scroll > 0 && moves(el)) continue;

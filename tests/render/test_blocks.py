@@ -123,6 +123,13 @@ ATTACKS: list[tuple[str, str, str]] = [
         f'<div style="position:relative">{secret()}<div style="position:absolute;inset:0;pointer-events:none"></div></div>',
     ),
     (
+        "covered by text that keeps the hit test off with !important",
+        f'<div style="position:relative">{secret()}<div style="position:absolute;inset:0;background:#fff;color:#111;'
+        'pointer-events:none !important">DECOYS reference words</div></div>',
+        f'<div style="position:relative">{secret()}<div style="position:absolute;inset:0;'
+        'pointer-events:none !important"></div></div>',
+    ),
+    (
         "under an image",
         f'<div style="position:relative">{secret()}<img src="https://via.placeholder.com/600x40" '
         'style="position:absolute;left:0;top:0;width:600px;height:40px"></div>',
