@@ -30,10 +30,10 @@ The reader already leaves out what the browser itself says no one can see:
   (``elementsFromPoint``, with ``pointer-events`` forced on for the test): clipped by an ancestor's overflow,
   ``clip`` or ``clip-path``, or covered by an element painted over it that paints something there (a background
   colour or image, a replaced element, text of its own). An element a page keeps out of the hit test even so
-  (``pointer-events: none !important`` in a style attribute beats the forced rule) covers whatever lies under its
-  box, and its own text does not count. Points below the viewport are tested with the page scrolled there (elements
-  that move with scrolling, ``position: fixed``/``sticky``, then do not count as covering); the scroll and the
-  forced rule are put back afterwards.
+  (``inert``, or ``pointer-events: none !important`` in a style attribute, which beats the forced rule) covers
+  whatever lies under its box, and its own text does not count. Points below the viewport are tested with the page
+  scrolled there (elements that move with scrolling, ``position: fixed``/``sticky``, then do not count as
+  covering); the scroll and the forced rule are put back afterwards.
 
 Colours are turned into sRGB by a 1x1 canvas in the same world, so every CSS colour form the browser accepts
 (named, hex, ``rgb``/``hsl``/``hwb``, ``lab``/``lch``/``oklab``/``oklch``, ``color-mix``, ``currentColor``,
@@ -305,15 +305,16 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
   const force = document.createElement("style");
   force.textContent = "*, *::before, *::after { pointer-events: auto !important; }";
   (document.head || document.documentElement).appendChild(force);
-  // What a page keeps out of the hit test even so (pointer-events: none !important in a style attribute) cannot be
-  // seen through by it: such an element covers what lies under its box, and its own text does not count.
+  // What a page keeps out of the hit test even so (pointer-events: none !important in a style attribute, inert)
+  // cannot be seen through by it: such an element covers what lies under its box, and its own text does not count.
+  const untested = (el) => css(el).pointerEvents === "none" || el.closest("[inert]") !== null;
   const unhittable = [];
   for (const el of elements) {
-    if (css(el).pointerEvents !== "none" || !paints(el) || !visible(el)) continue;
+    if (!untested(el) || !paints(el) || !visible(el)) continue;
     const r = el.getBoundingClientRect();
     unhittable.push([el, r.left, r.top, r.right, r.bottom]);
   }
-  const hidden = (x, y, target) => css(target).pointerEvents === "none" || unhittable.some(
+  const hidden = (x, y, target) => untested(target) || unhittable.some(
     ([el, left, top, right, bottom]) => x >= left && x < right && y >= top && y < bottom && !el.contains(target));
   const height = view.innerHeight;
   let scroll = 0;

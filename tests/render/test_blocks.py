@@ -130,6 +130,12 @@ ATTACKS: list[tuple[str, str, str]] = [
         'pointer-events:none !important"></div></div>',
     ),
     (
+        "covered by inert text",
+        f'<div style="position:relative">{secret()}<div inert style="position:absolute;inset:0;background:#fff;'
+        'color:#111">DECOYS reference words</div></div>',
+        f'<div style="position:relative">{secret()}<div inert style="position:absolute;inset:0"></div></div>',
+    ),
+    (
         "under an image",
         f'<div style="position:relative">{secret()}<img src="https://via.placeholder.com/600x40" '
         'style="position:absolute;left:0;top:0;width:600px;height:40px"></div>',
