@@ -27,12 +27,12 @@ The reader already leaves out what the browser itself says no one can see:
   outside the screenshot (off-screen, negative offsets, ``text-indent: -9999px``, below the ``max_height`` cut); a
   line box partly outside is cut to the screenshot;
 - line boxes the browser's own hit test does not find on top at 2 of 3 points along the line's middle
-  (``elementsFromPoint``, with ``pointer-events`` forced on for the test): clipped by an ancestor's overflow,
-  ``clip`` or ``clip-path``, or covered by an element painted over it that paints something there (a background
-  colour or image, a replaced element, text of its own). An element a page keeps out of the hit test even so
-  (``inert``, or ``pointer-events: none !important`` in a style attribute, which beats the forced rule) covers
-  whatever lies under its box, and its own text does not count. Points below the viewport are tested with the page
-  scrolled there (elements that move with scrolling, ``position: fixed``/``sticky``, then do not count as
+  (``elementsFromPoint``, with ``pointer-events`` forced on for the test): clipped by an ancestor's overflow, ``clip``
+  or ``clip-path``, or covered by an element painted over it that paints something there (a background colour or
+  image, a replaced element, text of its own, a ``::before``/``::after`` with content). An element a page keeps out of
+  the hit test even so (``inert``, or ``pointer-events: none !important`` in a style attribute, which beats the forced
+  rule) covers whatever lies under its box, and its own text does not count. Points below the viewport are tested with
+  the page scrolled there (elements that move with scrolling, ``position: fixed``/``sticky``, then do not count as
   covering); the scroll and the forced rule are put back afterwards.
 
 Colours are turned into sRGB by a 1x1 canvas in the same world, so every CSS colour form the browser accepts
@@ -148,13 +148,18 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
     for (let c = el.firstChild; c; c = c.nextSibling) if (c.nodeType === 3 && /\S/.test(c.data)) return true;
     return false;
   };
+  // A ::before or ::after box is hit as its element: one with content may paint text or a background there.
+  const generated = (el) => ["::before", "::after"].some((pseudo) => {
+    const content = view.getComputedStyle(el, pseudo).content;
+    return content !== "none" && content !== "normal";
+  });
   const paintsCache = new Map();
   const paints = (el) => {
     let p = paintsCache.get(el);
     if (p === undefined) {
       const s = css(el);
       p = alpha(el) >= 0.05 && (rgba(s.backgroundColor)[3] > 0.05 || s.backgroundImage !== "none" ||
-        REPLACED.has(el.tagName) || el instanceof SVGElement || ownText(el));
+        REPLACED.has(el.tagName) || el instanceof SVGElement || ownText(el) || generated(el));
       paintsCache.set(el, p);
     }
     return p;

@@ -130,6 +130,13 @@ ATTACKS: list[tuple[str, str, str]] = [
         'pointer-events:none !important"></div></div>',
     ),
     (
+        "covered by generated text",
+        f'<div style="position:relative">{secret()}<div class="cover" style="position:absolute;inset:0"></div></div>'
+        '<style>.cover::before{content:"DECOYS reference words";position:absolute;inset:0;background:#fff;color:#111}'
+        "</style>",
+        f'<div style="position:relative">{secret()}<div class="cover" style="position:absolute;inset:0"></div></div>',
+    ),
+    (
         "covered by inert text",
         f'<div style="position:relative">{secret()}<div inert style="position:absolute;inset:0;background:#fff;'
         'color:#111">DECOYS reference words</div></div>',
