@@ -312,7 +312,8 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
   (document.head || document.documentElement).appendChild(force);
   // What a page keeps out of the hit test even so (pointer-events: none !important in a style attribute, inert)
   // cannot be seen through by it: such an element covers what lies under its box, and its own text does not count.
-  const untested = (el) => css(el).pointerEvents === "none" || el.closest("[inert]") !== null;
+  const anyInert = document.querySelector("[inert]") !== null;
+  const untested = (el) => css(el).pointerEvents === "none" || (anyInert && el.closest("[inert]") !== null);
   const unhittable = [];
   for (const el of elements) {
     if (!untested(el) || !paints(el) || !visible(el)) continue;
