@@ -159,9 +159,10 @@ def _ink(flat: Pixels, background: RGB, colour: tuple[int, int, int, float] | No
     along = text - bg
     if float(np.abs(along).max()) < MIN_CONTRAST:
         return None
-    t = (pixels - bg) @ along / float(along @ along)
-    off = np.linalg.norm(pixels - bg - t[:, None] * along, axis=1)
-    ink = (t >= 0.5) & (off <= INK_TOLERANCE)
+    shifted = pixels - bg
+    t = shifted @ along / float(along @ along)
+    off = shifted - t[:, None] * along
+    ink = (t >= 0.5) & (np.einsum("ij,ij->i", off, off) <= INK_TOLERANCE**2)
     if ink.sum() < max(MIN_INK_PIXELS, MIN_INK_SHARE * len(flat)):
         return None
     core = ink & (t >= np.quantile(t[ink], 0.8))

@@ -21,18 +21,21 @@ def paint_over_text(png: bytes, blocks: Iterable[PageBlock]) -> bytes:
     """``png`` with each text block's box (grown to whole pixels) filled with the block's background colour.
 
     Blocks are painted in the order given (``RenderResult.blocks`` lists them in reading order); other kinds are left
-    alone. The same input always gives the same bytes (PNG at a fixed compression level). Input that is not a PNG is
-    a DataError.
+    alone, and a PNG with no text block to paint comes back as it is. The same input always gives the same bytes
+    (PNG at a fixed compression level). Input that is not a readable image is a DataError.
     """
     try:
-        with Image.open(io.BytesIO(png)) as opened:
-            image = opened.convert("RGB")
+        image: Image.Image = Image.open(io.BytesIO(png))
+        image.load()
     except Exception as exc:  # Pillow raises several kinds for undecodable input
         raise DataError(f"paint_over_text: the screenshot is not a readable image ({exc})") from None
+    text = [block for block in blocks if block.kind == "text" and block.width > 0 and block.height > 0]
+    if not text and image.format == "PNG":
+        return png
+    if image.mode != "RGB":  # Chromium's screenshots are RGB already
+        image = image.convert("RGB")
     draw = ImageDraw.Draw(image)
-    for block in blocks:
-        if block.kind != "text" or block.width <= 0 or block.height <= 0:
-            continue
+    for block in text:
         left, top = math.floor(block.x), math.floor(block.y)
         right, bottom = math.ceil(block.x + block.width), math.ceil(block.y + block.height)
         draw.rectangle((left, top, right - 1, bottom - 1), fill=block.background)

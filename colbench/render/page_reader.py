@@ -5,7 +5,9 @@ page's DOM, with its own built-ins and prototypes, so nothing a page script did 
 ``Range.prototype.getClientRects``, ``Element.prototype.getBoundingClientRect``, tree walkers or
 ``elementsFromPoint`` in the page's world reaches it (a test overrides all of them). It also runs where the page has
 scripting off (static pages), and it runs after the screenshot, on the same document, while the page's own scripts
-are stopped (the renderer does that), so what it reads is what was captured.
+are stopped (the renderer does that), so what it reads is what was captured; animations are settled first as for
+the screenshot (finite ones at their end, infinite ones cancelled), since Playwright's screenshot of a scripted page
+restarts the infinite ones afterwards.
 
 What it keeps is a candidate only: ``colbench.render.ink`` confirms every text run against the screenshot's pixels.
 The reader already leaves out what the browser itself says no one can see:
@@ -25,11 +27,13 @@ The reader already leaves out what the browser itself says no one can see:
   outside the screenshot (off-screen, negative offsets, ``text-indent: -9999px``, below the ``max_height`` cut); a
   line box partly outside is cut to the screenshot;
 - line boxes the browser's own hit test does not find on top at 2 of 3 points along the line's middle
-  (``elementsFromPoint``, with ``pointer-events`` forced on for the test): clipped by an ancestor's overflow,
-  ``clip`` or ``clip-path``, or covered by an element painted over it that paints something there (a background
-  colour or image, a replaced element, text of its own). Points below the viewport are tested with the page scrolled
-  there (elements that move with scrolling, ``position: fixed``/``sticky``, then do not count as covering); the
-  scroll is put back afterwards.
+  (``elementsFromPoint``, with ``pointer-events`` forced on for the test): clipped by an ancestor's overflow, ``clip``
+  or ``clip-path``, or covered by an element painted over it that paints something there (a background colour or
+  image, a replaced element, text of its own, a ``::before``/``::after`` with content). An element a page keeps out of
+  the hit test even so (``inert``, or ``pointer-events: none !important`` in a style attribute, which beats the forced
+  rule) covers whatever lies under its box, and its own text does not count. Points below the viewport are tested with
+  the page scrolled there (elements that move with scrolling, ``position: fixed``/``sticky``, then do not count as
+  covering); the scroll and the forced rule are put back afterwards.
 
 Colours are turned into sRGB by a 1x1 canvas in the same world, so every CSS colour form the browser accepts
 (named, hex, ``rgb``/``hsl``/``hwb``, ``lab``/``lch``/``oklab``/``oklch``, ``color-mix``, ``currentColor``,
@@ -144,13 +148,18 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
     for (let c = el.firstChild; c; c = c.nextSibling) if (c.nodeType === 3 && /\S/.test(c.data)) return true;
     return false;
   };
+  // A ::before or ::after box is hit as its element: one with content may paint text or a background there.
+  const generated = (el) => ["::before", "::after"].some((pseudo) => {
+    const content = view.getComputedStyle(el, pseudo).content;
+    return content !== "none" && content !== "normal";
+  });
   const paintsCache = new Map();
   const paints = (el) => {
     let p = paintsCache.get(el);
     if (p === undefined) {
       const s = css(el);
       p = alpha(el) >= 0.05 && (rgba(s.backgroundColor)[3] > 0.05 || s.backgroundImage !== "none" ||
-        REPLACED.has(el.tagName) || el instanceof SVGElement || ownText(el));
+        REPLACED.has(el.tagName) || el instanceof SVGElement || ownText(el) || generated(el));
       paintsCache.set(el, p);
     }
     return p;
@@ -249,6 +258,7 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
   const IMAGES = new Set(["IMG", "VIDEO", "CANVAS"]);
   // Words on either side of what is not read (whitespace, a line break, hidden text) stay apart.
   let rects = 0, chars = 0, space = false;
+  const elements = [];
   for (let node = walker.currentNode; node; node = walker.nextNode()) {
     if (out.walked >= MAX_NODES) { cut("nodes walked"); break; }
     out.walked++;
@@ -283,6 +293,7 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
       continue;
     }
     const el = node;
+    elements.push(el);
     if (el.tagName === "BR") space = true;
     const s = css(el);
     const image = IMAGES.has(el.tagName) || el.tagName === "svg" ||
@@ -299,6 +310,18 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
   const force = document.createElement("style");
   force.textContent = "*, *::before, *::after { pointer-events: auto !important; }";
   (document.head || document.documentElement).appendChild(force);
+  // What a page keeps out of the hit test even so (pointer-events: none !important in a style attribute, inert)
+  // cannot be seen through by it: such an element covers what lies under its box, and its own text does not count.
+  const anyInert = document.querySelector("[inert]") !== null;
+  const untested = (el) => css(el).pointerEvents === "none" || (anyInert && el.closest("[inert]") !== null);
+  const unhittable = [];
+  for (const el of elements) {
+    if (!untested(el) || !paints(el) || !visible(el)) continue;
+    const r = el.getBoundingClientRect();
+    unhittable.push([el, r.left, r.top, r.right, r.bottom]);
+  }
+  const hidden = (x, y, target) => untested(target) || unhittable.some(
+    ([el, left, top, right, bottom]) => x >= left && x < right && y >= top && y < bottom && !el.contains(target));
   const height = view.innerHeight;
   let scroll = 0;
   queries.sort((a, b) => a[1] - b[1]);
@@ -309,7 +332,7 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
       view.scrollTo({top: y, left: 0, behavior: "instant"});
       scroll = view.scrollY;
     }
-    if (y < scroll || y - scroll >= height) continue;
+    if (y < scroll || y - scroll >= height || (unhittable.length && hidden(x, y, target))) continue;
     for (const el of document.elementsFromPoint(x, y - scroll)) {
       if (el === target || (whole && target.contains(el))) { item[item.length - 1]++; break; }
       if (scroll > 0 && moves(el)) continue;

@@ -437,7 +437,12 @@ class Renderer:
                 result, reading = await self._render_in_context(_Document(document, css), started, blocks)
         if reading is not None and result.png is not None:
             # The pixel checks run on a worker thread, after the page has given its turn back.
-            confirmed = await asyncio.to_thread(confirm, result.png, reading)
+            try:
+                confirmed = await asyncio.to_thread(confirm, result.png, reading)
+            except Exception as exc:  # whatever a page made of its reading fails that page, never the harness
+                first = str(exc).splitlines()[0] if str(exc) else ""
+                message = f"checking the page's blocks failed: {type(exc).__name__}: {first}"
+                return RenderResult(None, "error", message, time.monotonic() - started)
             result = replace(
                 result,
                 blocks=confirmed.blocks,

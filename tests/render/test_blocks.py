@@ -12,6 +12,7 @@ import base64
 import io
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +22,9 @@ from PIL import Image
 
 from colbench.errors import ConfigError, DataError
 from colbench.render import MAX_BLOCKS, PageBlock, RenderConfig, Renderer, RenderResult, page_reader, paint_over_text
-from colbench.render.ink import MIN_CONTRAST
-from colbench.render.page_reader import MAX_NODES
+from colbench.render import renderer as renderer_module
+from colbench.render.ink import MIN_CONTRAST, confirm
+from colbench.render.page_reader import MAX_NODES, ElementBox, PageReading, TextRun
 
 SAMPLE = REPO / "tasks" / "samples" / "frontend-sample.jsonl"
 CONFIG = RenderConfig(load_timeout_s=8.0, screenshot_timeout_s=8.0, close_timeout_s=3.0)
@@ -119,6 +121,26 @@ ATTACKS: list[tuple[str, str, str]] = [
         f'<div style="position:relative">{secret()}'
         '<div style="position:absolute;inset:0;background:#fff;pointer-events:none"></div></div>',
         f'<div style="position:relative">{secret()}<div style="position:absolute;inset:0;pointer-events:none"></div></div>',
+    ),
+    (
+        "covered by text that keeps the hit test off with !important",
+        f'<div style="position:relative">{secret()}<div style="position:absolute;inset:0;background:#fff;color:#111;'
+        'pointer-events:none !important">DECOYS reference words</div></div>',
+        f'<div style="position:relative">{secret()}<div style="position:absolute;inset:0;'
+        'pointer-events:none !important"></div></div>',
+    ),
+    (
+        "covered by generated text",
+        f'<div style="position:relative">{secret()}<div class="cover" style="position:absolute;inset:0"></div></div>'
+        '<style>.cover::before{content:"DECOYS reference words";position:absolute;inset:0;background:#fff;color:#111}'
+        "</style>",
+        f'<div style="position:relative">{secret()}<div class="cover" style="position:absolute;inset:0"></div></div>',
+    ),
+    (
+        "covered by inert text",
+        f'<div style="position:relative">{secret()}<div inert style="position:absolute;inset:0;background:#fff;'
+        'color:#111">DECOYS reference words</div></div>',
+        f'<div style="position:relative">{secret()}<div inert style="position:absolute;inset:0"></div></div>',
     ),
     (
         "under an image",
@@ -479,6 +501,16 @@ def test_the_cache_keys_on_blocks(renderer: Renderer) -> None:
 
 
 @pytest.mark.browser
+def test_the_config_says_whether_a_render_reads_blocks_unless_the_call_does(
+    renderer: Renderer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    html = page("<p>Default page</p>")
+    monkeypatch.setattr(renderer, "config", replace(renderer.config, blocks=True))
+    assert "Default page" in texts(renderer.render(html))
+    assert renderer.render(html, blocks=False).blocks is None
+
+
+@pytest.mark.browser
 def test_a_reading_that_fails_fails_the_render_and_the_next_one_works(
     renderer: Renderer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -490,6 +522,14 @@ def test_a_reading_that_fails_fails_the_render_and_the_next_one_works(
     assert renderer.render(html).blocks is None  # a render without blocks never reads
     monkeypatch.undo()
     assert "Read me" in texts(renderer.render(html, blocks=True))
+
+    def broken(png: bytes, reading: PageReading) -> None:
+        raise ValueError("pixels went wrong")
+
+    monkeypatch.setattr(renderer_module, "confirm", broken)
+    failed = renderer.render(html, blocks=True)
+    assert failed.status == "error" and failed.png is None and failed.blocks is None
+    assert failed.error == "checking the page's blocks failed: ValueError: pixels went wrong"
 
 
 # -- painting text over ------------------------------------------------------------------------------------------------
@@ -530,5 +570,79 @@ def test_paint_over_text_fills_text_boxes_with_their_background() -> None:
     painted = pixels(paint_over_text(out.getvalue(), blocks))
     assert (painted[3:9, 2:13] == (200, 100, 50)).all()  # grown to whole pixels: x 2..12, y 3..8
     assert (painted[:, 13:] == (10, 20, 30)).all() and (painted[:3] == (10, 20, 30)).all()
+    assert paint_over_text(out.getvalue(), blocks[1:2]) == out.getvalue()  # no text to paint: the same bytes
     with pytest.raises(DataError, match="not a readable image"):
         paint_over_text(b"not a png", blocks)
+    with pytest.raises(DataError, match="not a readable image"):
+        paint_over_text(out.getvalue()[:60], [])  # cut short
+
+
+# -- the pixel checks alone (no browser) -------------------------------------------------------------------------------
+
+
+def screenshot(draw_text: tuple[int, int, int] | None, background: tuple[int, int, int] = (250, 250, 250)) -> bytes:
+    """A 400x100 screenshot, with a run of glyph-like bars in ``draw_text``'s colour at (10, 10, 200 x 20)."""
+    image = Image.new("RGB", (400, 100), background)
+    if draw_text is not None:
+        for x in range(12, 205, 8):
+            image.paste(draw_text, (x, 13, x + 3, 28))
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
+
+
+def reading(*runs: TextRun, elements: tuple[ElementBox, ...] = ()) -> PageReading:
+    return PageReading(tuple(runs), elements, 10, ())
+
+
+RUN = TextRun(0, "Words", (20, 20, 200, 1.0), ((10.0, 10.0, 200.0, 20.0),))
+
+
+@pytest.mark.parametrize(
+    ("drawn", "declared", "kept"),
+    [
+        ((20, 20, 200), (20, 20, 200, 1.0), True),  # the declared colour is what is painted
+        ((20, 20, 200), (20, 20, 200, 0.5), True),  # half transparent: a lighter blue is painted
+        (None, (20, 20, 200, 1.0), False),  # nothing painted there
+        ((200, 20, 20), (20, 20, 200, 1.0), False),  # other ink: another text's, not this one's
+        ((245, 245, 245), (245, 245, 245, 1.0), False),  # too close to the background to see
+        ((120, 120, 120), None, True),  # background-clip: text: any clear ink
+        ((248, 248, 248), None, False),
+    ],
+)
+def test_a_line_counts_only_with_its_own_ink(
+    drawn: tuple[int, int, int] | None, declared: tuple[int, int, int, float] | None, kept: bool
+) -> None:
+    painted = drawn
+    if drawn is not None and declared is not None and declared[3] < 1:  # what the browser paints: blended
+        r, g, b = (round(c * declared[3] + 250 * (1 - declared[3])) for c in drawn)
+        painted = (r, g, b)
+    run = TextRun(0, "Words", declared, RUN.rects)
+    result = confirm(screenshot(painted), reading(run))
+    assert [block.text for block in result.blocks] == (["Words"] if kept else [])
+    if kept:
+        [block] = result.blocks
+        assert block.background == (250, 250, 250) and painted is not None and close(block.color, painted, 8)
+
+
+def test_runs_group_by_container_in_document_order() -> None:
+    rect = RUN.rects
+    runs = [
+        TextRun(0, "One ", RUN.colour, rect),
+        TextRun(0, "two", RUN.colour, rect),
+        TextRun(1, "Three", RUN.colour, rect),
+    ]
+    runs += [TextRun(0, "four", RUN.colour, rect)]
+    result = confirm(screenshot((20, 20, 200)), reading(*runs))
+    assert [b.text for b in result.blocks] == ["One two", "Three", "four"]
+
+
+def test_blocks_beyond_the_cap_are_the_smallest_and_the_note_says_so() -> None:
+    boxes = tuple(
+        ElementBox("image", (float(i % 40) * 10, float(i // 40) * 10, 9.0, 9.0 - (i % 2))) for i in range(320)
+    )
+    result = confirm(screenshot(None), reading(elements=boxes))
+    assert len(result.blocks) == MAX_BLOCKS and sum(1 for b in result.blocks if b.height == 9.0) == 160
+    assert result.note == f"kept the {MAX_BLOCKS} largest of 320 blocks"
+    cut = PageReading((), boxes[:1], MAX_NODES, ("nodes walked",))
+    assert "nodes walked" in (confirm(screenshot(None), cut).note or "")
