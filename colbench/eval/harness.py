@@ -217,7 +217,7 @@ def dry_run(config: RunPlan, *, prices: Prices | None = None, turns: float | Non
     done: set[EpisodeKey] = set()
     out = Path(config.out)
     if config.resume and (out / EPISODES).exists():
-        records = final_records(read_episode_log(out / EPISODES, domain.metrics).records)
+        records = final_records(read_episode_log(out / EPISODES, domain.metrics_for(config.env_id)).records)
         done = {key for key, record in records.items() if record.ok}
     episodes = _episode_tasks(config, selected, done)
     speeds = embedded_speeds(config, measure=True)
@@ -378,7 +378,8 @@ class _Runner:
             if (self.out / RUN_JSON).exists():  # another run started here since the directory was checked
                 raise ConfigError(f"--out {self.out} is not empty: use --resume to continue the run there")
             self.run_json.write(self.out)
-        log_records = read_episode_log(self.out / EPISODES, self.domain.metrics, repair=True).records
+        metrics = self.domain.metrics_for(self.config.env_id)
+        log_records = read_episode_log(self.out / EPISODES, metrics, repair=True).records
         self.final = final_records(log_records)
         kept = Tally()
         for key in self.keys:

@@ -102,7 +102,7 @@ def load_run(path: str | Path) -> Run:
     if not episodes.exists():
         run.warnings.append(f"{episodes}: not found: no episode has finished yet")
         return run
-    log = read_episode_log(episodes, run.domain.metrics)
+    log = read_episode_log(episodes, run.domain.metrics_for(run.env_id))
     run.records = len(log.records)
     for record in log.records:
         for role, counts in record.usage_by_role().items():

@@ -28,7 +28,7 @@ from typing import Any
 
 from colbench import __version__
 from colbench._util.storage import fsync_dir, utc_timestamp
-from colbench.env.domain import Domain, Score, get_domain
+from colbench.env.domain import Domain, Metrics, Score, get_domain
 from colbench.env.registration import env_definitions
 from colbench.env.versions import scoring_env, scoring_options
 from colbench.errors import ConfigError, DataError
@@ -109,14 +109,15 @@ def rescore(
     _check_out(source, target)
     if not (source / EPISODES).is_file():
         raise DataError(f"{source}: no {EPISODES}: the run has no episode to rescore")
-    records = read_episode_log(source / EPISODES, domain.metrics).records
+    records = read_episode_log(source / EPISODES, domain.metrics_for(config.env_id)).records
     found = _tasks(source, config, tasks)
     pairs = [(_task_of(source, record, found), _answer_of(source, record)) for record in records if record.ok]
     with closing(domain.make_scorer({**(options or {}), **scoring_options(env_id)}, jobs=jobs)) as scorer:
         scoring = domain.describe_scoring(scorer, _distinct(task for task, _ in pairs))
         scores = iter(scorer.score_many(pairs))
+        metrics = domain.metrics_for(env_id)
         rescored = [
-            _rescored(record, next(scores), config.env_id, domain) if record.ok else record for record in records
+            _rescored(record, next(scores), config.env_id, metrics) if record.ok else record for record in records
         ]
     new_config = config.model_copy(
         update={
@@ -206,8 +207,9 @@ def _distinct(tasks: Iterable[Task]) -> list[Task]:
 
 
 # -- the new run ----------------------------------------------------------------------------------------------------
-def _rescored(record: EpisodeRecord, score: Score, env_id: str, domain: Domain) -> EpisodeRecord:
-    """``record`` with ``score`` in place of its own, which it keeps under ``rescored_from``."""
+def _rescored(record: EpisodeRecord, score: Score, env_id: str, metrics: Metrics) -> EpisodeRecord:
+    """``record`` with ``score`` in place of its own, which it keeps under ``rescored_from`` (``env_id``: the
+    source's); ``metrics``: how the new env id's records read."""
     row = dict(record.row)
     row["rescored_from"] = {"env_id": env_id, "reward": record.reward, "success": record.success, "score": record.score}
     if score.judged:
@@ -215,7 +217,7 @@ def _rescored(record: EpisodeRecord, score: Score, env_id: str, domain: Domain) 
     else:
         error = score.details().get("error") or score.status
         row.update(status="infra_error", reward=None, success=None, score=None, error=f"rescoring: {error}")
-    return parse_record(row, record.where, domain.metrics)
+    return parse_record(row, record.where, metrics)
 
 
 def _tally(records: Sequence[EpisodeRecord]) -> tuple[int, int, float]:

@@ -17,9 +17,11 @@ from plus_tasks import OVERFIT, TRAVEL, travel, with_plus, write_tasks
 
 from colbench import rescore, rescore_answers
 from colbench.agents.agent import AgentReply, EpisodeContext
+from colbench.domains.frontend.visual_metrics import SUBSCORES
 from colbench.errors import ConfigError, DataError, LLMError
 from colbench.eval import RunPlan, run_eval
 from colbench.llm.specs import ModelSpec
+from colbench.render import PageBlock
 from colbench.runs import load_run
 from colbench.tasks import Task, load
 from colbench.types.chat import Message, Usage
@@ -260,3 +262,39 @@ def test_a_frontend_run_is_rescored_from_its_pages(tmp_path: Path) -> None:
     again = lines(tmp_path / "again")
     assert [r["reward"] for r in again] == [r["reward"] for r in lines(tmp_path / "run")]
     assert all((tmp_path / "again" / str(r["screenshot"])).is_file() for r in again)  # screens/ came along
+    # v0 -> v1 (Design2Code's metrics) from the stored pages, without a model: the blocks a viewer draws are kept
+    result = rescore(tmp_path / "run", "ColBench-Frontend-v1", tmp_path / "v1", options={"embedder": "test"})
+    assert result.after[0] == 2
+    v1 = lines(tmp_path / "v1")
+    assert all(r["reward"] == pytest.approx(1.0) and r["success"] is True for r in v1)  # the reference pages
+    assert all(set(r["score"]["subscores"]) == set(SUBSCORES) for r in v1)
+    assert all(
+        r["score"]["env_id"] == "ColBench-Frontend-v1" and r["score"]["embedder"].startswith("test-") for r in v1
+    )
+    assert all(r["rescored_from"]["env_id"] == "ColBench-Frontend-v0" for r in v1)
+    for record in v1:
+        blocks = record["score"]["blocks"]
+        reference = [PageBlock.from_record(b) for b in blocks["reference"]]
+        assert reference and len(blocks["matches"]) == len(blocks["answer"]) == len(reference)
+    run = load_run(tmp_path / "v1")  # read under v1's own rules: a bool success, rewards in [0, 1]
+    assert run.env_id == "ColBench-Frontend-v1" and run.config.scoring["embedder"].startswith("test-")
+
+
+@pytest.mark.browser
+def test_a_v1_eval_records_the_reward_its_parts_and_the_embedder(tmp_path: Path) -> None:
+    plan = RunPlan.resolve(
+        env_id="ColBench-Frontend-v1",
+        agent="scripted:reference",
+        simulator="scripted",
+        out=tmp_path / "run",
+        tasks="frontend-sample",
+        limit=1,
+        embedder="test",
+        progress="off",
+    )
+    assert run_eval(plan).overall.ok == 1
+    (record,) = lines(tmp_path / "run")
+    assert record["reward"] == pytest.approx(1.0) and record["success"] is True
+    assert record["score"]["subscores"] == dict.fromkeys(SUBSCORES, 1.0)
+    scoring = json.loads((tmp_path / "run" / "run.json").read_text())["scoring"]
+    assert scoring["env_id"] == "ColBench-Frontend-v1" and scoring["embedder"] == record["score"]["embedder"]
