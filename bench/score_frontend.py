@@ -12,6 +12,9 @@ Every task's reference page is scored as the answer. Measured, in pages per seco
   (the answer's page and the reference's), reported per answer.
 * ``pipeline warm``: the same answers again with the reference embeddings cached (the RL-training case): one render
   and one embedding per answer, the same work as ``render`` plus ``embed``.
+* ``v1 pipeline cold`` / ``v1 pipeline warm``: the same with ColBench-Frontend-v1's reward (``reward="visual"``): each
+  page is rendered with its blocks, its screenshot painted over and embedded a second time, the blocks matched. The
+  ratio v1 / v0 is printed for both (the issue's target: >= 0.7).
 
 With rendering and embedding overlapped, ``pipeline warm`` approaches the slower of the two stages when they do not
 compete for the same processors (a GPU embedder, or cores to spare). On a small CPU-only machine both stages are
@@ -144,13 +147,17 @@ def main() -> int:
                 embedder.embed(pngs[i : i + args.batch_size])
 
         stages = {"render": (render_stage, n), "embed": (embed_stage, len(pngs))}
-        with FrontendScorer(renderer, embedder, concurrency=args.concurrency, batch_size=args.batch_size) as scorer:
-            answers = [(t, t.ground_truth) for t in tasks]
-            for label in ("pipeline cold", "pipeline warm"):
-                with Stage() as stage:
-                    scores = scorer.score_many(answers)
-                stages[label] = (stage, n)
-            statuses = {s: sum(r.status == s for r in scores) for s in {r.status for r in scores}}
+        answers = [(t, t.ground_truth) for t in tasks]
+        statuses: dict[str, int] = {}
+        for version, reward in (("", "clip"), ("v1 ", "visual")):  # v0 then v1, one after the other
+            options = {"concurrency": args.concurrency, "batch_size": args.batch_size, "reward": reward}
+            with FrontendScorer(renderer, embedder, **options) as scorer:  # type: ignore[arg-type]
+                for label in ("pipeline cold", "pipeline warm"):
+                    with Stage() as stage:
+                        scores = scorer.score_many(answers)
+                    stages[version + label] = (stage, n)
+                    for r in scores:
+                        statuses[f"{version}{r.status}"] = statuses.get(f"{version}{r.status}", 0) + 1
 
     cores = os.cpu_count() or 1
     rates = {name: rate(count, stage.wall) for name, (stage, count) in stages.items()}
@@ -173,6 +180,8 @@ def main() -> int:
         f"CPU ceiling for render + embed on {cores} cores = {ceiling:.2f} pages/s; "
         f"pipeline warm / ceiling = {warm / ceiling:.3f}"
     )
+    for label in ("pipeline cold", "pipeline warm"):
+        print(f"ColBench-Frontend-v1 / v0 scoring, {label}: {rates['v1 ' + label] / rates[label]:.3f} (target >= 0.7)")
     print(f"render failures: {failed}; final statuses: {statuses}")
     return 0
 
