@@ -100,6 +100,8 @@ class Episode:
 
 
 def clip(text: str) -> str:
+    """``text`` as shown: NUL bytes made visible (U+FFFD) and cut at :data:`MAX_TEXT` characters."""
+    text = text.replace("\x00", "\ufffd")
     if len(text) <= MAX_TEXT:
         return text
     return text[:MAX_TEXT] + f"\n… [{len(text) - MAX_TEXT:,} more characters not shown]"

@@ -289,9 +289,10 @@ class RunIndex:
                     "infra": "status = 'infra_error'",
                 }[name]
             )
-        if search.strip():
+        phrase = fts_phrase(search)
+        if phrase:
             clauses.append("seq IN (SELECT rowid FROM transcripts WHERE transcripts MATCH ?)")
-            params.append(fts_phrase(search))
+            params.append(phrase)
         return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
 
     def rows(self) -> Iterator[Row]:
