@@ -153,11 +153,15 @@ def make_app(site: Site, *, token: str | None = None) -> Starlette:
         pair, error, changes = site.comparison(a, b)
         return HTMLResponse(site.render("compare.html", links, a=a, b=b, pair=pair, error=error, changes=changes))
 
+    async def no_icon(request: Request) -> Response:
+        return Response(status_code=204)  # browsers ask for one: an answer, not a 404 in the console
+
     async def bad_request(request: Request, exc: Exception) -> Response:
         return PlainTextResponse(str(exc), 404 if str(exc).startswith("no run") else 400)
 
     routes = [
         Route("/", home),
+        Route("/favicon.ico", no_icon),
         Route("/api/runs", runs_api),
         Route("/runs/{rid:int}", run_page),
         Route("/api/runs/{rid:int}/episodes", episodes_api),
