@@ -327,6 +327,21 @@ class RunIndex:
         record = parse_record(json.loads(raw.decode("utf-8")), f"{self.run_dir / EPISODES}@{found[0]}", self.metrics)
         return counted(None, record).at(record.where, found[2])
 
+    def saved(self, name: str) -> Any:
+        """A value computed from the rows as they are now (a summary), saved by :meth:`save`; None once the log
+        has grown since, or never saved. Kept on disk: the next viewer of an unchanged run starts from it."""
+        with self._lock:
+            meta = self._meta()
+        if name not in meta or meta.get(f"{name}@") != meta.get("size"):
+            return None
+        return json.loads(meta[name])
+
+    def save(self, name: str, value: Any) -> None:
+        with self._lock:
+            size = self._meta().get("size", "")
+            self._set(name, json.dumps(value))
+            self._set(f"{name}@", size)
+
     def close(self) -> None:
         with self._lock:
             self._db.close()

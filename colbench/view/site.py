@@ -20,7 +20,7 @@ from colbench.report.compare import Paired, paired
 from colbench.runs import Run, load_run
 from colbench.view.episode import Episode, build_episode
 from colbench.view.index import RunIndex
-from colbench.view.summary import Summary, summarize
+from colbench.view.summary import summarize
 
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
@@ -122,7 +122,6 @@ class Site:
             trim_blocks=True,
             lstrip_blocks=True,
         )
-        self._summaries: dict[int, tuple[int, Summary]] = {}
         self._runs: dict[int, tuple[int, Run]] = {}
         self._lock = threading.Lock()
 
@@ -131,23 +130,25 @@ class Site:
             raise DataError(f"no run number {rid}")
         return self.indexes[rid]
 
-    def summary(self, rid: int) -> Summary:
+    def summary(self, rid: int) -> dict[str, Any]:
+        """The run's summary as JSON (what the runs index shows), computed once per state of its log: a viewer
+        polling a run, or opening one looked at before, does not bootstrap 10,000 tasks again."""
         index = self.index(rid)
         index.refresh()
         with self._lock:
-            cached = self._summaries.get(rid)
-            if cached is None or cached[0] != index.version:
-                cached = (index.version, summarize(index))
-                self._summaries[rid] = cached
-        return cached[1]
+            summary = index.saved("summary")
+            if summary is None:
+                summary = summarize(index).as_json()
+                index.save("summary", summary)
+        return dict(summary)
 
     def runs_json(self, links: Links) -> list[dict[str, Any]]:
         """The runs index's rows (what the page shows and polls)."""
         out = []
         summaries = [self.summary(i) for i in range(len(self.indexes))]
         for i, summary in enumerate(summaries):
-            others = {s.env_id for s in summaries if s.domain == summary.domain and s.env_id != summary.env_id}
-            row = summary.as_json()
+            others = {s["env_id"] for s in summaries if s["domain"] == summary["domain"]} - {summary["env_id"]}
+            row = summary
             row.update(
                 id=i,
                 label=self.labels[i],
@@ -156,7 +157,7 @@ class Site:
                 compare=[
                     {"label": self.labels[j], "href": links.compare(i, j)}
                     for j, other in enumerate(summaries)
-                    if j != i and other.domain == summary.domain
+                    if j != i and other["domain"] == summary["domain"]
                 ],
             )
             out.append(row)

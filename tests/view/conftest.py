@@ -19,37 +19,87 @@ RUN_DIRS = REPO / "tests" / "data" / "run_dirs"
 
 def backend_record(task: str, trial: int = 0, *, passed: int = 2, total: int = 2, **extra: Any) -> dict[str, Any]:
     tests = [
-        {"name": f"test{i}", "expression": f"f({i})", "passed": i < passed, "judgeable": True, "outcome": "value",
-         "detail": "" if i < passed else f"expected {i}, got None"}
+        {
+            "name": f"test{i}",
+            "expression": f"f({i})",
+            "passed": i < passed,
+            "judgeable": True,
+            "outcome": "value",
+            "detail": "" if i < passed else f"expected {i}, got None",
+        }
         for i in range(total)
     ]
     record = {
-        "task_id": task, "trial": trial, "status": "ok", "reward": passed / total, "success": passed == total,
-        "termination": "answered", "turns": 2,
-        "score": {"tests_passed": passed, "tests_total": total, "pass_rate": passed / total,
-                  "success": passed == total, "tests": tests},
-        "dialogue": [{"role": "agent", "text": f"question about {task}?"},
-                     {"role": "human", "text": "use a loop", "leak_score": 0.1, "leak": False,
-                      "leak_action": "shown", "leak_scores": [0.1], "withheld": [], "leak_spans": []},
-                     {"role": "agent", "text": "I WANT TO ANSWER:\ndef f(x): return x"}],
-        "leaks": 0, "answer": "def f(x): return x",
-        "usage": {"agent": {"prompt_tokens": 100, "completion_tokens": 10, "calls": 2},
-                  "simulator": {"prompt_tokens": 50, "completion_tokens": 5, "calls": 1}},
+        "task_id": task,
+        "trial": trial,
+        "status": "ok",
+        "reward": passed / total,
+        "success": passed == total,
+        "termination": "answered",
+        "turns": 2,
+        "score": {
+            "tests_passed": passed,
+            "tests_total": total,
+            "pass_rate": passed / total,
+            "success": passed == total,
+            "tests": tests,
+        },
+        "dialogue": [
+            {"role": "agent", "text": f"question about {task}?"},
+            {
+                "role": "human",
+                "text": "use a loop",
+                "leak_score": 0.1,
+                "leak": False,
+                "leak_action": "shown",
+                "leak_scores": [0.1],
+                "withheld": [],
+                "leak_spans": [],
+            },
+            {"role": "agent", "text": "I WANT TO ANSWER:\ndef f(x): return x"},
+        ],
+        "leaks": 0,
+        "answer": "def f(x): return x",
+        "usage": {
+            "agent": {"prompt_tokens": 100, "completion_tokens": 10, "calls": 2},
+            "simulator": {"prompt_tokens": 50, "completion_tokens": 5, "calls": 1},
+        },
         "timings": {"started": "2026-11-26T10:00:00Z", "duration_s": 1.0},
-        "screenshot": None, "error": None,
+        "screenshot": None,
+        "error": None,
     }
     record.update(extra)
     return record
 
 
 def infra_record(task: str, trial: int = 0) -> dict[str, Any]:
-    return {"task_id": task, "trial": trial, "status": "infra_error", "reward": None, "success": None,
-            "termination": None, "turns": 1, "score": None, "dialogue": [], "leaks": None, "answer": None,
-            "usage": {}, "timings": {}, "screenshot": None, "error": "LLMError: endpoint down"}
+    return {
+        "task_id": task,
+        "trial": trial,
+        "status": "infra_error",
+        "reward": None,
+        "success": None,
+        "termination": None,
+        "turns": 1,
+        "score": None,
+        "dialogue": [],
+        "leaks": None,
+        "answer": None,
+        "usage": {},
+        "timings": {},
+        "screenshot": None,
+        "error": "LLMError: endpoint down",
+    }
 
 
-def write_run(path: Path, records: list[dict[str, Any]], *, source: str = "backend-a", tasks: list[dict[str, Any]] | None = None,
-              **config: Any) -> Path:
+def write_run(
+    path: Path,
+    records: list[dict[str, Any]],
+    *,
+    source: str = "backend-a",
+    tasks: list[dict[str, Any]] | None = None,
+    **config: Any,
+) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     run = json.loads((RUN_DIRS / source / "run.json").read_text())
     run.update(config)

@@ -32,9 +32,12 @@ def png(width: int, height: int) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     raw = b"".join(b"\x00" + b"\xff" * (3 * width) for _ in range(height))
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) + chunk(
-        b"IDAT", zlib.compress(raw)
-    ) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
 
 
 def client(make_site: Any, *dirs: Path, token: str | None = None) -> TestClient:
@@ -130,22 +133,49 @@ def _no_live_markup(html: str) -> None:
 def test_hostile_transcripts_are_escaped(tmp_path: Path, make_site: Any) -> None:
     dialogue = []
     for text in HOSTILE:
-        dialogue += [{"role": "agent", "text": text}, {"role": "human", "text": text, "leak_spans": [[0, 5]],
-                                                        "leak_score": 0.9, "leak": True, "leak_action": "shown"}]
+        dialogue += [
+            {"role": "agent", "text": text},
+            {
+                "role": "human",
+                "text": text,
+                "leak_spans": [[0, 5]],
+                "leak_score": 0.9,
+                "leak": True,
+                "leak_action": "shown",
+            },
+        ]
     big = "<script>x</script>" + "A" * 5_000_000
-    record = backend_record(HOSTILE[0], dialogue=dialogue, answer=big, termination=HOSTILE[1],
-                            error=None, score={"tests": [{"name": HOSTILE[2], "expression": HOSTILE[0],
-                                                          "passed": False, "detail": HOSTILE[3]}], "x": HOSTILE[4]})
+    record = backend_record(
+        HOSTILE[0],
+        dialogue=dialogue,
+        answer=big,
+        termination=HOSTILE[1],
+        error=None,
+        score={
+            "tests": [{"name": HOSTILE[2], "expression": HOSTILE[0], "passed": False, "detail": HOSTILE[3]}],
+            "x": HOSTILE[4],
+        },
+    )
     long_line = backend_record("long", dialogue=[{"role": "agent", "text": "w" * 300_000}])
-    run = write_run(tmp_path / "evil", [record, long_line], tasks=[{"task_id": HOSTILE[0], "problem_description": HOSTILE[1],
-                                                                     "ground_truth": HOSTILE[2], "hidden_information": HOSTILE[5]}])
+    run = write_run(
+        tmp_path / "evil",
+        [record, long_line],
+        tasks=[
+            {
+                "task_id": HOSTILE[0],
+                "problem_description": HOSTILE[1],
+                "ground_truth": HOSTILE[2],
+                "hidden_information": HOSTILE[5],
+            }
+        ],
+    )
     web = client(make_site, run)
     page = web.get("/runs/0/episode", params={"task": HOSTILE[0], "trial": 0})
     assert page.status_code == 200 and len(page.text) < 1_000_000  # 5 MB answer cut, and said so
     assert "more characters not shown" in page.text and "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
     assert "{{ 7*7 }}" in page.text  # data is never a template
     _no_live_markup(page.text)
-    assert "<mark class=\"leak\">&lt;scri</mark>" in page.text
+    assert '<mark class="leak">&lt;scri</mark>' in page.text
     rows = web.get("/api/runs/0/episodes").json()["rows"]
     assert rows[0]["task_id"] == HOSTILE[0]  # JSON carries text; the page sets it as textContent
     for url in ["/", "/runs/0"]:
@@ -156,20 +186,43 @@ def test_hostile_transcripts_are_escaped(tmp_path: Path, make_site: Any) -> None
 def test_leak_spans_redacted_replies_snapshot_and_what_older_runs_lack(tmp_path: Path, make_site: Any) -> None:
     dialogue = [
         {"role": "agent", "text": "what is the formula?"},
-        {"role": "human", "text": "[redacted]", "leak_score": 0.8, "leak": True, "leak_action": "redacted",
-         "leak_scores": [0.8], "withheld": ["it is return x * 42 exactly"], "leak_spans": [[6, 19]]},
+        {
+            "role": "human",
+            "text": "[redacted]",
+            "leak_score": 0.8,
+            "leak": True,
+            "leak_action": "redacted",
+            "leak_scores": [0.8],
+            "withheld": ["it is return x * 42 exactly"],
+            "leak_spans": [[6, 19]],
+        },
         {"role": "agent", "text": "I WANT TO ANSWER: ..."},
     ]
-    task = {"task_id": "t1", "problem_description": "write f", "ground_truth": "def f(x): return x*42",
-            "hidden_information": "multiply by 42", "test_cases": {"f(1)": "42"}}
+    task = {
+        "task_id": "t1",
+        "problem_description": "write f",
+        "ground_truth": "def f(x): return x*42",
+        "hidden_information": "multiply by 42",
+        "test_cases": {"f(1)": "42"},
+    }
     run = write_run(tmp_path / "new", [backend_record("t1", dialogue=dialogue, leaks=1, passed=1)], tasks=[task])
-    old = write_run(tmp_path / "old", [backend_record("t1", dialogue=[
-        {"role": "agent", "text": "q"}, {"role": "human", "text": "a", "leak_score": 0.1, "leak": False}])])
+    old = write_run(
+        tmp_path / "old",
+        [
+            backend_record(
+                "t1",
+                dialogue=[
+                    {"role": "agent", "text": "q"},
+                    {"role": "human", "text": "a", "leak_score": 0.1, "leak": False},
+                ],
+            )
+        ],
+    )
     web = client(make_site, run, old)
     html = web.get("/runs/0/episode", params={"task": "t1", "trial": 0}).text
     assert "as the agent saw it" in html and "[redacted]" in html
     assert '<mark class="leak">return x * 42</mark>' in html
-    assert "multiply by 42" in html and "<details class=\"task\">" in html  # collapsed: it is the answer
+    assert "multiply by 42" in html and '<details class="task">' in html  # collapsed: it is the answer
     assert "expected 1, got None" in html and "f(1)" in html
     older = web.get("/runs/1/episode", params={"task": "t1", "trial": 0}).text
     assert "no leak spans" in older and "no task snapshot" in older
@@ -184,19 +237,36 @@ def test_frontend_blocks_overlay_and_per_turn_pages(tmp_path: Path, make_site: A
     (run / "screens" / "turns" / "f9.0.1.png").write_bytes(png(40, 30))
     (run / "screens" / "f9.0.png").write_bytes(png(40, 30))
     blocks = {
-        "reference": [["text", 1, 2, 10, 5, "Hello", "#000000", "#ffffff"], ["image", 5, 5, 20, 10, "", "#000000", "#ffffff"]],
+        "reference": [
+            ["text", 1, 2, 10, 5, "Hello", "#000000", "#ffffff"],
+            ["image", 5, 5, 20, 10, "", "#000000", "#ffffff"],
+        ],
         "answer": [["text", 1, 3, 10, 5, "Hello", "#000000", "#ffffff"]],
         "matches": [[0, 0, 1.0]],
     }
     record = {
-        "task_id": "f9", "trial": 0, "status": "ok", "reward": 0.7, "success": False, "turns": 1,
-        "score": {"reward": 0.7, "similarity": 0.8, "success": False, "embedder": "test",
-                  "subscores": {"block_match": 0.5, "text": 1.0, "position": 0.9, "color": 1.0, "clip": 0.8},
-                  "blocks": blocks},
-        "dialogue": [{"role": "agent", "text": "<html>draft</html>", "screenshot": "screens/turns/f9.0.1.png"},
-                     {"role": "human", "text": "bigger"}],
-        "answer": "<html><script>alert(1)</script></html>", "answer_html": "<html><script>alert(1)</script></html>",
-        "screenshot": "screens/f9.0.png", "reference_screenshot": "screens/reference/f9.png",
+        "task_id": "f9",
+        "trial": 0,
+        "status": "ok",
+        "reward": 0.7,
+        "success": False,
+        "turns": 1,
+        "score": {
+            "reward": 0.7,
+            "similarity": 0.8,
+            "success": False,
+            "embedder": "test",
+            "subscores": {"block_match": 0.5, "text": 1.0, "position": 0.9, "color": 1.0, "clip": 0.8},
+            "blocks": blocks,
+        },
+        "dialogue": [
+            {"role": "agent", "text": "<html>draft</html>", "screenshot": "screens/turns/f9.0.1.png"},
+            {"role": "human", "text": "bigger"},
+        ],
+        "answer": "<html><script>alert(1)</script></html>",
+        "answer_html": "<html><script>alert(1)</script></html>",
+        "screenshot": "screens/f9.0.png",
+        "reference_screenshot": "screens/reference/f9.png",
     }
     append(run, [record, dict(record, trial=1, screenshot="../../etc/passwd.png", reference_screenshot="/etc/x.png")])
     web = client(make_site, run)
@@ -210,13 +280,23 @@ def test_frontend_blocks_overlay_and_per_turn_pages(tmp_path: Path, make_site: A
 
 def test_the_cli_refuses_other_hosts_without_a_token_and_writes_bundles(tmp_path: Path, capsys: Any) -> None:
     from colbench.cli.main import main
+
     run = write_run(tmp_path / "a", [backend_record("t1")])
     assert main(["view", str(run), "--host", "0.0.0.0"]) != 0
     assert "--host 0.0.0.0 is reachable from other machines" in capsys.readouterr().err
     os.environ.pop("NO_SUCH_TOKEN_VAR", None)
     assert main(["view", str(run), "--host", "0.0.0.0", "--token-env", "NO_SUCH_TOKEN_VAR"]) != 0
     assert "NO_SUCH_TOKEN_VAR is not set" in capsys.readouterr().err
-    code = main(["view", str(run), str(RUN_DIRS / "backend-b"), "--bundle", str(tmp_path / "site"),
-                 "--cache", str(tmp_path / "c")])
+    code = main(
+        [
+            "view",
+            str(run),
+            str(RUN_DIRS / "backend-b"),
+            "--bundle",
+            str(tmp_path / "site"),
+            "--cache",
+            str(tmp_path / "c"),
+        ]
+    )
     assert code in (0, None) and (tmp_path / "site" / "index.html").is_file()
     assert json.loads((tmp_path / "site" / "runs.js").read_text().split("=", 1)[1].rstrip(";\n"))[0]["done"] == 1

@@ -92,8 +92,15 @@ def test_filters_search_sort_and_pages(tmp_path: Path, cache: Path) -> None:
 
 def test_frontend_v0_has_no_failures_and_costs_need_prices(tmp_path: Path, cache: Path) -> None:
     record = {
-        "task_id": "f1", "trial": 0, "status": "ok", "reward": 0.2, "success": None, "turns": 1,
-        "score": {"similarity": 0.2}, "dialogue": [], "answer": "<p>x</p>",
+        "task_id": "f1",
+        "trial": 0,
+        "status": "ok",
+        "reward": 0.2,
+        "success": None,
+        "turns": 1,
+        "score": {"similarity": 0.2},
+        "dialogue": [],
+        "answer": "<p>x</p>",
         "usage": {"agent": {"prompt_tokens": 10, "completion_tokens": 1, "calls": 1}},
     }
     index = RunIndex(write_run(tmp_path / "fe", [record], source="frontend-a"), cache)
