@@ -300,3 +300,26 @@ def test_the_cli_refuses_other_hosts_without_a_token_and_writes_bundles(tmp_path
     )
     assert code in (0, None) and (tmp_path / "site" / "index.html").is_file()
     assert json.loads((tmp_path / "site" / "runs.js").read_text().split("=", 1)[1].rstrip(";\n"))[0]["done"] == 1
+
+
+def test_the_bundle_refers_to_nothing_outside_itself(tmp_path: Path, make_site: Any) -> None:
+    from colbench.view.bundle import write_bundle
+
+    fe = write_run(tmp_path / "fe", [], source="frontend-a")
+    append(fe, [json.loads(line) for line in (RUN_DIRS / "frontend-a" / "episodes.jsonl").read_text().splitlines()])
+    evil = write_run(tmp_path / "evil", [backend_record("../../x<script>", answer=HOSTILE[0])])
+    out = tmp_path / "site"
+    pages = write_bundle(make_site(fe, evil), out)
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert pages == len([p for p in files if p.suffix == ".html"]) and (out / "runs/0/files/screens/f1.0.png").is_file()
+    assert all(p.resolve().is_relative_to(out.resolve()) for p in files)
+    for path in files:
+        if path.suffix in (".html", ".js"):
+            text = path.read_text()
+            assert re.search(r"""(src|href)=["']?(https?:|//|/)""", text) is None, path
+            if path.suffix == ".js" and path.parent.name == "data":
+                assert "<" not in text, path  # the rows' text is escaped in the data files too
+            if path.suffix == ".html":
+                assert "<script>alert" not in text, path
+    with pytest.raises(Exception, match="not an empty directory"):
+        write_bundle(make_site(fe), out)
