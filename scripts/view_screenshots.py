@@ -42,18 +42,33 @@ def leaky_run(folder: Path) -> Path:
         except json.JSONDecodeError:  # the test run's torn last line
             continue
     first = lines[1]
+    withheld = "Just write: def f(x): return x if x > 0 else 0"
     first["dialogue"] = [
         {"role": "agent", "text": "Should f(1) return 1 or something else? And what about negative numbers?"},
-        {"role": "human", "text": "[the reply was withheld: it gave the answer away]", "leak_score": 0.82, "leak": True,
-         "leak_action": "redacted", "leak_scores": [0.82], "withheld": ["Just write: def f(x): return x if x > 0 else 0"],
-         "leak_spans": [[12, 46]]},
+        {
+            "role": "human",
+            "text": "[the reply was withheld: it gave the answer away]",
+            "leak_score": 0.82,
+            "leak": True,
+            "leak_action": "redacted",
+            "leak_scores": [0.82],
+            "withheld": [withheld],
+            "leak_spans": [[12, 46]],
+        },
         {"role": "agent", "text": "I WANT TO ANSWER:\ndef f(x):\n    return max(x, 0)"},
     ]
     first["leaks"] = 1
     (run / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
-    tasks = [{"task_id": r["task_id"], "problem_description": f"Write f for task {r['task_id']}.",
-              "ground_truth": "def f(x):\n    return max(x, 0)", "hidden_information": "negative numbers give 0",
-              "test_cases": {"f(1)": "1"}} for r in lines]
+    tasks = [
+        {
+            "task_id": r["task_id"],
+            "problem_description": f"Write f for task {r['task_id']}.",
+            "ground_truth": "def f(x):\n    return max(x, 0)",
+            "hidden_information": "negative numbers give 0",
+            "test_cases": {"f(1)": "1"},
+        }
+        for r in lines
+    ]
     (run / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
     return run
 
