@@ -82,7 +82,8 @@ def _int(request: Request, name: str, default: int, low: int = 0, high: int = 1 
 
 
 def make_app(site: Site, *, token: str | None = None) -> Starlette:
-    """The viewer's app; ``token``: required of every request when set."""
+    """The viewer's app; ``token``: required of every request when set. The pages are plain functions: Starlette
+    runs them in its thread pool, so reading an index or a log never holds up the event loop."""
     links = Links()
 
     def rid_of(request: Request) -> int:
@@ -90,13 +91,13 @@ def make_app(site: Site, *, token: str | None = None) -> Starlette:
         site.index(rid)
         return rid
 
-    async def home(request: Request) -> Response:
+    def home(request: Request) -> Response:
         return HTMLResponse(site.render("runs.html", links, runs=site.runs_json(links)))
 
-    async def runs_api(request: Request) -> Response:
+    def runs_api(request: Request) -> Response:
         return JSONResponse(site.runs_json(links))
 
-    async def run_page(request: Request) -> Response:
+    def run_page(request: Request) -> Response:
         rid = rid_of(request)
         return HTMLResponse(
             site.render(
@@ -110,7 +111,7 @@ def make_app(site: Site, *, token: str | None = None) -> Starlette:
             )
         )
 
-    async def episodes_api(request: Request) -> Response:
+    def episodes_api(request: Request) -> Response:
         rid = rid_of(request)
         filters = tuple(f for f in request.query_params.getlist("filter") if f)
         sort = request.query_params.get("sort", "order")
@@ -128,7 +129,7 @@ def make_app(site: Site, *, token: str | None = None) -> Starlette:
         )
         return JSONResponse(data)
 
-    async def episode_page(request: Request) -> Response:
+    def episode_page(request: Request) -> Response:
         rid = rid_of(request)
         task = request.query_params.get("task")
         if not task:
@@ -139,7 +140,7 @@ def make_app(site: Site, *, token: str | None = None) -> Starlette:
             return PlainTextResponse(f"run {rid} has no episode ({task[:80]!r}, trial {trial})", 404)
         return HTMLResponse(site.render("episode.html", links, rid=rid, ep=episode))
 
-    async def run_file(request: Request) -> Response:
+    def run_file(request: Request) -> Response:
         rid = rid_of(request)
         run_dir = site.index(rid).run_dir
         name = str(request.path_params["name"])
@@ -147,13 +148,13 @@ def make_app(site: Site, *, token: str | None = None) -> Starlette:
             return PlainTextResponse("not found", 404)
         return FileResponse(run_dir / name, media_type="image/png")
 
-    async def compare_page(request: Request) -> Response:
+    def compare_page(request: Request) -> Response:
         a, b = int(request.path_params["a"]), int(request.path_params["b"])
         site.index(a), site.index(b)
         pair, error, changes = site.comparison(a, b)
         return HTMLResponse(site.render("compare.html", links, a=a, b=b, pair=pair, error=error, changes=changes))
 
-    async def no_icon(request: Request) -> Response:
+    def no_icon(request: Request) -> Response:
         return Response(status_code=204)  # browsers ask for one: an answer, not a 404 in the console
 
     async def bad_request(request: Request, exc: Exception) -> Response:

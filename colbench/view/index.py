@@ -22,7 +22,7 @@ from colbench._util.storage import colbench_home
 from colbench.env.domain import Domain
 from colbench.errors import DataError
 from colbench.report.costs import LIST_PRICES, Price, price_names
-from colbench.runs import EPISODES, EpisodeRecord, RunConfig, counted, parse_record
+from colbench.runs import EPISODES, EpisodeRecord, RunConfig, parse_record
 
 SCHEMA = 3
 NEWLINE = b"\n"
@@ -325,7 +325,7 @@ class RunIndex:
             handle.seek(found[0])
             raw = handle.read(found[1])
         record = parse_record(json.loads(raw.decode("utf-8")), f"{self.run_dir / EPISODES}@{found[0]}", self.metrics)
-        return counted(None, record).at(record.where, found[2])
+        return record.at(record.where, found[2])
 
     def saved(self, name: str) -> Any:
         """A value computed from the rows as they are now (a summary), saved by :meth:`save`; None once the log
