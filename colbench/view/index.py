@@ -22,7 +22,7 @@ from colbench._util.storage import colbench_home
 from colbench.env.domain import Domain
 from colbench.errors import DataError
 from colbench.report.costs import LIST_PRICES, Price, price_names
-from colbench.runs import EPISODES, EpisodeRecord, RunConfig, parse_record
+from colbench.runs import EPISODES, RUN_JSON, EpisodeRecord, RunConfig, parse_record
 
 SCHEMA = 3
 NEWLINE = b"\n"
@@ -113,13 +113,15 @@ class RunIndex:
 
     def _open(self) -> None:
         meta = self._meta()
-        if meta.get("schema") != str(SCHEMA) or meta.get("run_dir") != str(self.run_dir):
+        config = hashlib.sha256((self.run_dir / RUN_JSON).read_bytes()).hexdigest()
+        if (meta.get("schema"), meta.get("run_dir"), meta.get("config")) != (str(SCHEMA), str(self.run_dir), config):
             self._db.executescript(
                 "DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS episodes; DROP TABLE IF EXISTS transcripts;"
             )
         self._db.executescript(_DDL)
         self._set("schema", str(SCHEMA))
         self._set("run_dir", str(self.run_dir))
+        self._set("config", config)
 
     def _meta(self) -> dict[str, str]:
         try:
@@ -158,35 +160,38 @@ class RunIndex:
         return changed
 
     def _read_from(self, path: Path, start: int, size: int) -> bool:
-        """Index the whole lines between ``start`` and ``size``; a line without its newline yet waits (a write in
-        progress), except a last one that is not JSON at all, which is reported as the torn line."""
-        with open(path, "rb") as handle:
-            handle.seek(start)
-            data = handle.read(size - start)
-        end = data.rfind(b"\n") + 1
-        lines_before = int(self._meta().get("lines", "0"))
+        """Index the whole lines between ``start`` and ``size``, one line in memory at a time; a line without its
+        newline yet waits (a write in progress). A last line that is not JSON is reported as the torn line."""
+        number = int(self._meta().get("lines", "0"))
         changed = False
         offset = start
+        tail = b""
         self._db.execute("BEGIN")
         try:
-            for number, raw in enumerate(data[:end].split(b"\n")[:-1], start=lines_before + 1):
-                if raw.strip():
-                    self._add(raw, offset, f"{path}:{number}")
-                    changed = True
-                offset += len(raw) + 1
-            self._set("offset", str(start + end))
-            self._set("lines", str(lines_before + data[:end].count(b"\n")))
+            with open(path, "rb") as handle:
+                handle.seek(start)
+                while offset < size:
+                    raw = handle.readline(size - offset)
+                    if not raw.endswith(NEWLINE):
+                        tail = raw
+                        break
+                    number += 1
+                    if raw.strip():
+                        self._add(raw[:-1], offset, f"{path}:{number}")
+                        changed = True
+                    offset += len(raw)
+            self._set("offset", str(offset))
+            self._set("lines", str(number))
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
-        tail = data[end:]
         self.torn_line = None
         if tail.strip():
             try:
                 json.loads(tail)
             except (UnicodeDecodeError, json.JSONDecodeError):
-                self.torn_line = f"{path}:{lines_before + data[:end].count(NEWLINE) + 1}"
+                self.torn_line = f"{path}:{number + 1}"
         return changed
 
     def _add(self, raw: bytes, offset: int, where: str) -> None:

@@ -118,3 +118,12 @@ def test_pass_hat_k() -> None:
     assert pass_hat_k(outcomes, 1) == pytest.approx((2 / 3 + 1 + 0) / 3)
     assert pass_hat_k(outcomes, 2) == pytest.approx((1 / 3 + 1) / 2)  # c has too few trials
     assert pass_hat_k(outcomes, 4) is None
+
+
+def test_a_changed_run_json_rebuilds_the_index(tmp_path: Path, cache: Path) -> None:
+    run = write_run(tmp_path / "run", [backend_record("t1", passed=1)])
+    assert (next(RunIndex(run, cache).rows()).cost or 0) > 0  # gpt-4o-mini and gpt-4o at list prices
+    free = {"spec": "llamacpp", "name": "llamacpp", "model": "llamacpp"}
+    write_run(run, [], agent=free, simulator=free)  # another run.json in the same place, the log as it was
+    (row,) = RunIndex(run, cache).rows()
+    assert row.task_id == "t1" and row.cost == 0.0
