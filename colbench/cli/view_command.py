@@ -61,5 +61,7 @@ def cmd_view(args: argparse.Namespace) -> int:
 
     url = f"http://{args.host}:{args.port}/"
     print(f"colbench view: {len(site.indexes)} run(s) at {url}", file=sys.stderr)
-    uvicorn.run(make_app(site, token=token), host=args.host, port=args.port, log_level="warning")
+    # without a token only this machine's names are answered (DNS rebinding); IPv6 loopback is left unchecked
+    hosts = None if token or ":" in args.host else sorted({args.host, "127.0.0.1", "localhost"})
+    uvicorn.run(make_app(site, token=token, hosts=hosts), host=args.host, port=args.port, log_level="warning")
     return 0

@@ -15,6 +15,7 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
@@ -81,9 +82,10 @@ def _int(request: Request, name: str, default: int, low: int = 0, high: int = 1 
     return value
 
 
-def make_app(site: Site, *, token: str | None = None) -> Starlette:
-    """The viewer's app; ``token``: required of every request when set. The pages are plain functions: Starlette
-    runs them in its thread pool, so reading an index or a log never holds up the event loop."""
+def make_app(site: Site, *, token: str | None = None, hosts: list[str] | None = None) -> Starlette:
+    """The viewer's app; ``token``: required of every request when set; ``hosts``: the only Host headers answered
+    (a page on another site that rebinds its DNS name to 127.0.0.1 must not read the runs). The pages are plain
+    functions: Starlette runs them in its thread pool, so reading an index or a log never holds up the event loop."""
     links = Links()
 
     def rid_of(request: Request) -> int:
@@ -173,6 +175,9 @@ def make_app(site: Site, *, token: str | None = None) -> Starlette:
     ]
     return Starlette(
         routes=routes,
-        middleware=[Middleware(Guard, token=token)],
+        middleware=[
+            Middleware(Guard, token=token),
+            *([Middleware(TrustedHostMiddleware, allowed_hosts=hosts)] if hosts else []),
+        ],
         exception_handlers={DataError: bad_request},
     )

@@ -115,6 +115,9 @@ def test_every_response_has_the_csp_and_a_token_guards_other_hosts(tmp_path: Pat
     for url in ["/", "/runs/0", "/api/runs", "/static/view.js", "/nothing", "/runs/0/files/x.png"]:
         csp = web.get(url).headers["content-security-policy"]
         assert "default-src 'none'" in csp and "script-src 'self'" in csp and "unsafe-inline" not in csp, url
+    local = TestClient(make_app(make_site(run), hosts=["127.0.0.1", "localhost"]), base_url="http://127.0.0.1:8765")
+    assert local.get("/api/runs").status_code == 200
+    assert local.get("/api/runs", headers={"Host": "evil.example:8765"}).status_code == 400  # DNS rebinding
     guarded = client(make_site, run, token="s3cret")
     assert guarded.get("/api/runs").status_code == 401
     assert guarded.get("/api/runs", headers={"Authorization": "Bearer wrong"}).status_code == 401
