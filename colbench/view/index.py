@@ -98,7 +98,7 @@ class RunIndex:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._open()
         self.torn_line: str | None = None
-        self.version = 0  # bumped whenever rows change: summaries cached on it
+        self.version = 0  # the size of the log as indexed: what is computed from the rows is cached on it
         self.refresh()
 
     def _domain(self) -> Domain:
@@ -144,48 +144,56 @@ class RunIndex:
             size = path.stat().st_size
         except FileNotFoundError:
             size = 0
-        meta = self._meta()
-        done = int(meta.get("offset", "0"))
-        if size == int(meta.get("size", "-1")):
+        self.version = size
+        if size == int(self._meta().get("size", "-1")):
             return False
-        head = _head(path)
-        if size < done or (done and meta.get("head") != head[: len(meta.get("head", ""))]):
-            self._db.executescript("DELETE FROM episodes; DELETE FROM transcripts;")
-            done = 0
-        changed = self._read_from(path, done, size)
-        self._set("head", head)
-        self._set("size", str(size))
-        if changed:
-            self.version += 1
-        return changed
-
-    def _read_from(self, path: Path, start: int, size: int) -> bool:
-        """Index the whole lines between ``start`` and ``size``, one line in memory at a time; a line without its
-        newline yet waits (a write in progress). A last line that is not JSON is reported as the torn line."""
-        number = int(self._meta().get("lines", "0"))
-        changed = False
-        offset = start
-        tail = b""
-        self._db.execute("BEGIN")
+        # another viewer of the same run may be indexing it too: decide and write under sqlite's write lock
+        self._db.execute("BEGIN IMMEDIATE")
         try:
-            with open(path, "rb") as handle:
-                handle.seek(start)
-                while offset < size:
-                    raw = handle.readline(size - offset)
-                    if not raw.endswith(NEWLINE):
-                        tail = raw
-                        break
-                    number += 1
-                    if raw.strip():
-                        self._add(raw[:-1], offset, f"{path}:{number}")
-                        changed = True
-                    offset += len(raw)
-            self._set("offset", str(offset))
-            self._set("lines", str(number))
+            meta = self._meta()
+            if size == int(meta.get("size", "-1")):
+                self._db.execute("ROLLBACK")
+                return False
+            done = int(meta.get("offset", "0"))
+            head = _head(path)
+            reset = size < done or bool(done and meta.get("head") != head[: len(meta.get("head", ""))])
+            if reset:  # a log that shrank or was replaced: indexed again from its start
+                self._db.execute("DELETE FROM episodes")
+                self._db.execute("DELETE FROM transcripts")
+                self._set("lines", "0")
+                self._set("offset", "0")
+                done = 0
+            changed = (self._read_from(path, done, size) if size else False) or reset
+            self._set("head", head)
+            self._set("size", str(size))
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
+        return changed
+
+    def _read_from(self, path: Path, start: int, size: int) -> bool:
+        """Index the whole lines between ``start`` and ``size``, one line in memory at a time, inside the caller's
+        transaction; a line without its newline yet waits (a write in progress). A last line that is not JSON is
+        reported as the torn line."""
+        number = int(self._meta().get("lines", "0"))
+        changed = False
+        offset = start
+        tail = b""
+        with open(path, "rb") as handle:
+            handle.seek(start)
+            while offset < size:
+                raw = handle.readline(size - offset)
+                if not raw.endswith(NEWLINE):
+                    tail = raw
+                    break
+                number += 1
+                if raw.strip():
+                    self._add(raw[:-1], offset, f"{path}:{number}")
+                    changed = True
+                offset += len(raw)
+        self._set("offset", str(offset))
+        self._set("lines", str(number))
         self.torn_line = None
         if tail.strip():
             try:
@@ -326,9 +334,12 @@ class RunIndex:
             ).fetchone()
         if found is None:
             return None
-        with open(self.run_dir / EPISODES, "rb") as handle:
-            handle.seek(found[0])
-            raw = handle.read(found[1])
+        try:
+            with open(self.run_dir / EPISODES, "rb") as handle:
+                handle.seek(found[0])
+                raw = handle.read(found[1])
+        except FileNotFoundError:  # removed since it was indexed
+            return None
         record = parse_record(json.loads(raw.decode("utf-8")), f"{self.run_dir / EPISODES}@{found[0]}", self.metrics)
         return record.at(record.where, found[2])
 

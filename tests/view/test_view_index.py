@@ -127,3 +127,13 @@ def test_a_changed_run_json_rebuilds_the_index(tmp_path: Path, cache: Path) -> N
     write_run(run, [], agent=free, simulator=free)  # another run.json in the same place, the log as it was
     (row,) = RunIndex(run, cache).rows()
     assert row.task_id == "t1" and row.cost == 0.0
+
+
+def test_two_viewers_of_one_run_share_its_index_and_a_removed_log_empties_it(tmp_path: Path, cache: Path) -> None:
+    run = write_run(tmp_path / "run", [backend_record("t1")])
+    first, second = RunIndex(run, cache), RunIndex(run, cache)
+    append(run, [infra_record("t2"), backend_record("t2")])
+    assert first.refresh() and not second.refresh()  # the second finds the work done
+    assert [(r.task_id, r.attempts) for r in second.rows()] == [("t1", 1), ("t2", 2)]
+    (run / "episodes.jsonl").unlink()
+    assert first.refresh() and first.count() == 0 and first.record("t1", 0) is None
