@@ -65,7 +65,7 @@ def main() -> None:
             run = write_run(Path(tmp) / f"run{size}", [backend_record(f"t{i:05}", passed=i % 3) for i in range(size)])
             cache = Path(tmp) / f"cache{size}"
             cold = measure(run, cache)
-            warm = min((measure(run, cache) for _ in range(3)), key=lambda r: r["seconds"])
+            warm = min((measure(run, cache) for _ in range(5)), key=lambda r: r["seconds"])
             results[size] = (cold, warm)
             print(
                 f"{size:>6} episodes: cold (index built) {cold['seconds']:.2f} s, "
