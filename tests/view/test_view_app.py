@@ -326,3 +326,13 @@ def test_the_bundle_refers_to_nothing_outside_itself(tmp_path: Path, make_site: 
                 assert "<script>alert" not in text, path
     with pytest.raises(Exception, match="not an empty directory"):
         write_bundle(make_site(fe), out)
+
+
+def test_runs_of_other_env_versions_are_marked_and_trials_give_pass_k(tmp_path: Path, make_site: Any) -> None:
+    v0 = write_run(tmp_path / "v0", [backend_record("t1", 0), backend_record("t1", 1, passed=1)], trials=2)
+    v1 = write_run(tmp_path / "v1", [backend_record("t1")], env_id="ColBench-Backend-v1")
+    fe = write_run(tmp_path / "fe", [], source="frontend-a")
+    runs = client(make_site, v0, v1, fe).get("/api/runs").json()
+    assert runs[0]["not_comparable"] == ["ColBench-Backend-v1"] and runs[1]["not_comparable"] == ["ColBench-Backend-v0"]
+    assert runs[2]["not_comparable"] == [] and runs[2]["compare"] == []  # another domain: nothing to compare with
+    assert runs[0]["pass_k"] == [[1, 0.5], [2, 0.0]] and runs[0]["total"] == 8
