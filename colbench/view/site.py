@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
 STATIC = HERE / "static"
 PAGE_SIZE = 50
+BUSY = 5
+"""A growing run's statistics take at most about 1 / (1 + BUSY) of the server's time."""
 
 
 class Links:
@@ -123,6 +126,7 @@ class Site:
             lstrip_blocks=True,
         )
         self._runs: dict[int, tuple[int, Run]] = {}
+        self._computed: dict[int, tuple[float, float, dict[str, Any]]] = {}  # when, how long, what
         self._lock = threading.Lock()
 
     def index(self, rid: int) -> RunIndex:
@@ -132,14 +136,22 @@ class Site:
 
     def summary(self, rid: int) -> dict[str, Any]:
         """The run's summary as JSON (what the runs index shows), computed once per state of its log: a viewer
-        polling a run, or opening one looked at before, does not bootstrap 10,000 tasks again."""
+        opening a run looked at before does not bootstrap 10,000 tasks again. While a big run grows, the page
+        polls faster than its statistics are worth recomputing: they are recomputed when the time since the last
+        computation is :data:`BUSY` times what it took (a small run's are always fresh), the episode count always."""
         index = self.index(rid)
         index.refresh()
         with self._lock:
             summary = index.saved("summary")
-            if summary is None:
-                summary = summarize(index).as_json()
-                index.save("summary", summary)
+            if summary is not None:
+                return dict(summary)
+            last = self._computed.get(rid)
+            now = time.monotonic()
+            if last is not None and now - last[0] < BUSY * last[1]:
+                return dict(last[2], done=index.count(), stale=True)
+            summary = summarize(index).as_json()
+            index.save("summary", summary)
+            self._computed[rid] = (time.monotonic(), time.monotonic() - now, summary)
         return dict(summary)
 
     def runs_json(self, links: Links) -> list[dict[str, Any]]:

@@ -40,6 +40,7 @@ class Summary:
             value = out[name]
             out[name] = None if value is None else {"value": value.value, "low": value.low, "high": value.high}
         out["pass_k"] = [list(p) for p in self.pass_k]
+        out["stale"] = False  # True while a growing run's statistics wait for their next computation
         return out
 
 

@@ -336,3 +336,20 @@ def test_runs_of_other_env_versions_are_marked_and_trials_give_pass_k(tmp_path: 
     assert runs[0]["not_comparable"] == ["ColBench-Backend-v1"] and runs[1]["not_comparable"] == ["ColBench-Backend-v0"]
     assert runs[2]["not_comparable"] == [] and runs[2]["compare"] == []  # another domain: nothing to compare with
     assert runs[0]["pass_k"] == [[1, 0.5], [2, 0.0]] and runs[0]["total"] == 8
+
+
+def test_a_growing_runs_statistics_catch_up_while_its_count_is_live(
+    tmp_path: Path, make_site: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from colbench.view import site as site_module
+
+    run = write_run(tmp_path / "live", [backend_record("t1")])
+    site = make_site(run)
+    assert site.summary(0)["stale"] is False
+    monkeypatch.setattr(site_module, "BUSY", 1e9)  # as if computing took forever: wait for the next round
+    append(run, [backend_record("t2", passed=0)])
+    waiting = site.summary(0)
+    assert waiting["stale"] is True and waiting["done"] == 2 and waiting["success"]["value"] == 1.0
+    monkeypatch.setattr(site_module, "BUSY", 0)
+    fresh = site.summary(0)
+    assert fresh["stale"] is False and fresh["done"] == 2 and fresh["success"]["value"] == 0.5

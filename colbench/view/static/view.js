@@ -51,6 +51,7 @@
       const notes = [];
       if (r.not_comparable.length) notes.push("not comparable with " + r.not_comparable.join(", ") + " (other env version)");
       if (r.torn_line) notes.push("torn last line ignored");
+      if (r.stale) notes.push("statistics catching up with the newest episodes");
       notes.push(...r.missing);
       cell(tr, notes.join("; "), "notes");
       const cmp = document.createElement("span");
