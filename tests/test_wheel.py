@@ -94,6 +94,9 @@ def test_the_wheel_holds_the_data_folders(wheel: Path) -> None:
         "colbench/_data/sandbox/runner.py",
         "colbench/sandbox/image.py",
         "colbench/render/assets/tailwind-2.2.19.min.css",
+        "colbench/view/templates/episode.html",
+        "colbench/view/static/view.js",
+        "colbench/view/static/view.css",
     } <= names
     assert script.external_attr >> 16 & 0o111, "the build script lost its executable bit"
     assert not any(name.startswith(("tests/", "envs/", "tasks/", "sandbox/")) for name in names)

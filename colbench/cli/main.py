@@ -29,6 +29,7 @@ from colbench.cli import (
     show_command,
     specs_command,
     tasks_command,
+    view_command,
 )
 from colbench.errors import ColbenchError, InfraError
 
@@ -45,6 +46,7 @@ COMMANDS: tuple[Callable[[Subcommands], None], ...] = (
     report_command.add_parser,
     show_command.add_parser,
     compare_command.add_parser,
+    view_command.add_parser,
     rescore_command.add_parser,
     serve_command.add_parser,
     model_command.add_parser,

@@ -1,0 +1,116 @@
+"""One run's line in the runs index: progress, success and reward with confidence intervals, leaks, cost.
+
+Computed from the index's rows (never the whole file), with the estimators of :mod:`colbench.report.stats`, and
+cached until the index changes, so a page that polls does not bootstrap 10,000 tasks every few seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from colbench.report import stats
+from colbench.view.index import RunIndex
+from colbench.view.passk import pass_hat_k
+
+
+@dataclass(frozen=True)
+class Summary:
+    env_id: str
+    domain: str
+    agent: str
+    simulator: str
+    leak_policy: str
+    done: int
+    total: int | None
+    infra: int
+    success: stats.Estimate | None
+    reward: stats.Estimate
+    reward_name: str
+    leak: stats.Estimate | None
+    pass_k: tuple[tuple[int, float | None], ...]
+    cost: float | None
+    tokens: int
+    torn_line: str | None
+    missing: tuple[str, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        for name in ("success", "reward", "leak"):
+            value = out[name]
+            out[name] = None if value is None else {"value": value.value, "low": value.low, "high": value.high}
+        out["pass_k"] = [list(p) for p in self.pass_k]
+        out["stale"] = False  # True while a growing run's statistics wait for their next computation
+        return out
+
+
+def _name(section: Any, *fields: str) -> str:
+    if section is None:
+        return "?"
+    for name in fields:
+        value = getattr(section, name, None)
+        if value:
+            return str(value)
+    return "?"
+
+
+def summarize(index: RunIndex) -> Summary:
+    """The run as it stands in the index now."""
+    config = index.config
+    rewards: dict[str, list[float]] = {}
+    successes: dict[str, list[bool]] = {}
+    leaks: dict[str, list[bool]] = {}
+    done = infra = tokens = 0
+    cost: float | None = 0.0
+    for row in index.rows():
+        done += 1
+        tokens += row.tokens
+        cost = None if cost is None or row.cost is None else cost + row.cost
+        if row.status != "ok" or row.reward is None:
+            infra += 1
+            continue
+        rewards.setdefault(row.task_id, []).append(row.reward)
+        if row.failed is not None:
+            successes.setdefault(row.task_id, []).append(not row.failed)
+        if row.leaks is not None:
+            leaks.setdefault(row.task_id, []).append(row.leaks > 0)
+    tasks = config.tasks
+    total = tasks.count * config.trials if tasks is not None and tasks.count is not None else None
+    success = stats.success_estimate(successes) if index.has_success else None
+    trials = max((len(v) for v in successes.values()), default=0)
+    return Summary(
+        env_id=config.env_id,
+        domain=config.domain,
+        agent=_name(config.agent, "name", "spec"),
+        simulator=_name(config.simulator, "model", "spec"),
+        leak_policy=(config.leaks.policy if config.leaks is not None else None) or "?",
+        done=done,
+        total=total,
+        infra=infra,
+        success=success,
+        reward=stats.mean_estimate(rewards),
+        reward_name=index.metrics.reward_name,
+        leak=stats.success_estimate(leaks) if leaks else None,
+        pass_k=tuple((k, pass_hat_k(successes, k)) for k in range(1, trials + 1)) if trials > 1 else (),
+        cost=cost,
+        tokens=tokens,
+        torn_line=index.torn_line,
+        missing=missing_parts(index),
+    )
+
+
+def missing_parts(index: RunIndex) -> tuple[str, ...]:
+    """What an older run directory does not hold that newer ones do (said on its pages, never an error)."""
+    missing = []
+    if config_snapshot(index) is None:
+        missing.append("no task snapshot (tasks.jsonl): task, hidden information and reference are not shown")
+    return tuple(missing)
+
+
+def config_snapshot(index: RunIndex) -> str | None:
+    """The run's task snapshot file name (run.json ``tasks.snapshot``) when it exists in the run directory."""
+    tasks = index.config.tasks
+    name = (tasks.model_extra or {}).get("snapshot") if tasks is not None else None
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith("."):
+        return None
+    return name if (index.run_dir / name).is_file() else None
