@@ -41,6 +41,7 @@ class Row:
     flip_n: int
     leak: stats.Estimate | None = None
     notes: list[str] = field(default_factory=list)
+    pass_k: list[stats.PassHatK] = field(default_factory=list)
     rank: int = 0
 
     @property
@@ -65,7 +66,7 @@ def _task_values(run: Run) -> dict[str, list[float]]:
 def _task_success(run: Run) -> dict[str, list[bool]]:
     domain = run.domain
     return {
-        task: [domain.success_of(e.reward or 0.0, e.success) for e in eps if e.reward is not None]
+        task: [domain.success_of(e.reward or 0.0, e.success, run.env_id) for e in eps if e.reward is not None]
         for task, eps in run.scored().items()
     }
 
@@ -105,7 +106,8 @@ def summarize(run: Run, label: str, reference: Run | None = None) -> Row:
     leak = stats.success_estimate(leaks) if leaks else None
     if leak is not None and leak.n != primary.n:
         notes.append(f"leak % over {leak.n} tasks that measured it")
-    return Row(run, label, primary.n, run.infra_errors, not_run, primary, secondary, flip, flip_n, leak, notes)
+    pass_k = [stats.pass_hat_k(successes, k) for k in range(1, run.trials + 1)] if run.trials >= 2 else []
+    return Row(run, label, primary.n, run.infra_errors, not_run, primary, secondary, flip, flip_n, leak, notes, pass_k)
 
 
 # -- comparability ----------------------------------------------------------------------------------------------
@@ -336,6 +338,23 @@ def leaderboard_columns(table: Table) -> tuple[list[str], list[list[str]]]:
     return header, body
 
 
+def pass_k_columns(table: Table) -> tuple[list[str], list[list[str]]] | None:
+    """pass^1..pass^T per run with T >= 2 trials (``None`` when no run of the table has repeated trials); a cell
+    names how many tasks it averages and how many were excluded for having fewer than k scored trials."""
+    rows = [row for row in table.rows if row.pass_k]
+    if not rows:
+        return None
+    ks = max(len(row.pass_k) for row in rows)
+    body = []
+    for row in rows:
+        cells = [
+            NA if p.value is None else f"{pct(p.value)} ({p.n}{f', -{p.excluded}' if p.excluded else ''})"
+            for p in row.pass_k
+        ]
+        body.append([str(row.rank), row.label, *cells, *[NA] * (ks - len(cells))])
+    return ["#", "run", *[f"pass^{k} %" for k in range(1, ks + 1)]], body
+
+
 def cost_columns(report: Report) -> tuple[list[str], list[list[str]]]:
     header = ["run", "role", "model", "calls", "input tok", "output tok", "input/ep", "output/ep", "cost", "cost/ep"]
     body = []
@@ -395,6 +414,8 @@ def legend(report: Report) -> list[str]:
             if not d.metrics.has_success and d.metrics.success_threshold is not None
         )
         + ".",
+        "pass^k % (tasks, -excluded) = mean over tasks with >= k scored trials of C(c, k) / C(n, k), c successes of "
+        "n trials (tau2-bench's unbiased estimate that k fresh trials all succeed); tasks with fewer trials excluded.",
         "leak % = share of scored episodes where the simulated human gave the hidden answer away at least once "
         "(flagged by the domain's leak detector, docs/leaks.md; under --leak-policy redact the agent did not see "
         "it); - = not measured.",
@@ -441,6 +462,10 @@ def _render(report: Report, *, markdown: bool) -> str:
             parts += [f"## {_title(table)}", _md_table(header, body)]
         else:
             parts += [_title(table), _text_table(header, body)]
+        pass_k = pass_k_columns(table)
+        if pass_k is not None:
+            title = f"pass^k: {table.env_id}"
+            parts += [f"### {title}", _md_table(*pass_k)] if markdown else [title, _text_table(*pass_k)]
     if not report.tables:
         parts.append("no runs")
     notes = legend(report)
