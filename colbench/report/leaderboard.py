@@ -90,11 +90,11 @@ def summarize(run: Run, label: str, reference: Run | None = None) -> Row:
     not_run = max(0, expected - len(run.episodes)) if expected is not None else None
     notes = []
     secondary: stats.Estimate | None
-    if run.domain.metrics.has_success:
+    if run.metrics.has_success:
         primary, secondary = stats.success_estimate(successes), stats.mean_estimate(values)
     else:
         primary, secondary = stats.mean_estimate(values), None
-        if reference is not None and run.domain.metrics.win_rate:
+        if reference is not None and run.metrics.win_rate:
             secondary = stats.win_estimate(stats.task_means(values), stats.task_means(_task_values(reference)))
             if secondary.n != primary.n:
                 notes.append(f"win rate over {secondary.n} common tasks")
@@ -246,7 +246,7 @@ class Report:
 def build_report(runs: Sequence[Run], *, reference: Run | None = None, prices: Prices | None = None) -> Report:
     """Leaderboard tables (backend first), each sorted best first, and the token/cost rows of every run, priced by
     ``prices`` or, without a table, by colbench's dated list prices (as the progress line and ``--dry-run`` are)."""
-    if reference is not None and not reference.domain.metrics.win_rate:
+    if reference is not None and not reference.metrics.win_rate:
         with_win = [d.name for d in all_domains() if d.metrics.win_rate]
         raise ConfigError(
             f"--reference-run {reference.path}: a {reference.domain_name} run; win rate is a metric of "
@@ -307,7 +307,7 @@ def _usd(value: float | None, digits: int) -> str:
 
 def leaderboard_columns(table: Table) -> tuple[list[str], list[list[str]]]:
     """Header and cells of one table (the terminal, Markdown and HTML outputs share them)."""
-    spec = get_domain(table.domain).metrics
+    spec = get_domain(table.domain).metrics_for(table.env_id)
     metrics = [spec.reward_label, "success %"] if spec.has_success else [spec.reward_label]
     if table.reference_label is not None:
         metrics.append(f"win % vs {table.reference_label}")
@@ -409,9 +409,11 @@ def legend(report: Report) -> list[str]:
         "tasks = tasks with at least one scored episode.",
         "flip % (tasks) = share of tasks with >= 2 scored trials whose success differs across trials"
         + "".join(
-            f" ({d.name} success: {d.metrics.reward_name} >= {d.metrics.success_threshold:.2f})"
-            for d in (get_domain(t.domain) for t in report.tables)
-            if not d.metrics.has_success and d.metrics.success_threshold is not None
+            dict.fromkeys(
+                f" ({t.domain} success: {m.reward_name} >= {m.success_threshold:.2f})"
+                for t, m in ((t, get_domain(t.domain).metrics_for(t.env_id)) for t in report.tables)
+                if not m.has_success and m.success_threshold is not None
+            )
         )
         + ".",
         "pass^k % (tasks, -excluded) = mean over tasks with >= k scored trials of C(c, k) / C(n, k), c successes of "
@@ -429,7 +431,7 @@ def legend(report: Report) -> list[str]:
                 f"{domain} runs of {' and '.join(t.env_id for t in tables)} are in separate tables: scores of "
                 "different env ids are not comparable across versions (each version judges answers by its own rules)."
             )
-        spec = get_domain(domain).metrics
+        spec = get_domain(domain).metrics_for(tables[0].env_id)
         if spec.has_success:
             lines.append(f"{domain} rows sorted by success %, then {spec.reward_label}.")
         elif tables[0].reference_label is not None:

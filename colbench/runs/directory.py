@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colbench.env.domain import Domain, get_domain
+from colbench.env.domain import Domain, Metrics, get_domain
 from colbench.runs.episodes import EpisodeRecord, final_records, read_episode_log
 from colbench.runs.layout import EPISODES
 from colbench.runs.run_json import RoleSection, RunConfig, TasksSection
@@ -46,6 +46,11 @@ class Run:
     def domain(self) -> Domain:
         """The run's domain (how its results read)."""
         return get_domain(self.domain_name)
+
+    @property
+    def metrics(self) -> Metrics:
+        """How this run's results read: its env id's metrics (an env id may judge by rules of its own)."""
+        return self.domain.metrics_for(self.env_id)
 
     @property
     def trials(self) -> int:

@@ -6,6 +6,7 @@ out in the comments below); variations are built in tmp_path with ``make_run``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -20,6 +21,7 @@ import numpy as np
 import pytest
 from paths import REPO, TESTS
 
+from colbench.env.domain import get_domain
 from colbench.errors import ConfigError, DataError
 from colbench.report import build_report, load_prices, load_run, render_run, write_run_report
 from colbench.report.costs import LIST_PRICES, Prices
@@ -591,3 +593,23 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path, args: list[str], me
 def test_bootstrap_constant_is_documented() -> None:
     doc = (REPO / "docs" / "report.md").read_text()
     assert f"{BOOTSTRAP_RESAMPLES:,}" in doc or str(BOOTSTRAP_RESAMPLES) in doc
+
+
+def test_success_reads_by_the_env_ids_own_metrics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An env id may judge success by a threshold of its own (``Domain.metrics_for``): pass^k and the flip rate
+    follow the run's env id, never only the domain's first rule (test-only metrics until a v1 scorer defines them)."""
+    domain = get_domain("frontend")
+    strict = dataclasses.replace(domain.metrics, success_threshold=0.9)
+    monkeypatch.setattr(
+        type(domain), "metrics_for", lambda self, env_id: strict if env_id == "ColBench-Frontend-v1" else self.metrics
+    )
+    records = [record("t1", 0, 0.85), record("t1", 1, 0.75), record("t2", 0, 0.9), record("t2", 1, 0.95)]
+    v0 = make_run(tmp_path, "v0", run_json("frontend", trials=2), records)
+    v1 = make_run(tmp_path, "v1", run_json("frontend", trials=2, env_id="ColBench-Frontend-v1"), records)
+    report = build_report([load_run(v0), load_run(v1)])
+    rows = {table.env_id: table.rows[0] for table in report.tables}
+    assert len(report.tables) == 2  # different env ids: separate tables, never ranked together
+    assert [p.value for p in rows["ColBench-Frontend-v0"].pass_k] == [pytest.approx(0.75), pytest.approx(0.5)]
+    assert [p.value for p in rows["ColBench-Frontend-v1"].pass_k] == [0.5, 0.5]  # t1 fails both at 0.9
+    assert rows["ColBench-Frontend-v0"].flip == 0.5 and rows["ColBench-Frontend-v1"].flip == 0.0
+    assert "frontend success: similarity >= 0.80" in report.text() and ">= 0.90" in report.text()
