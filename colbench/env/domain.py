@@ -287,11 +287,13 @@ class Domain(ABC):
             return f"success {successes}/{scored} ({100 * successes / scored:.1f}%), mean reward {mean:.3f}"
         return f"mean {self.metrics.reward_name} {mean:.3f}"
 
-    def success_of(self, reward: float, success: bool | None) -> bool:
-        """Whether a scored episode counts as a success (flip rate): the record's own, else the threshold."""
-        if self.metrics.has_success or self.metrics.success_threshold is None:
+    def success_of(self, reward: float, success: bool | None, env_id: str | None = None) -> bool:
+        """Whether a scored episode counts as a success (flip rate, pass^k): the record's own, else the threshold
+        of ``env_id``'s metrics (an env id may judge by a rule of its own, ``metrics_for``)."""
+        metrics = self.metrics_for(env_id)
+        if metrics.has_success or metrics.success_threshold is None:
             return bool(success)
-        return reward >= self.metrics.success_threshold
+        return reward >= metrics.success_threshold
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

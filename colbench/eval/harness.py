@@ -54,6 +54,7 @@ from colbench.runs import (
     FORMAT,
     LOG_FILE,
     RUN_JSON,
+    TASKS_SNAPSHOT,
     EpisodeKey,
     EpisodeRecord,
     EpisodeWriter,
@@ -66,6 +67,7 @@ from colbench.runs import (
     final_records,
     lock_run_dir,
     read_episode_log,
+    write_task_snapshot,
 )
 from colbench.tasks.sources import describe_source, load
 from colbench.types.task import Task
@@ -319,6 +321,7 @@ class _Runner:
                 count=len(selected),
                 ids_sha256=sha256_text("\n".join(ids)),
                 source=describe_source(tasks_spec),
+                snapshot=TASKS_SNAPSHOT,
             ),
             agent=RoleSection.model_validate(describe_agent(config.agent, player.agent, config.agent_options)),
             simulator=RoleSection.model_validate(describe_simulator(domain, config.simulator.text, player.simulator)),
@@ -377,6 +380,7 @@ class _Runner:
         if not self.resuming:
             if (self.out / RUN_JSON).exists():  # another run started here since the directory was checked
                 raise ConfigError(f"--out {self.out} is not empty: use --resume to continue the run there")
+            write_task_snapshot(self.out, list(self.tasks.values()))  # before run.json names it
             self.run_json.write(self.out)
         metrics = self.domain.metrics_for(self.config.env_id)
         log_records = read_episode_log(self.out / EPISODES, metrics, repair=True).records

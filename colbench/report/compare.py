@@ -120,7 +120,7 @@ def paired(a: Run, b: Run, label_a: str, label_b: str) -> Paired:
     return Paired(
         a=label_a,
         b=label_b,
-        metric=a.domain.metrics.reward_name,
+        metric=a.metrics.reward_name,
         tasks=len(common),
         mean_a=stats.mean([means_a[t] for t in common]),
         mean_b=stats.mean([means_b[t] for t in common]),
@@ -144,7 +144,7 @@ def paired(a: Run, b: Run, label_a: str, label_b: str) -> Paired:
 def _episode_success(run: Run) -> dict[tuple[str, int], bool]:
     domain = run.domain
     return {
-        key: domain.success_of(e.reward or 0.0, e.success)
+        key: domain.success_of(e.reward or 0.0, e.success, run.env_id)
         for key, e in run.episodes.items()
         if e.ok and e.reward is not None
     }

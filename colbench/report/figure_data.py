@@ -29,8 +29,8 @@ def task_cells(run: Run) -> dict[str, Cell]:
         rewards = [(e.reward, e.success) for e in scored.get(task, []) if e.reward is not None]
         if not rewards:
             cells[task] = Cell("infra")
-        elif domain.metrics.has_success:
-            wins = [domain.success_of(r, s) for r, s in rewards]
+        elif run.metrics.has_success:
+            wins = [domain.success_of(r, s, run.env_id) for r, s in rewards]
             category = "success" if all(wins) else "fail" if not any(wins) else "mixed"
             cells[task] = Cell(category, sum(wins) / len(wins))
         else:

@@ -41,6 +41,7 @@ class Row:
     flip_n: int
     leak: stats.Estimate | None = None
     notes: list[str] = field(default_factory=list)
+    pass_k: list[stats.PassHatK] = field(default_factory=list)
     rank: int = 0
 
     @property
@@ -65,7 +66,7 @@ def _task_values(run: Run) -> dict[str, list[float]]:
 def _task_success(run: Run) -> dict[str, list[bool]]:
     domain = run.domain
     return {
-        task: [domain.success_of(e.reward or 0.0, e.success) for e in eps if e.reward is not None]
+        task: [domain.success_of(e.reward or 0.0, e.success, run.env_id) for e in eps if e.reward is not None]
         for task, eps in run.scored().items()
     }
 
@@ -89,11 +90,11 @@ def summarize(run: Run, label: str, reference: Run | None = None) -> Row:
     not_run = max(0, expected - len(run.episodes)) if expected is not None else None
     notes = []
     secondary: stats.Estimate | None
-    if run.domain.metrics.has_success:
+    if run.metrics.has_success:
         primary, secondary = stats.success_estimate(successes), stats.mean_estimate(values)
     else:
         primary, secondary = stats.mean_estimate(values), None
-        if reference is not None and run.domain.metrics.win_rate:
+        if reference is not None and run.metrics.win_rate:
             secondary = stats.win_estimate(stats.task_means(values), stats.task_means(_task_values(reference)))
             if secondary.n != primary.n:
                 notes.append(f"win rate over {secondary.n} common tasks")
@@ -105,7 +106,8 @@ def summarize(run: Run, label: str, reference: Run | None = None) -> Row:
     leak = stats.success_estimate(leaks) if leaks else None
     if leak is not None and leak.n != primary.n:
         notes.append(f"leak % over {leak.n} tasks that measured it")
-    return Row(run, label, primary.n, run.infra_errors, not_run, primary, secondary, flip, flip_n, leak, notes)
+    pass_k = [stats.pass_hat_k(successes, k) for k in range(1, run.trials + 1)] if run.trials >= 2 else []
+    return Row(run, label, primary.n, run.infra_errors, not_run, primary, secondary, flip, flip_n, leak, notes, pass_k)
 
 
 # -- comparability ----------------------------------------------------------------------------------------------
@@ -244,7 +246,7 @@ class Report:
 def build_report(runs: Sequence[Run], *, reference: Run | None = None, prices: Prices | None = None) -> Report:
     """Leaderboard tables (backend first), each sorted best first, and the token/cost rows of every run, priced by
     ``prices`` or, without a table, by colbench's dated list prices (as the progress line and ``--dry-run`` are)."""
-    if reference is not None and not reference.domain.metrics.win_rate:
+    if reference is not None and not reference.metrics.win_rate:
         with_win = [d.name for d in all_domains() if d.metrics.win_rate]
         raise ConfigError(
             f"--reference-run {reference.path}: a {reference.domain_name} run; win rate is a metric of "
@@ -305,7 +307,7 @@ def _usd(value: float | None, digits: int) -> str:
 
 def leaderboard_columns(table: Table) -> tuple[list[str], list[list[str]]]:
     """Header and cells of one table (the terminal, Markdown and HTML outputs share them)."""
-    spec = get_domain(table.domain).metrics
+    spec = get_domain(table.domain).metrics_for(table.env_id)
     metrics = [spec.reward_label, "success %"] if spec.has_success else [spec.reward_label]
     if table.reference_label is not None:
         metrics.append(f"win % vs {table.reference_label}")
@@ -334,6 +336,23 @@ def leaderboard_columns(table: Table) -> tuple[list[str], list[list[str]]]:
             ]
         )
     return header, body
+
+
+def pass_k_columns(table: Table) -> tuple[list[str], list[list[str]]] | None:
+    """pass^1..pass^T per run with T >= 2 trials (``None`` when no run of the table has repeated trials); a cell
+    names how many tasks it averages and how many were excluded for having fewer than k scored trials."""
+    rows = [row for row in table.rows if row.pass_k]
+    if not rows:
+        return None
+    ks = max(len(row.pass_k) for row in rows)
+    body = []
+    for row in rows:
+        cells = [
+            NA if p.value is None else f"{pct(p.value)} ({p.n}{f', -{p.excluded}' if p.excluded else ''})"
+            for p in row.pass_k
+        ]
+        body.append([str(row.rank), row.label, *cells, *[NA] * (ks - len(cells))])
+    return ["#", "run", *[f"pass^{k} %" for k in range(1, ks + 1)]], body
 
 
 def cost_columns(report: Report) -> tuple[list[str], list[list[str]]]:
@@ -390,11 +409,15 @@ def legend(report: Report) -> list[str]:
         "tasks = tasks with at least one scored episode.",
         "flip % (tasks) = share of tasks with >= 2 scored trials whose success differs across trials"
         + "".join(
-            f" ({d.name} success: {d.metrics.reward_name} >= {d.metrics.success_threshold:.2f})"
-            for d in (get_domain(t.domain) for t in report.tables)
-            if not d.metrics.has_success and d.metrics.success_threshold is not None
+            dict.fromkeys(
+                f" ({t.domain} success: {m.reward_name} >= {m.success_threshold:.2f})"
+                for t, m in ((t, get_domain(t.domain).metrics_for(t.env_id)) for t in report.tables)
+                if not m.has_success and m.success_threshold is not None
+            )
         )
         + ".",
+        "pass^k % (tasks, -excluded) = mean over tasks with >= k scored trials of C(c, k) / C(n, k), c successes of "
+        "n trials (tau2-bench's unbiased estimate that k fresh trials all succeed); tasks with fewer trials excluded.",
         "leak % = share of scored episodes where the simulated human gave the hidden answer away at least once "
         "(flagged by the domain's leak detector, docs/leaks.md; under --leak-policy redact the agent did not see "
         "it); - = not measured.",
@@ -408,7 +431,7 @@ def legend(report: Report) -> list[str]:
                 f"{domain} runs of {' and '.join(t.env_id for t in tables)} are in separate tables: scores of "
                 "different env ids are not comparable across versions (each version judges answers by its own rules)."
             )
-        spec = get_domain(domain).metrics
+        spec = get_domain(domain).metrics_for(tables[0].env_id)
         if spec.has_success:
             lines.append(f"{domain} rows sorted by success %, then {spec.reward_label}.")
         elif tables[0].reference_label is not None:
@@ -441,6 +464,10 @@ def _render(report: Report, *, markdown: bool) -> str:
             parts += [f"## {_title(table)}", _md_table(header, body)]
         else:
             parts += [_title(table), _text_table(header, body)]
+        pass_k = pass_k_columns(table)
+        if pass_k is not None:
+            title = f"pass^k: {table.env_id}"
+            parts += [f"### {title}", _md_table(*pass_k)] if markdown else [title, _text_table(*pass_k)]
     if not report.tables:
         parts.append("no runs")
     notes = legend(report)

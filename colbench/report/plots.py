@@ -135,7 +135,7 @@ def label(text: Any) -> str:
 # -- the leaderboard with its intervals -------------------------------------------------------------------------
 def _metrics(table: Table) -> list[tuple[str, str, Callable[[Row], stats.Estimate | None]]]:
     """(slug, axis title, estimate) of each score the table ranks by, as the leaderboard's columns name them."""
-    metrics = table.rows[0].run.domain.metrics
+    metrics = table.rows[0].run.metrics
     if metrics.has_success:
         return [("success", "success %", lambda r: r.primary), ("reward", metrics.reward_label, lambda r: r.secondary)]
     out: list[tuple[str, str, Callable[[Row], stats.Estimate | None]]] = [
@@ -199,7 +199,7 @@ def outcome_grid_figure(table: Table) -> tuple[Figure, int, int]:
     runs = [row.run for row in table.rows]
     per_run = [task_cells(run) for run in runs]
     tasks = list(dict.fromkeys(task for cells in per_run for task in cells))
-    metrics = runs[0].domain.metrics
+    metrics = runs[0].metrics
     low, high = metrics.reward_range
     # The scale starts at 0 unless some score is below it: similarities below 0 are rare, and a scale from -1
     # would squeeze every real score into its top half.
@@ -463,7 +463,7 @@ def _figures(run: Run, report: Report, row: Row | None, table: Table | None) -> 
                 _figure_block(
                     f"Outcome per task ({n_tasks} tasks x {n_runs} runs)",
                     to_svg(fig, "grid", "outcome per task and run"),
-                    GRID_NOTE_SUCCESS if table.rows[0].run.domain.metrics.has_success else GRID_NOTE_SCALE,
+                    GRID_NOTE_SUCCESS if table.rows[0].run.metrics.has_success else GRID_NOTE_SCALE,
                 )
             )
         else:

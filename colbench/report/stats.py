@@ -12,6 +12,9 @@ anything here sees the data.
   bootstrap it does not collapse to a point at 0% or 100%).
 - Win rate: the per-task outcome (1 win, 0.5 tie, 0 loss) over the tasks both runs scored, bootstrapped the same way.
 - Fewer than two tasks: no interval.
+- pass^k (tau2-bench's reliability metric): per task with ``n >= k`` scored trials and ``c`` successes, the unbiased
+  estimate ``C(c, k) / C(n, k)`` of "all of k fresh trials succeed", averaged over those tasks; tasks with fewer than
+  ``k`` scored trials are excluded and counted, never padded.
 """
 
 from __future__ import annotations
@@ -187,3 +190,28 @@ def flip_rate(per_task: Mapping[str, Sequence[bool]]) -> tuple[float | None, int
         return None, 0
     flips = sum(1 for values in repeated if len({bool(v) for v in values}) > 1)
     return flips / len(repeated), len(repeated)
+
+
+@dataclass(frozen=True)
+class PassHatK:
+    """pass^k over the ``n`` tasks with at least ``k`` scored trials; ``excluded`` tasks had fewer."""
+
+    k: int
+    value: float | None
+    n: int
+    excluded: int
+
+
+def pass_hat_k(per_task: Mapping[str, Sequence[bool]], k: int) -> PassHatK:
+    """tau2-bench's unbiased pass^k: the mean over tasks of ``C(c, k) / C(n, k)`` (``c`` successes of ``n`` trials).
+
+    Unlike ``success ** k`` it uses each task's own trials, so a task that always succeeds scores 1 for every k and
+    a flaky one decays; it is unbiased for the chance that k fresh trials of the task all succeed."""
+    if k < 1:
+        raise ConfigError(f"pass^k needs k >= 1, got {k}")
+    eligible = [values for values in per_task.values() if len(values) >= k]
+    excluded = sum(1 for values in per_task.values() if 0 < len(values) < k)
+    if not eligible:
+        return PassHatK(k, None, 0, excluded)
+    ratios = [math.comb(sum(map(bool, values)), k) / math.comb(len(values), k) for values in eligible]
+    return PassHatK(k, mean(ratios), len(eligible), excluded)

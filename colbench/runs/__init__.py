@@ -28,6 +28,7 @@ from colbench.runs.layout import (
     LOG_FILE,
     RUN_JSON,
     SCREENS,
+    TASKS_SNAPSHOT,
     check_out_dir,
     lock_run_dir,
     reference_screenshot_name,
@@ -42,6 +43,7 @@ from colbench.runs.run_json import (
     TasksSection,
     first_difference,
 )
+from colbench.runs.task_snapshot import read_task_snapshot, write_task_snapshot
 
 __all__ = [
     "CACHE",
@@ -53,6 +55,7 @@ __all__ = [
     "ROLES",
     "RUN_JSON",
     "SCREENS",
+    "TASKS_SNAPSHOT",
     "EpisodeKey",
     "EpisodeLog",
     "EpisodeRecord",
@@ -70,6 +73,8 @@ __all__ = [
     "lock_run_dir",
     "parse_record",
     "read_episode_log",
+    "read_task_snapshot",
     "reference_screenshot_name",
     "screenshot_name",
+    "write_task_snapshot",
 ]

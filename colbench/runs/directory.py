@@ -10,11 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colbench.env.domain import Domain, get_domain
+from colbench.env.domain import Domain, Metrics, get_domain
 from colbench.runs.episodes import EpisodeRecord, final_records, read_episode_log
 from colbench.runs.layout import EPISODES
 from colbench.runs.run_json import RoleSection, RunConfig, TasksSection
+from colbench.runs.task_snapshot import read_task_snapshot
 from colbench.types.chat import Usage
+from colbench.types.task import Task
 
 ROLES = ("agent", "simulator")
 
@@ -46,6 +48,11 @@ class Run:
         return get_domain(self.domain_name)
 
     @property
+    def metrics(self) -> Metrics:
+        """How this run's results read: its env id's metrics (an env id may judge by rules of its own)."""
+        return self.domain.metrics_for(self.env_id)
+
+    @property
     def trials(self) -> int:
         return self.config.trials
 
@@ -60,6 +67,11 @@ class Run:
     @property
     def ids_sha256(self) -> str | None:
         return self.tasks.ids_sha256 or None
+
+    def snapshot_tasks(self) -> list[Task] | None:
+        """The tasks as the run used them, in its order (``tasks.jsonl``); None for a run written before snapshots
+        (run.json names no snapshot). A named snapshot that is missing or malformed is a DataError."""
+        return read_task_snapshot(self.path, self.config)
 
     def role(self, role: str) -> RoleSection | None:
         """The ``agent`` or ``simulator`` section of run.json (None for any other role)."""

@@ -11,6 +11,7 @@ from colbench.errors import ConfigError, DataError
 
 RUN_JSON = "run.json"
 EPISODES = "episodes.jsonl"
+TASKS_SNAPSHOT = "tasks.jsonl"
 SCREENS = "screens"
 CACHE = "cache"
 LOCK = ".lock"

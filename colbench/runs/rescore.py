@@ -35,6 +35,7 @@ from colbench.errors import ConfigError, DataError
 from colbench.runs.episodes import EpisodeRecord, parse_record, read_episode_log
 from colbench.runs.layout import EPISODES, SCREENS
 from colbench.runs.run_json import RunConfig
+from colbench.runs.task_snapshot import snapshot_path
 from colbench.tasks.sources import load
 from colbench.types.task import Task
 
@@ -235,6 +236,9 @@ def _write(source: Path, out: Path, config: RunConfig, records: Sequence[Episode
             episodes.write(b"".join(record.line() for record in records))
             episodes.flush()
             os.fsync(episodes.fileno())
+        snapshot = snapshot_path(source, config)
+        if snapshot is not None:  # the tasks the answers were given for, whatever the rescore scored against
+            shutil.copy2(snapshot, building / snapshot.name)
         if (source / SCREENS).is_dir():
             shutil.copytree(source / SCREENS, building / SCREENS)
         if out.exists():

@@ -37,6 +37,7 @@ NOT_COMPARED = frozenset(
         "forecast",
         "tasks.spec",
         "tasks.source.path",
+        "tasks.snapshot",
         "scoring.sandbox",
         "scoring.env_id",
         "simulator.class",
@@ -55,6 +56,7 @@ class TasksSection(_Section):
     count: StrictInt | None = None
     ids_sha256: str | None = None  # the selected ids, in order: what identifies the task set
     source: dict[str, Any] | None = None  # where the tasks came from (kind, name or path, the file's hash)
+    snapshot: str | None = None  # the run directory's copy of the tasks (tasks.jsonl); absent in older runs
 
 
 class RoleSection(_Section):

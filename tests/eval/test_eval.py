@@ -26,7 +26,7 @@ from colbench.eval import RunPlan, run_eval
 from colbench.eval.progress import Progress, Tally
 from colbench.humans.simulator import ScriptedSimulator
 from colbench.llm import EndpointLimits
-from colbench.runs import EpisodeRecord, RunConfig, final_records, first_difference, read_episode_log
+from colbench.runs import EpisodeRecord, RunConfig, final_records, first_difference, load_run, read_episode_log
 from colbench.tasks import Task, load
 from colbench.types.chat import Message, Usage
 
@@ -239,6 +239,35 @@ def test_a_fresh_run_needs_an_empty_directory(tmp_path: Path, scorer: BackendSco
         run_eval(config(other, limit=1, resume=True), scorer=scorer)
     # --resume on a new directory simply starts the run
     assert run_eval(config(tmp_path / "new", limit=1, resume=True), scorer=scorer).overall.ok == 1
+
+
+def test_the_run_keeps_a_snapshot_of_its_tasks(tmp_path: Path, scorer: BackendScorer) -> None:
+    out = tmp_path / "run"
+    run_eval(config(out, limit=3, trials=2), scorer=scorer)
+    selected = load("backend-sample")[:3]
+    rows = [json.loads(line) for line in (out / "tasks.jsonl").read_text().splitlines()]
+    assert rows == [task.to_row() for task in selected]  # once per task, in the run's order, whatever the trials
+    assert {"problem_description", "hidden_information", "ground_truth", "test_cases"} <= set(rows[0])
+    assert json.loads((out / "run.json").read_text())["tasks"]["snapshot"] == "tasks.jsonl"
+    snapshot = load_run(out).snapshot_tasks()
+    assert snapshot is not None and [t.to_row() for t in snapshot] == rows
+    assert [dataclasses.replace(t, source="") for t in snapshot] == [
+        dataclasses.replace(t, source="") for t in selected
+    ]  # read back identically (only where each was read from differs)
+
+    # a resume leaves the snapshot as it is
+    before = (out / "tasks.jsonl").stat().st_mtime_ns
+    run_eval(config(out, limit=3, trials=2, resume=True), scorer=scorer)
+    assert (out / "tasks.jsonl").stat().st_mtime_ns == before
+
+    # a run written before snapshots resumes as it did (the key is not compared) and still has none
+    older = json.loads((out / "run.json").read_text())
+    del older["tasks"]["snapshot"]
+    (out / "run.json").write_text(json.dumps(older))
+    (out / "tasks.jsonl").unlink()
+    result = run_eval(config(out, limit=3, trials=2, resume=True), scorer=scorer)
+    assert result.session.finished == 0 and not (out / "tasks.jsonl").exists()
+    assert load_run(out).snapshot_tasks() is None
 
 
 def test_resume_refuses_a_changed_configuration_naming_the_field(tmp_path: Path, scorer: BackendScorer) -> None:

@@ -6,6 +6,7 @@ out in the comments below); variations are built in tmp_path with ``make_run``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -20,6 +21,7 @@ import numpy as np
 import pytest
 from paths import REPO, TESTS
 
+from colbench.env.domain import get_domain
 from colbench.errors import ConfigError, DataError
 from colbench.report import build_report, load_prices, load_run, render_run, write_run_report
 from colbench.report.costs import LIST_PRICES, Prices
@@ -29,6 +31,7 @@ from colbench.report.stats import (
     bootstrap_ci,
     flip_rate,
     mean_estimate,
+    pass_hat_k,
     success_estimate,
     wilson_ci,
     win_estimate,
@@ -241,6 +244,38 @@ def test_flip_rate() -> None:
     rate, n = flip_rate({"a": [True, False], "b": [True, True], "c": [False, False, True], "d": [True]})
     assert (rate, n) == (2 / 3, 3)  # d has one trial: not counted
     assert flip_rate({"a": [True]}) == (None, 0)
+
+
+def test_pass_hat_k_by_hand() -> None:
+    per_task = {"a": [True, True, False], "b": [True, True, True], "c": [False, True], "d": [True], "e": []}
+    one = pass_hat_k(per_task, 1)  # a 2/3, b 1, c 1/2, d 1: plain success rate of task means
+    assert (one.value, one.n, one.excluded) == (pytest.approx((2 / 3 + 1 + 1 / 2 + 1) / 4), 4, 0)
+    two = pass_hat_k(per_task, 2)  # a C(2,2)/C(3,2) = 1/3, b 1, c C(1,2)/C(2,2) = 0; d has one trial
+    assert (two.value, two.n, two.excluded) == (pytest.approx(4 / 9), 3, 1)
+    three = pass_hat_k(per_task, 3)  # a C(2,3) = 0, b 1
+    assert (three.value, three.n, three.excluded) == (0.5, 2, 2)
+    assert pass_hat_k(per_task, 4).value is None and pass_hat_k(per_task, 4).excluded == 4
+    # unbiased, not success ** k: a task at 50% over 4 trials gives C(2,2)/C(4,2) = 1/6, not 1/4
+    assert pass_hat_k({"x": [True, True, False, False]}, 2).value == pytest.approx(1 / 6)
+    with pytest.raises(ConfigError, match="k >= 1"):
+        pass_hat_k(per_task, 0)
+
+
+def test_pass_hat_k_in_report(tmp_path: Path) -> None:
+    report = build_report([load_run(RUNS / "backend-a"), load_run(RUNS / "backend-b")])
+    b, a = report.tables[0].rows
+    assert a.pass_k == []  # one trial: no pass^k table row
+    # backend-b: pass^1 = 0.625 over 4 tasks; pass^2: t1 1, t2 0, t3 0 over 3 tasks (t4 has one scored trial)
+    assert [(p.k, p.n, p.excluded) for p in b.pass_k] == [(1, 4, 0), (2, 3, 1)]
+    assert b.pass_k[1].value == pytest.approx(1 / 3)
+    text = report.text()
+    assert "pass^k: ColBench-Backend-v0" in text and "62.5 (4)" in text and "33.3 (3, -1)" in text
+    assert "| 1 | backend-b | 62.5 (4) | 33.3 (3, -1) |" in report.markdown()
+    assert "pass^k: " not in build_report([load_run(RUNS / "backend-a")]).text()  # no run with >= 2 trials
+    # frontend: success is the env id's similarity threshold (0.8); t1 passes once of 2, t2 twice
+    records = [record("t1", 0, 0.85), record("t1", 1, 0.75), record("t2", 0, 0.9), record("t2", 1, 0.95)]
+    row = build_report([load_run(make_run(tmp_path, "f", run_json("frontend", trials=2), records))]).tables[0].rows[0]
+    assert [p.value for p in row.pass_k] == [pytest.approx(0.75), pytest.approx(0.5)]
 
 
 # -- leaderboard ------------------------------------------------------------------------------------------------
@@ -558,3 +593,23 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path, args: list[str], me
 def test_bootstrap_constant_is_documented() -> None:
     doc = (REPO / "docs" / "report.md").read_text()
     assert f"{BOOTSTRAP_RESAMPLES:,}" in doc or str(BOOTSTRAP_RESAMPLES) in doc
+
+
+def test_success_reads_by_the_env_ids_own_metrics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An env id may judge success by a threshold of its own (``Domain.metrics_for``): pass^k and the flip rate
+    follow the run's env id, never only the domain's first rule (test-only metrics until a v1 scorer defines them)."""
+    domain = get_domain("frontend")
+    strict = dataclasses.replace(domain.metrics, success_threshold=0.9)
+    monkeypatch.setattr(
+        type(domain), "metrics_for", lambda self, env_id: strict if env_id == "ColBench-Frontend-v1" else self.metrics
+    )
+    records = [record("t1", 0, 0.85), record("t1", 1, 0.75), record("t2", 0, 0.9), record("t2", 1, 0.95)]
+    v0 = make_run(tmp_path, "v0", run_json("frontend", trials=2), records)
+    v1 = make_run(tmp_path, "v1", run_json("frontend", trials=2, env_id="ColBench-Frontend-v1"), records)
+    report = build_report([load_run(v0), load_run(v1)])
+    rows = {table.env_id: table.rows[0] for table in report.tables}
+    assert len(report.tables) == 2  # different env ids: separate tables, never ranked together
+    assert [p.value for p in rows["ColBench-Frontend-v0"].pass_k] == [pytest.approx(0.75), pytest.approx(0.5)]
+    assert [p.value for p in rows["ColBench-Frontend-v1"].pass_k] == [0.5, 0.5]  # t1 fails both at 0.9
+    assert rows["ColBench-Frontend-v0"].flip == 0.5 and rows["ColBench-Frontend-v1"].flip == 0.0
+    assert "frontend success: similarity >= 0.80" in report.text() and ">= 0.90" in report.text()

@@ -131,6 +131,9 @@ def test_v1_to_v2_and_back_keeps_the_old_scores_and_never_touches_the_source(
         "rules": {"rules": 3, "plus_tests": True},
     }
     assert config["config_sha256"] != original["config_sha256"]
+    # the task snapshot travels with the answers: the tasks the run was played on, not those rescored against
+    assert (tmp_path / "v2" / "tasks.jsonl").read_bytes() == (source / "tasks.jsonl").read_bytes()
+    assert config["tasks"]["snapshot"] == "tasks.jsonl"
     assert {k: config[k] for k in ("agent", "simulator", "tasks", "leaks")} == {
         k: original[k] for k in ("agent", "simulator", "tasks", "leaks")
     }

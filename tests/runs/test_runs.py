@@ -6,13 +6,16 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import TESTS
 
 from colbench.domains.backend.scorer import BackendScore
 from colbench.env.domain import get_domain
+from colbench.errors import DataError
 from colbench.eval import RunPlan, run_eval
 from colbench.report import build_report
 from colbench.runs import EpisodeRecord, counted, final_records, load_run, parse_record
@@ -154,3 +157,36 @@ def test_final_records_keep_first_appearance_order() -> None:
     final = final_records(records(rows))
     assert list(final) == [("b", 0), ("a", 0)]
     assert final[("b", 0)].reward == 0.0 and final[("b", 0)].attempts == 2
+
+
+def test_older_run_dirs_have_no_task_snapshot() -> None:
+    for path in sorted((TESTS / "data" / "run_dirs").iterdir()):
+        assert load_run(path).snapshot_tasks() is None, path
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "error"),
+    [
+        ("../tasks.jsonl", None, "tasks.snapshot must be a file name in the run directory"),
+        ("/etc/passwd", None, "tasks.snapshot must be a file name in the run directory"),
+        ("", None, "tasks.snapshot must be a file name"),
+        ("tasks.jsonl", None, "not found, though run.json names it"),
+        (
+            "tasks.jsonl",
+            '{"task_id": "t1", "problem_description": ""}\n',
+            r"tasks.jsonl:1: field 'problem_description'",
+        ),
+        ("tasks.jsonl", "[1, 2]\n", "tasks.jsonl:1: expected a JSON object"),
+    ],
+)
+def test_a_bad_task_snapshot_is_a_one_line_error(tmp_path: Path, name: str, content: str | None, error: str) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(TESTS / "data" / "run_dirs" / "backend-a", run)
+    config = json.loads((run / "run.json").read_text())
+    config["tasks"]["snapshot"] = name
+    (run / "run.json").write_text(json.dumps(config))
+    if content is not None:
+        (run / name).write_text(content)
+    with pytest.raises(DataError, match=error) as caught:
+        load_run(run).snapshot_tasks()
+    assert "\n" not in str(caught.value)
