@@ -198,12 +198,15 @@ def _episode_tasks(config: RunPlan, selected: Sequence[Task], done: Collection[E
     return [t for trial in range(config.trials) for t in selected if (t.task_id, trial) not in done]
 
 
-def first_prompts(env_id: str, tasks: Sequence[Task]) -> dict[str, str]:
-    """Each task's first observation, as the agent will see it (a scripted human: no model is called)."""
+def first_prompts(env_id: str, tasks: Sequence[Task], scorer: Scorer | None = None) -> dict[str, str]:
+    """Each task's first observation, as the agent will see it (a scripted human: no model is called). ``scorer``:
+    the run's, given to the env (never used: nothing is scored), so that an env made without one does not look for
+    what its own scorer would need (a frontend env's CLIP weights)."""
     prompts = {}
+    given: dict[str, Any] = {"scorer": scorer} if scorer is not None else {}
     for task in tasks:
         spec = gym.spec(env_id)  # not the id: no "out of date" warning for the version the run chose (player.py)
-        env = gym.make(spec, disable_env_checker=True, tasks=[task], simulator=ScriptedSimulator()).unwrapped
+        env = gym.make(spec, disable_env_checker=True, tasks=[task], simulator=ScriptedSimulator(), **given).unwrapped
         try:
             prompts[task.task_id] = env.reset(options={"task_id": task.task_id})[0]
         finally:
@@ -223,7 +226,7 @@ def dry_run(config: RunPlan, *, prices: Prices | None = None, turns: float | Non
         done = {key for key, record in records.items() if record.ok}
     episodes = _episode_tasks(config, selected, done)
     speeds = embedded_speeds(config, measure=True)
-    prompts = first_prompts(config.env_id, selected)
+    prompts = first_prompts(config.env_id, selected, domain.shared_scorer(config.scoring_options))
     forecasts = forecast(config, domain, prompts, episodes, prices=prices, turns=turns, speeds=speeds)
     return forecast_text(forecasts, prices or LIST_PRICES)
 
@@ -341,7 +344,7 @@ class _Runner:
         )
         if previous is None:  # what --dry-run would have said: the report shows it beside what the run spent
             try:
-                prompts = first_prompts(config.env_id, selected)
+                prompts = first_prompts(config.env_id, selected, player.env_kwargs["scorer"])
                 speeds = embedded_speeds(config, measure=False)
                 planned = forecast(config, domain, prompts, _episode_tasks(config, selected), speeds=speeds)
                 run_json.forecast = planned[0].as_dict()

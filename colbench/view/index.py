@@ -246,7 +246,7 @@ class RunIndex:
             cost += price.cost(counts)
         failed: bool | None = None
         if record.ok and self.has_success:
-            failed = not self.domain.success_of(record.reward or 0.0, record.success)
+            failed = not self.domain.success_of(record.reward or 0.0, record.success, self.config.env_id)
         return (
             record.task_id,
             record.trial,

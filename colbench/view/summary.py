@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from colbench.errors import DataError
 from colbench.report import stats
+from colbench.runs.task_snapshot import snapshot_path
 from colbench.view.index import RunIndex
-from colbench.view.passk import pass_hat_k
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ def summarize(index: RunIndex) -> Summary:
         reward=stats.mean_estimate(rewards),
         reward_name=index.metrics.reward_name,
         leak=stats.success_estimate(leaks) if leaks else None,
-        pass_k=tuple((k, pass_hat_k(successes, k)) for k in range(1, trials + 1)) if trials > 1 else (),
+        pass_k=tuple((k, stats.pass_hat_k(successes, k).value) for k in range(1, trials + 1)) if trials > 1 else (),
         cost=cost,
         tokens=tokens,
         torn_line=index.torn_line,
@@ -109,8 +110,8 @@ def missing_parts(index: RunIndex) -> tuple[str, ...]:
 
 def config_snapshot(index: RunIndex) -> str | None:
     """The run's task snapshot file name (run.json ``tasks.snapshot``) when it exists in the run directory."""
-    tasks = index.config.tasks
-    name = (tasks.model_extra or {}).get("snapshot") if tasks is not None else None
-    if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith("."):
+    try:
+        path = snapshot_path(index.run_dir, index.config)
+    except DataError:  # a run.json naming no file of its own, or a missing one: shown as missing
         return None
-    return name if (index.run_dir / name).is_file() else None
+    return path.name if path is not None else None

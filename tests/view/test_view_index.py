@@ -10,7 +10,6 @@ from conftest import append, backend_record, infra_record, write_run
 
 from colbench.errors import DataError
 from colbench.view.index import RunIndex, fts_phrase
-from colbench.view.passk import pass_hat_k
 
 
 def test_appended_episodes_are_read_from_where_the_last_look_ended(tmp_path: Path, cache: Path) -> None:
@@ -111,13 +110,6 @@ def test_frontend_v0_has_no_failures_and_costs_need_prices(tmp_path: Path, cache
         assert row.failed is (not index.domain.success_of(0.2, None))
     else:
         assert row.failed is None
-
-
-def test_pass_hat_k() -> None:
-    outcomes = {"a": [True, True, False], "b": [True, True, True], "c": [False]}
-    assert pass_hat_k(outcomes, 1) == pytest.approx((2 / 3 + 1 + 0) / 3)
-    assert pass_hat_k(outcomes, 2) == pytest.approx((1 / 3 + 1) / 2)  # c has too few trials
-    assert pass_hat_k(outcomes, 4) is None
 
 
 def test_a_changed_run_json_rebuilds_the_index(tmp_path: Path, cache: Path) -> None:
