@@ -278,14 +278,15 @@ class Domain(ABC):
         (a reward with parts, a success threshold of its own). None or an unknown id: the domain's ``metrics``."""
         return self.metrics
 
-    def headline(self, scored: int, successes: int, reward_sum: float) -> str:
-        """What ``scored`` episodes came to, in a progress or summary line."""
+    def headline(self, scored: int, successes: int, reward_sum: float, env_id: str | None = None) -> str:
+        """What ``scored`` episodes came to, in a progress or summary line (by ``env_id``'s metrics)."""
         if not scored:
             return "no scored episodes"
         mean = reward_sum / scored
-        if self.metrics.has_success:
+        metrics = self.metrics_for(env_id)
+        if metrics.has_success:
             return f"success {successes}/{scored} ({100 * successes / scored:.1f}%), mean reward {mean:.3f}"
-        return f"mean {self.metrics.reward_name} {mean:.3f}"
+        return f"mean {metrics.reward_name} {mean:.3f}"
 
     def success_of(self, reward: float, success: bool | None, env_id: str | None = None) -> bool:
         """Whether a scored episode counts as a success (flip rate, pass^k): the record's own, else the threshold

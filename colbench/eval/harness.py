@@ -108,7 +108,7 @@ class EvalResult:
     def summary_line(self) -> str:
         parts = [
             f"{self.env_id} {self.agent}: {self.overall.ok}/{self.total} episodes scored, "
-            f"{self.overall.headline(self.domain)}",
+            f"{self.overall.headline(self.domain, self.env_id)}",
             f"infra errors {self.overall.infra}",
         ]
         if self.unfinished:
@@ -404,6 +404,7 @@ class _Runner:
                 self.config.prices,
                 {"agent": self.config.agent, "simulator": self.config.simulator},
             ),
+            env_id=self.config.env_id,
         )
         handler = logging.FileHandler(self.out / LOG_FILE, encoding="utf-8", delay=True)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))

@@ -73,8 +73,8 @@ class Tally:
         spent = self.usage.get(role, Usage())
         return spent.prompt_tokens + spent.completion_tokens
 
-    def headline(self, domain: Domain) -> str:
-        return domain.headline(self.ok, self.success, self.reward_sum)
+    def headline(self, domain: Domain, env_id: str | None = None) -> str:
+        return domain.headline(self.ok, self.success, self.reward_sum, env_id)
 
 
 @dataclass(frozen=True)
@@ -152,6 +152,7 @@ class Progress:
         pricing: Pricing | None = None,
         clock: Callable[[], float] = time.monotonic,
         console: Console | None = None,
+        env_id: str | None = None,
     ) -> None:
         if console is not None and stream is None:
             stream = cast(TextIO, console.file)
@@ -163,6 +164,7 @@ class Progress:
         self.total = total
         self.kept = kept
         self.domain = domain
+        self.env_id = env_id  # whose metrics the line reads by
         self.pricing = pricing if pricing is not None else Pricing()
         self.clock = clock
         self.session = Tally()
@@ -218,7 +220,7 @@ class Progress:
         parts = []
         if self.running:
             parts.append(f"{self.running} running")
-        parts.append(self.overall.headline(self.domain))
+        parts.append(self.overall.headline(self.domain, self.env_id))
         parts.append(f"infra errors {self.session.infra}")
         parts.append(f"tokens {_human(self.session.tokens)}")
         parts.append(_money(self.cost))

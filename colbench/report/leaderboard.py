@@ -42,6 +42,9 @@ class Row:
     leak: stats.Estimate | None = None
     notes: list[str] = field(default_factory=list)
     pass_k: list[stats.PassHatK] = field(default_factory=list)
+    parts: dict[str, stats.Estimate] = field(default_factory=dict)
+    """The mean of each part of the reward (``Metrics.subscores``, from each record's ``score["subscores"]``) and, for
+    a frontend run scored with real CLIP weights, ``CLIP >= 0.8``: HAL's success rule on the plain similarity."""
     rank: int = 0
 
     @property
@@ -107,7 +110,46 @@ def summarize(run: Run, label: str, reference: Run | None = None) -> Row:
     if leak is not None and leak.n != primary.n:
         notes.append(f"leak % over {leak.n} tasks that measured it")
     pass_k = [stats.pass_hat_k(successes, k) for k in range(1, run.trials + 1)] if run.trials >= 2 else []
-    return Row(run, label, primary.n, run.infra_errors, not_run, primary, secondary, flip, flip_n, leak, notes, pass_k)
+    row = Row(run, label, primary.n, run.infra_errors, not_run, primary, secondary, flip, flip_n, leak, notes, pass_k)
+    row.parts = _parts(run, reference)
+    return row
+
+
+HAL_THRESHOLD = 0.8
+"""HAL's leaderboard counts a frontend answer a success when its CLIP similarity reaches this."""
+
+
+def _parts(run: Run, reference: Run | None) -> dict[str, stats.Estimate]:
+    """Sub-score means; HAL's CLIP >= 0.8 rate where the similarity is a real CLIP cosine (never the test embedder's);
+    the win rate on the reward against a reference run, for an env id with successes whose domain has one."""
+    parts: dict[str, stats.Estimate] = {}
+    scored = run.scored()
+    for name in run.metrics.subscores:
+        values = {
+            t: [float(e.score["subscores"][name]) for e in eps if _has_part(e.score, name)] for t, eps in scored.items()
+        }
+        parts[name] = stats.mean_estimate({t: v for t, v in values.items() if v})
+    embedder = str((run.config.scoring or {}).get("embedder", ""))
+    if embedder.startswith("clip"):
+        hal = {
+            t: [_similarity(e.score) >= HAL_THRESHOLD for e in eps if _similarity(e.score) is not None]
+            for t, eps in scored.items()
+        }
+        parts[f"CLIP >= {HAL_THRESHOLD}"] = stats.success_estimate({t: v for t, v in hal.items() if v})
+    if reference is not None and run.metrics.win_rate and run.metrics.has_success:
+        parts["win rate"] = stats.win_estimate(
+            stats.task_means(_task_values(run)), stats.task_means(_task_values(reference))
+        )
+    return parts
+
+
+def _has_part(score: Any, name: str) -> bool:
+    return isinstance(score, dict) and isinstance(score.get("subscores"), dict) and name in score["subscores"]
+
+
+def _similarity(score: Any) -> Any:
+    value = score.get("similarity") if isinstance(score, dict) else None
+    return value if isinstance(value, int | float) else None
 
 
 # -- comparability ----------------------------------------------------------------------------------------------
@@ -338,6 +380,33 @@ def leaderboard_columns(table: Table) -> tuple[list[str], list[list[str]]]:
     return header, body
 
 
+def parts_columns(table: Table) -> tuple[list[str], list[list[str]]] | None:
+    """Each run's reward parts (ColBench-Frontend-v1: block-match, text, position, colour, CLIP), HAL's CLIP >= 0.8
+    rate and the win rate where they apply; ``None`` when no run of the table has any."""
+    rows = [row for row in table.rows if row.parts]
+    if not rows:
+        return None
+    names = list(dict.fromkeys(name for row in rows for name in row.parts))
+    body = [
+        [
+            str(row.rank),
+            row.label,
+            *(_cell(row.parts.get(name), percent=name not in row.run.metrics.subscores) for name in names),
+        ]
+        for row in rows
+    ]
+    return ["#", "run", *(f"{name} %" if name not in rows[0].run.metrics.subscores else name for name in names)], body
+
+
+def _cell(estimate: stats.Estimate | None, *, percent: bool) -> str:
+    """A rate as a percentage (``estimate_cell``); a part of the reward on its own [0, 1] scale, like the reward."""
+    if percent or estimate is None or estimate.value is None:
+        return estimate_cell(estimate)
+    if not estimate.has_ci:
+        return f"{estimate.value:.3f}"
+    return f"{estimate.value:.3f} [{estimate.low:.3f}, {estimate.high:.3f}]"
+
+
 def pass_k_columns(table: Table) -> tuple[list[str], list[list[str]]] | None:
     """pass^1..pass^T per run with T >= 2 trials (``None`` when no run of the table has repeated trials); a cell
     names how many tasks it averages and how many were excluded for having fewer than k scored trials."""
@@ -464,6 +533,10 @@ def _render(report: Report, *, markdown: bool) -> str:
             parts += [f"## {_title(table)}", _md_table(header, body)]
         else:
             parts += [_title(table), _text_table(header, body)]
+        reward_parts = parts_columns(table)
+        if reward_parts is not None:
+            title = f"parts of the reward: {table.env_id}"
+            parts += [f"### {title}", _md_table(*reward_parts)] if markdown else [title, _text_table(*reward_parts)]
         pass_k = pass_k_columns(table)
         if pass_k is not None:
             title = f"pass^k: {table.env_id}"

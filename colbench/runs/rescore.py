@@ -65,7 +65,8 @@ class RescoreResult:
     def summary_line(self) -> str:
         line = (
             f"rescored {self.before[0]} episodes of {self.source} from {self.previous_env_id} to {self.env_id}: "
-            f"{self.domain.headline(*self.before)} -> {self.domain.headline(*self.after)}; "
+            f"{self.domain.headline(*self.before, self.previous_env_id)} -> "
+            f"{self.domain.headline(*self.after, self.env_id)}; "
             f"{self.changed} rewards changed; infrastructure errors kept {self.kept_infra}"
         )
         if self.unjudged:

@@ -613,3 +613,48 @@ def test_success_reads_by_the_env_ids_own_metrics(tmp_path: Path, monkeypatch: p
     assert [p.value for p in rows["ColBench-Frontend-v1"].pass_k] == [0.5, 0.5]  # t1 fails both at 0.9
     assert rows["ColBench-Frontend-v0"].flip == 0.5 and rows["ColBench-Frontend-v1"].flip == 0.0
     assert "frontend success: similarity >= 0.80" in report.text() and ">= 0.90" in report.text()
+
+
+def _v1_copy(source: Path, out: Path, parts: dict[str, list[float]]) -> Path:
+    """A frontend run rewritten as ColBench-Frontend-v1 records: each episode's parts, its reward their mean, its
+    success reward >= 0.9; the similarity kept (the plain CLIP cosine)."""
+    out.mkdir()
+    config = json.loads((source / "run.json").read_text())
+    config["env_id"] = "ColBench-Frontend-v1"
+    (out / "run.json").write_text(json.dumps(config))
+    lines = []
+    for i, line in enumerate((source / "episodes.jsonl").read_text().splitlines()):
+        row = json.loads(line)
+        sub = {name: values[i] for name, values in parts.items()}
+        reward = sum(sub.values()) / len(sub)
+        row.update(reward=reward, success=reward >= 0.9)
+        row["score"] = {**row["score"], "reward": reward, "success": reward >= 0.9, "subscores": sub}
+        lines.append(json.dumps(row))
+    (out / "episodes.jsonl").write_text("\n".join(lines) + "\n")
+    return out
+
+
+def test_v1_reports_the_parts_of_the_reward_hal_s_clip_rate_and_the_win_rate(tmp_path: Path) -> None:
+    names = ("block_match", "text", "position", "color", "clip")
+    good = _v1_copy(RUNS / "frontend-a", tmp_path / "good", {n: [1.0, 0.9, 0.95, 0.5] for n in names})
+    weak = _v1_copy(RUNS / "frontend-gpt4o", tmp_path / "weak", {n: [0.2, 0.9, 0.3, 0.4] for n in names})
+    report = build_report([load_run(good), load_run(weak)], reference=load_run(weak))
+    (table,) = report.tables
+    row = next(r for r in table.rows if r.label == "good")
+    assert row.parts["text"].value == pytest.approx((1.0 + 0.9 + 0.95 + 0.5) / 4)
+    assert row.parts["CLIP >= 0.8"].value == pytest.approx(0.25)  # the similarities 0.9, 0.7, 0.5, 0.6
+    assert row.parts["win rate"].value == pytest.approx((1 + 0.5 + 1 + 1) / 4)
+    assert row.primary.value == pytest.approx(0.75)  # success: rewards 1.0, 0.9, 0.95 reach the threshold
+    text = report.text()
+    assert "parts of the reward: ColBench-Frontend-v1" in text and "block_match" in text and "CLIP >= 0.8 %" in text
+    assert "0.838 [" in text  # a part on the reward's own scale, with its interval
+
+
+def test_hal_s_rate_is_never_shown_for_the_test_embedder(tmp_path: Path) -> None:
+    names = ("block_match", "text", "position", "color", "clip")
+    run = _v1_copy(RUNS / "frontend-a", tmp_path / "test-embedder", {n: [1.0, 1.0, 1.0, 1.0] for n in names})
+    config = json.loads((run / "run.json").read_text())
+    config["scoring"] = {"embedder": "test-thumb32-edges-v1", "env_id": "ColBench-Frontend-v1"}
+    (run / "run.json").write_text(json.dumps(config))
+    row = build_report([load_run(run)]).tables[0].rows[0]
+    assert "CLIP >= 0.8" not in row.parts and set(row.parts) == set(names)
