@@ -136,7 +136,7 @@ def _parts(run: Run, reference: Run | None) -> dict[str, stats.Estimate]:
             for t, eps in scored.items()
         }
         parts[f"CLIP >= {HAL_THRESHOLD}"] = stats.success_estimate({t: v for t, v in hal.items() if v})
-    if reference is not None and run.metrics.win_rate and run.metrics.has_success:
+    if reference is not None and run.domain.metrics.win_rate and run.metrics.has_success:
         parts["win rate"] = stats.win_estimate(
             stats.task_means(_task_values(run)), stats.task_means(_task_values(reference))
         )
@@ -288,7 +288,7 @@ class Report:
 def build_report(runs: Sequence[Run], *, reference: Run | None = None, prices: Prices | None = None) -> Report:
     """Leaderboard tables (backend first), each sorted best first, and the token/cost rows of every run, priced by
     ``prices`` or, without a table, by colbench's dated list prices (as the progress line and ``--dry-run`` are)."""
-    if reference is not None and not reference.metrics.win_rate:
+    if reference is not None and not reference.domain.metrics.win_rate:
         with_win = [d.name for d in all_domains() if d.metrics.win_rate]
         raise ConfigError(
             f"--reference-run {reference.path}: a {reference.domain_name} run; win rate is a metric of "
@@ -351,7 +351,7 @@ def leaderboard_columns(table: Table) -> tuple[list[str], list[list[str]]]:
     """Header and cells of one table (the terminal, Markdown and HTML outputs share them)."""
     spec = get_domain(table.domain).metrics_for(table.env_id)
     metrics = [spec.reward_label, "success %"] if spec.has_success else [spec.reward_label]
-    if table.reference_label is not None:
+    if table.reference_label is not None and not spec.has_success:  # with successes: among the reward's parts
         metrics.append(f"win % vs {table.reference_label}")
     header = ["#", "run", "agent", *metrics, "leak %", "tasks", "trials", "infra", "flip %", "note"]
     body = []
