@@ -374,6 +374,26 @@ def human_figure(table: Table, current: Run) -> Figure:
     return fig
 
 
+def parts_figure(table: Table, current: Run) -> Figure | None:
+    """Per part of the reward (ColBench-Frontend-v1: block-match, text, position, colour, CLIP), one bar per run of
+    the table: which part a run loses its reward on. None when the env id's reward has no parts."""
+    names = table.rows[0].run.metrics.subscores
+    if not names:
+        return None
+    rows = table.rows
+    fig = new_figure(2.2 * len(names), 0.9 + 0.32 * len(rows))
+    axes = fig.subplots(1, len(names), sharey=True)
+    for ax, name in zip(axes, names, strict=True):
+        values = [row.parts[name].value if name in row.parts else None for row in rows]
+        texts = ["-" if v is None else f"{v:.3f}" for v in values]
+        _run_bars(ax, values, texts, f"part-{name}", rows, current, 1.0)
+        ax.set_title(name)
+        ax.set_xticks([0, 0.5, 1])
+    axes[0].set_yticks(range(len(rows)), [label(row.label) for row in rows])
+    axes[0].invert_yaxis()
+    return fig
+
+
 # -- cost -------------------------------------------------------------------------------------------------------
 def cost_figure(report: Report, current_label: str | None) -> tuple[Figure, str]:
     """Cost per run, stacked by role, from the price table; without one (or with a model it does not list), tokens
@@ -468,6 +488,15 @@ def _figures(run: Run, report: Report, row: Row | None, table: Table | None) -> 
             )
         else:
             parts.append("<h3>Outcome per task</h3><p class='meta'>no episode recorded: no grid</p>")
+        fig_parts = parts_figure(table, run)
+        if fig_parts is not None:
+            parts.append(
+                _figure_block(
+                    f"Parts of the reward ({table.env_id})",
+                    to_svg(fig_parts, "parts", "parts of the reward"),
+                    "mean of each part over tasks (0 to 1); the reward is their mean; this run in dark blue",
+                )
+            )
         fig = human_figure(table, run)
         parts.append(
             _figure_block(

@@ -658,3 +658,13 @@ def test_hal_s_rate_is_never_shown_for_the_test_embedder(tmp_path: Path) -> None
     (run / "run.json").write_text(json.dumps(config))
     row = build_report([load_run(run)]).tables[0].rows[0]
     assert "CLIP >= 0.8" not in row.parts and set(row.parts) == set(names)
+
+
+def test_the_html_report_of_a_v1_run_plots_the_parts_of_its_reward(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    names = ("block_match", "text", "position", "color", "clip")
+    run = _v1_copy(RUNS / "frontend-a", tmp_path / "v1", {n: [1.0, 0.8, 0.6, 0.4] for n in names})
+    page = _html(run)
+    assert "Parts of the reward (ColBench-Frontend-v1)" in page
+    assert all(f'part-{name}-bar-0"' in page for name in names)  # one bar per part for the run
+    assert "Parts of the reward" not in _html(RUNS / "frontend-a")  # v0's reward has no parts
