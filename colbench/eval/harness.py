@@ -466,6 +466,8 @@ class _Runner:
                 try:
                     if played.png is not None and record.screenshot is not None:
                         await writer.save_file(record.screenshot, played.png)
+                    for name, png in played.turn_pngs:  # the pages the human saw, turn by turn
+                        await writer.save_file(name, png)
                     reference = record.reference_screenshot
                     if reference is not None and played.reference_png and reference not in references_saved:
                         references_saved.add(reference)  # one file per task, whatever the trials

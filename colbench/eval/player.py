@@ -27,7 +27,7 @@ from colbench.errors import ColbenchError, ConfigError, InfraError
 from colbench.eval.plan import RunPlan
 from colbench.humans.simulator import Simulator
 from colbench.llm.limits import EndpointLimits
-from colbench.runs import CACHE, EpisodeRecord, reference_screenshot_name, screenshot_name
+from colbench.runs import CACHE, EpisodeRecord, reference_screenshot_name, screenshot_name, turn_screenshot_name
 from colbench.types.chat import Message, Usage
 from colbench.types.sampled import turn_record
 from colbench.types.task import Task
@@ -43,6 +43,8 @@ class Played:
     record: EpisodeRecord
     png: bytes | None = None
     reference_png: bytes | None = None
+    turn_pngs: tuple[tuple[str, bytes], ...] = ()
+    """The page of each agent turn that made one (frontend): the file its turn's ``screenshot`` names, the PNG."""
 
 
 @dataclass
@@ -108,6 +110,7 @@ class EpisodePlayer:
         info: dict[str, Any] = {}
         png: bytes | None = None
         reference_png: bytes | None = None
+        turn_pngs: list[tuple[str, bytes]] = []
         try:
             env = self.make_env(task)
             observation, info = env.reset(options={"task_id": task.task_id})
@@ -144,7 +147,7 @@ class EpisodePlayer:
                 termination=info.get("termination"),
                 turns=int(info.get("turn", 0)),
                 score=jsonable(info.get("score")),
-                **self._trail(env, info, agent_usage, started, clock, timings),
+                **self._trail(env, info, agent_usage, started, clock, timings, turn_pngs, (task.task_id, trial)),
                 screenshot=screenshot_name(task.task_id, trial) if png is not None else None,
                 error=None,
             )
@@ -168,14 +171,14 @@ class EpisodePlayer:
                 termination=None,
                 turns=int(info.get("turn", 0)),
                 score=None,
-                **self._trail(env, info, agent_usage, started, clock, timings),
+                **self._trail(env, info, agent_usage, started, clock, timings, turn_pngs, (task.task_id, trial)),
                 screenshot=None,
                 error=error,
             )
         finally:
             if env is not None:
                 env.close()
-        return Played(EpisodeRecord.model_validate(record), png, reference_png)
+        return Played(EpisodeRecord.model_validate(record), png, reference_png, tuple(turn_pngs))
 
     async def _reference_png(self, env: ColbenchEnv, task: Task) -> bytes | None:
         """The task's reference page for the run directory, the first time this player plays the task; never an
@@ -210,22 +213,33 @@ class EpisodePlayer:
         started: str,
         clock: float,
         timings: Mapping[str, float],
+        turn_pngs: list[tuple[str, bytes]],
+        episode: tuple[str, int],
     ) -> dict[str, Any]:
-        """Dialogue, usage and timings: the part of a record every outcome has."""
+        """Dialogue, usage and timings: the part of a record every outcome has. A domain's rendered pages: each agent
+        turn's record names the file of the page the human saw then (None when the turn made no page), and the PNGs
+        are added to ``turn_pngs`` for the driver to write."""
         dialogue: list[dict[str, Any]] = []
         if env is not None:
             try:
-                dialogue = [
-                    {
-                        "role": turn.role,
-                        "text": turn.text,
-                        **turn_record(turn.text),  # the ids an agent sampled: types.sampled.turn_text reads them
-                        **(turn.leak.as_dict() if turn.leak else {}),
-                    }
-                    for turn in env.dialogue
-                ]
+                turns = list(env.dialogue)
             except ColbenchError:  # reset never happened
-                dialogue = []
+                turns = []
+            agent_turns = 0
+            for turn in turns:
+                row = {
+                    "role": turn.role,
+                    "text": turn.text,
+                    **turn_record(turn.text),  # the ids an agent sampled: types.sampled.turn_text reads them
+                    **(turn.leak.as_dict() if turn.leak else {}),
+                }
+                if turn.role == "agent" and self.domain.renders_pages:
+                    agent_turns += 1
+                    name = turn_screenshot_name(*episode, agent_turns) if turn.image else None
+                    if name is not None and turn.image is not None:
+                        turn_pngs.append((name, turn.image))
+                    row["screenshot"] = name
+                dialogue.append(row)
         simulator_usage = (info.get("usage") or {}).get("simulator") or Usage().as_dict()
         answer = info.get("answer")
         leaks = info.get("leaks")

@@ -33,6 +33,7 @@ from colbench.runs.layout import (
     lock_run_dir,
     reference_screenshot_name,
     screenshot_name,
+    turn_screenshot_name,
 )
 from colbench.runs.run_json import (
     FORMAT,
@@ -76,5 +77,6 @@ __all__ = [
     "read_task_snapshot",
     "reference_screenshot_name",
     "screenshot_name",
+    "turn_screenshot_name",
     "write_task_snapshot",
 ]

@@ -25,6 +25,12 @@ def screenshot_name(task_id: str, trial: int) -> str:
     return f"{SCREENS}/{_stem(task_id)}.{trial}.png"
 
 
+def turn_screenshot_name(task_id: str, trial: int, turn: int) -> str:
+    """Where the page of an episode's agent turn ``turn`` (1-based) goes, the page the human saw then:
+    ``screens/turns/<task_id>.<trial>.<turn>.png``."""
+    return f"{SCREENS}/turns/{_stem(task_id)}.{trial}.{turn}.png"
+
+
 def reference_screenshot_name(task_id: str) -> str:
     """Where a task's reference page goes (once per task, whatever the trials): ``screens/reference/<task_id>.png``."""
     return f"{SCREENS}/reference/{_stem(task_id)}.png"

@@ -301,3 +301,8 @@ def test_a_v1_eval_records_the_reward_its_parts_and_the_embedder(tmp_path: Path)
     assert record["score"]["subscores"] == dict.fromkeys(SUBSCORES, 1.0)
     scoring = json.loads((tmp_path / "run" / "run.json").read_text())["scoring"]
     assert scoring["env_id"] == "ColBench-Frontend-v1" and scoring["embedder"] == record["score"]["embedder"]
+    # the page the human saw at each agent turn, beside the record that names it
+    turns = [turn for turn in record["dialogue"] if turn["role"] == "agent"]
+    assert [turn["screenshot"] for turn in turns] == [f"screens/turns/{record['task_id']}.0.1.png"]
+    seen = (tmp_path / "run" / turns[0]["screenshot"]).read_bytes()
+    assert seen.startswith(b"\x89PNG") and seen == (tmp_path / "run" / record["screenshot"]).read_bytes()
