@@ -17,6 +17,7 @@ from paths import SHARED_DATA
 from colbench.cli.main import main
 from colbench.domains.backend.generate.candidates import Malformed, parse_reply, read_seeds
 from colbench.errors import DataError
+from colbench.tasks.rows import load_jsonl
 from colbench.types.task import Task
 
 GOOD_CODE = """def shipping_cost(weight, express):
@@ -46,9 +47,9 @@ def _reply(description: str, code: str, tests: dict[str, str], hidden: str = "th
     return f"Here it is:\n```json\n{json.dumps(row)}\n```"
 
 
-def _mix(copied: Task) -> list[tuple[str, str]]:
+def _mix(copied: Task | None) -> list[tuple[str, str]]:
     """The scripted replies, in candidate order, and the gate each must meet ("" = kept)."""
-    return [
+    mix = [
         ("", _reply("I need a function that tells me what shipping a parcel costs.", GOOD_CODE, GOOD_TESTS)),
         (
             "deterministic",
@@ -82,13 +83,13 @@ def _mix(copied: Task) -> list[tuple[str, str]]:
                 {k: v.replace("shipping_cost", "parcel_fee") for k, v in GOOD_TESTS.items()},
             ),
         ),
-        (
-            "duplicate",
-            _reply(copied.problem_description, copied.ground_truth, dict(copied.test_cases), copied.hidden_information),
-        ),
         ("reply", "Sure! {here is a task: shipping costs"),
         ("reply", _reply("A function please.", "I would rather not write code.", {"test1": "f(1) == 1"})),
     ]
+    if copied is not None:
+        row = (copied.problem_description, copied.ground_truth, dict(copied.test_cases), copied.hidden_information)
+        mix.append(("duplicate", _reply(*row)))
+    return mix
 
 
 def _serve(make_stub: Callable[..., StubOpenAIServer], replies: list[str]) -> StubOpenAIServer:
@@ -118,25 +119,32 @@ def _rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
 
 
-@pytest.fixture
-def copied(shared_backend_sample: list[Task]) -> Task:
-    """A real test task (one the gates keep when it is not a copy) that the generator hands back as its own."""
-    return next(t for t in shared_backend_sample if t.task_id == "b10f3bcd4e11")
+SAMPLE = SHARED_DATA / "backend_test_sample.jsonl"
+
+
+def _copied() -> Task | None:
+    """A real test task (one the gates keep when it is not a copy) that the generator hands back as its own; None
+    where the 300-task sample is absent (the copy case is then left out, the rest still runs)."""
+    if not SAMPLE.exists():
+        return None
+    return next(t for t in load_jsonl(SAMPLE) if t.task_id == "b10f3bcd4e11")
 
 
 def test_each_bad_candidate_is_rejected_by_its_gate_and_the_good_one_loads(
-    tmp_path: Path, make_stub: Callable[..., StubOpenAIServer], monkeypatch: pytest.MonkeyPatch, copied: Task
+    tmp_path: Path, make_stub: Callable[..., StubOpenAIServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    copied = _copied()
     mix = _mix(copied)
     stub = _serve(make_stub, [reply for _, reply in mix])
-    against = str(SHARED_DATA / "backend_test_sample.jsonl")
+    against = str(SAMPLE) if copied is not None else "none"
     assert _generate(tmp_path, stub, monkeypatch, "--n", str(len(mix)), "--against", against) == 0
     kept, rejects = _rows(tmp_path / "gen.jsonl"), _rows(tmp_path / "gen.jsonl.rejects.jsonl")
     assert [r["provenance"]["index"] for r in kept] == [i for i, (gate, _) in enumerate(mix) if not gate]
     assert {r["index"]: r["gate"] for r in rejects} == {i: gate for i, (gate, _) in enumerate(mix) if gate}
     assert all(r["reason"] for r in rejects)
-    duplicate = next(r for r in rejects if r["gate"] == "duplicate")
-    assert copied.task_id in duplicate["reason"]
+    if copied is not None:
+        duplicate = next(r for r in rejects if r["gate"] == "duplicate")
+        assert copied.task_id in duplicate["reason"]
     provenance = kept[0]["provenance"]
     assert provenance["generator"] == "openai:stub"
     assert provenance["gates_passed"] == [
@@ -149,7 +157,8 @@ def test_each_bad_candidate_is_rejected_by_its_gate_and_the_good_one_loads(
         "duplicate",
     ]
     assert provenance["mutation_score"] >= 0.6
-    assert provenance["nearest_test_task"]["score"] < 0.55
+    if copied is not None:
+        assert provenance["nearest_test_task"]["score"] < 0.55
     assert kept[0]["plus_test_cases"], "the augmenter's tests are part of a kept task"
     summary = json.loads((tmp_path / "gen.jsonl.summary.json").read_text(encoding="utf-8"))
     assert summary["kept_this_run"] == 1 and sum(summary["rejected_this_run"].values()) == len(mix) - 1
