@@ -11,11 +11,13 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
+from local_model import needs_model
 from openai_stub import StubOpenAIServer
 from paths import SHARED_DATA
 
 from colbench.cli.main import main
 from colbench.domains.backend.generate.candidates import Malformed, parse_reply, read_seeds
+from colbench.domains.backend.generate.gates import GATES
 from colbench.errors import DataError
 from colbench.tasks.rows import load_jsonl
 from colbench.types.task import Task
@@ -227,3 +229,21 @@ def test_a_seeds_file_that_does_not_parse_names_file_and_line(tmp_path: Path) ->
 def test_a_reply_that_is_no_candidate_says_why(reply: str, why: str) -> None:
     with pytest.raises(Malformed, match=why):
         parse_reply(reply)
+
+
+@needs_model
+def test_the_embedded_model_as_generator_end_to_end(tmp_path: Path) -> None:
+    """Three candidates from the embedded model: whatever it writes, each is decided once, kept with its provenance
+    or rejected with a gate and a reason (its quality is not asserted)."""
+    seeds = tmp_path / "topics.txt"
+    seeds.write_text("discounts on a shopping cart\n", encoding="utf-8")
+    out = tmp_path / "gen.jsonl"
+    argv = ["tasks", "generate", "--generator", "llamacpp", "--seeds", str(seeds), "--out", str(out), "--n", "3"]
+    assert main([*argv, "--sandbox", "bwrap", "--jobs", "1", "--against", "none"]) == 0
+    kept, rejects = _rows(out), _rows(tmp_path / "gen.jsonl.rejects.jsonl")
+    decided = sorted([r["provenance"]["index"] for r in kept] + [r["index"] for r in rejects])
+    assert decided == [0, 1, 2]
+    assert all(r["gate"] in GATES and r["reason"] for r in rejects)
+    assert all(r["provenance"]["generator"] == "llamacpp" for r in kept)
+    summary = json.loads((tmp_path / "gen.jsonl.summary.json").read_text(encoding="utf-8"))
+    assert summary["tokens"]["completion"] > 0
