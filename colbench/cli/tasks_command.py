@@ -79,6 +79,7 @@ def add_parser(commands: Subcommands) -> None:
     )
     generate.add_argument("--sandbox", default="auto", help=SANDBOX_HELP)
     generate.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="candidates at once")
+    generate.add_argument("--dry-run", action="store_true", help="print the forecast tokens and cost; call no model")
     generate.set_defaults(func=cmd_tasks_generate)
     build_frontend = tasks.add_parser(
         "build-frontend", help="build a frontend split from WebSight v0.2 into a ColBench JSONL task file"
@@ -178,6 +179,12 @@ def cmd_tasks_generate(args: argparse.Namespace) -> int:
 
     if args.count < 1:
         raise ConfigError(f"--n {args.count}: at least one candidate")
+    if args.dry_run:
+        # run-time import: the forecast's conventions live with the eval layer
+        from colbench.cli.generate_forecast import forecast_lines
+
+        print("\n".join(forecast_lines(args.generator, args.seeds, args.count)))
+        return 0
     options = {
         k: getattr(args, k) for k in ("generator", "seeds", "count", "out", "run_seed", "against", "sandbox", "jobs")
     }

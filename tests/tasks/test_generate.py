@@ -247,3 +247,38 @@ def test_the_embedded_model_as_generator_end_to_end(tmp_path: Path) -> None:
     assert all(r["provenance"]["generator"] == "llamacpp" for r in kept)
     summary = json.loads((tmp_path / "gen.jsonl.summary.json").read_text(encoding="utf-8"))
     assert summary["tokens"]["completion"] > 0
+
+
+def test_a_dry_run_forecasts_tokens_and_cost_without_calling_the_model(
+    tmp_path: Path,
+    make_stub: Callable[..., StubOpenAIServer],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    stub = _serve(make_stub, [])
+    monkeypatch.setenv("COLBENCH_GENERATOR_BASE_URL", stub.base_url)
+    seeds = tmp_path / "topics.txt"
+    seeds.write_text("sorting\n", encoding="utf-8")
+    argv = [
+        "tasks",
+        "generate",
+        "--generator",
+        "openai:gpt-4o",
+        "--seeds",
+        str(seeds),
+        "--out",
+        str(tmp_path / "g.jsonl"),
+    ]
+    assert main([*argv, "--n", "10", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "5,000 completion tokens" in out and "$" in out and "gpt-4o" in out
+    assert not stub.requests and not (tmp_path / "g.jsonl").exists()
+
+
+def test_a_domain_without_a_generator_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    seeds = tmp_path / "topics.txt"
+    seeds.write_text("a landing page\n", encoding="utf-8")
+    argv = ["tasks", "generate", "--generator", "openai:m", "--seeds", str(seeds), "--out", str(tmp_path / "g.jsonl")]
+    assert main([*argv, "--domain", "frontend"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "frontend" in err and "no task generator" in err and "\n" not in err
