@@ -4,7 +4,7 @@ reference once, the baseline, in the same run on the same sandbox.
     python bench/generate_validate.py [--n 100] [--workers 2]
 
 Candidates: the bundled backend sample's tasks (``tasks/samples/backend-sample.jsonl``), each turned into a
-candidate (its id changed so nothing is cached across candidates), cycled to ``--n``, with every fifth one made bad
+candidate (its id and a comment in its reference changed, so no reference is cached across candidates), cycled to ``--n``, with every fifth one made bad
 (its tests cut to one: the mutation gate rejects it early). Printed: the time per candidate of the gates and of the
 baseline, their ratio, and the gates' verdicts. The target (docs/generate.md): at most 5x.
 """
@@ -34,7 +34,8 @@ def main() -> None:
     tasks = load_jsonl(SAMPLE)
     candidates = []
     for i in range(args.n):
-        task = replace(tasks[i % len(tasks)], task_id=f"candidate-{i}")
+        base = tasks[i % len(tasks)]
+        task = replace(base, task_id=f"candidate-{i}", ground_truth=f"{base.ground_truth}\n# candidate {i}\n")
         if i % 5 == 4:
             task = replace(task, test_cases=task.test_cases[:1])
         candidates.append(task)
