@@ -1,6 +1,6 @@
-"""``colbench tasks ls | check | audit | augment | build-frontend``: list task files and splits, check that they can
-be judged fairly, audit backend tests by mutation and strengthen them (ColBench+), build the frontend splits
-(docs/tasks.md)."""
+"""``colbench tasks ls | check | audit | augment | generate | build-frontend``: list task files and splits, check
+that they can be judged fairly, audit backend tests by mutation and strengthen them (ColBench+), generate new tasks
+(docs/generate.md), build the frontend splits (docs/tasks.md)."""
 
 from __future__ import annotations
 
@@ -63,6 +63,24 @@ def add_parser(commands: Subcommands) -> None:
     augment.add_argument("--sandbox", default="auto", help=SANDBOX_HELP)
     augment.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="tasks at once")
     augment.set_defaults(func=cmd_tasks_augment)
+    generate = tasks.add_parser(
+        "generate", help="generate new tasks with a model, kept only through sandbox gates (docs/generate.md)"
+    )
+    generate.add_argument("--generator", required=True, metavar="MODEL_SPEC", help="openai:MODEL, llamacpp, ...")
+    generate.add_argument(
+        "--seeds", required=True, metavar="FILE", help="topics (.txt), task rows or topics (.jsonl), functions (.py)"
+    )
+    generate.add_argument("--n", type=int, default=10, dest="count", help="candidates to generate")
+    generate.add_argument("--out", required=True, metavar="FILE.jsonl", help="kept tasks (appended; a rerun resumes)")
+    generate.add_argument("--domain", default="backend")
+    generate.add_argument("--seed", type=int, default=0, dest="run_seed", help="makes the candidate ids")
+    generate.add_argument(
+        "--against", default="backend-test", metavar="FILE_OR_SPLIT", help="test tasks to deduplicate against, or none"
+    )
+    generate.add_argument("--sandbox", default="auto", help=SANDBOX_HELP)
+    generate.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="candidates at once")
+    generate.add_argument("--dry-run", action="store_true", help="print the forecast tokens and cost; call no model")
+    generate.set_defaults(func=cmd_tasks_generate)
     build_frontend = tasks.add_parser(
         "build-frontend", help="build a frontend split from WebSight v0.2 into a ColBench JSONL task file"
     )
@@ -151,6 +169,29 @@ def cmd_tasks_augment(args: argparse.Namespace) -> int:
                 print(f"{made.task.task_id}: no plus tests: {made.plus.note}", file=sys.stderr)
             advance()
     print(f"augmenter {AUGMENTER_VERSION}: {added} plus tests for {len(tasks)} tasks -> {args.out}")
+    return 0
+
+
+def cmd_tasks_generate(args: argparse.Namespace) -> int:
+    """New tasks from a model through the domain's gates; the summary line (also ``<out>.summary.json``)."""
+    # run-time import: `colbench --help` loads no command's library
+    from colbench.env.domain import get_domain
+
+    if args.count < 1:
+        raise ConfigError(f"--n {args.count}: at least one candidate")
+    if args.dry_run:
+        # run-time import: the forecast's conventions live with the eval layer
+        from colbench.cli.generate_forecast import forecast_lines
+
+        print("\n".join(forecast_lines(args.generator, args.seeds, args.count)))
+        return 0
+    options = {
+        k: getattr(args, k) for k in ("generator", "seeds", "count", "out", "run_seed", "against", "sandbox", "jobs")
+    }
+    domain = get_domain(args.domain)
+    with progress_bar("generating", args.count) as advance:
+        line = domain.generate_tasks(options, advance)
+    print(line)
     return 0
 
 

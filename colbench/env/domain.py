@@ -272,6 +272,12 @@ class Domain(ABC):
         summary line. ``options``: ``sandbox``, ``jobs`` (each domain reads what it needs)."""
         yield f"checked {len(tasks)} {self.name} tasks: this domain has no checks"
 
+    # -- generation -----------------------------------------------------------------------------------------
+    def generate_tasks(self, options: Mapping[str, Any], advance: Callable[[], None]) -> str:
+        """``colbench tasks generate`` (docs/generate.md): new tasks of this domain into ``options["out"]``, kept
+        only through the domain's gates; the summary line. ``advance`` moves the progress bar per candidate."""
+        raise ConfigError(f"--domain {self.name}: this domain has no task generator (only backend tasks for now)")
+
     # -- results --------------------------------------------------------------------------------------------
     def metrics_for(self, env_id: str | None) -> Metrics:
         """How the results of one env id read: an env id may judge by another rule than the domain's first one

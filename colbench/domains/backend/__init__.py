@@ -194,6 +194,18 @@ class BackendDomain(Domain):
             assert isinstance(scorer, BackendScorer)
             yield from audit(scorer, tasks, jobs)
 
+    # -- generation -----------------------------------------------------------------------------------------
+    def generate_tasks(self, options: Mapping[str, Any], advance: Callable[[], None]) -> str:
+        """Candidates from a model through the sandbox gates (``generate/``), the scorer of the current rules."""
+        # on first use: generation loads the mutation, augment and dedup machinery
+        from colbench.domains.backend.generate.generation_run import run
+        from colbench.domains.backend.scorer import BackendScorer
+
+        jobs = int(options.get("jobs") or 1)
+        with closing(self.make_scorer(options, jobs=jobs)) as scorer:
+            assert isinstance(scorer, BackendScorer)
+            return run({**options, "jobs": jobs}, scorer, advance)
+
 
 def _version(options: Mapping[str, Any]) -> tuple[int, bool]:
     """The judging a scoring configuration asks for: its rules and whether plus tests are judged (default: the

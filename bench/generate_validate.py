@@ -1,0 +1,63 @@
+"""What validating a generated candidate costs (every sandbox gate of ``colbench tasks generate``) against scoring its
+reference once, the baseline, in the same run on the same sandbox.
+
+    python bench/generate_validate.py [--n 100] [--workers 2]
+
+Candidates: the bundled backend sample's tasks (``tasks/samples/backend-sample.jsonl``), each turned into a
+candidate (its id and a comment in its reference changed, so no reference is cached across candidates), cycled to ``--n``, with every fifth one made bad
+(its tests cut to one: the mutation gate rejects it early). Printed: the time per candidate of the gates and of the
+baseline, their ratio, and the gates' verdicts. The target (docs/generate.md): at most 5x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+from colbench.domains.backend.generate.gates import validate
+from colbench.domains.backend.scorer import BackendScorer
+from colbench.sandbox.bwrap import BwrapSandbox
+from colbench.sandbox.contract import Limits
+from colbench.tasks.rows import load_jsonl
+
+SAMPLE = Path(__file__).resolve().parents[1] / "tasks" / "samples" / "backend-sample.jsonl"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=100)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    tasks = load_jsonl(SAMPLE)
+    candidates = []
+    for i in range(args.n):
+        base = tasks[i % len(tasks)]
+        task = replace(base, task_id=f"candidate-{i}", ground_truth=f"{base.ground_truth}\n# candidate {i}\n")
+        if i % 5 == 4:
+            task = replace(task, test_cases=task.test_cases[:1])
+        candidates.append(task)
+    sandbox = BwrapSandbox(workers=args.workers, limits=Limits(timeout_s=3.0))
+    try:
+        baseline_scorer = BackendScorer(sandbox, limits=Limits(timeout_s=3.0))
+        start = time.perf_counter()
+        for task in candidates:
+            baseline_scorer.score(task, task.ground_truth)
+        baseline = (time.perf_counter() - start) / len(candidates)
+        gates_scorer = BackendScorer(sandbox, limits=Limits(timeout_s=3.0))
+        start = time.perf_counter()
+        verdicts = Counter(validate(task, gates_scorer).gate or "kept" for task in candidates)
+        gates = (time.perf_counter() - start) / len(candidates)
+    finally:
+        sandbox.close()
+    print(f"{len(candidates)} candidates ({len(tasks)} sample tasks, every fifth with one test left)")
+    print(f"baseline (score the reference once): {1000 * baseline:.0f} ms per candidate")
+    print(f"all sandbox gates:                    {1000 * gates:.0f} ms per candidate")
+    print(f"ratio: {gates / baseline:.1f}x (target: at most 5x)")
+    print("verdicts: " + ", ".join(f"{gate} {n}" for gate, n in verdicts.most_common()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""The gates a generated candidate must pass to be kept, each run in the sandbox, in order; the first that fails
+names the reject's gate and reason (docs/generate.md, "Gates").
+
+Cheap gates come first, so a bad candidate costs little: the reference's own tests (which the scorer runs twice,
+one sandbox exec, to see nondeterminism), then the mutation score, then the augmenter, the degenerate answers and
+the request leak; deduplication is the caller's (it depends on the tasks kept before).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from colbench.domains.backend import degenerate
+from colbench.domains.backend.leaks import THRESHOLD as LEAK_THRESHOLD
+from colbench.domains.backend.leaks import leak_score
+from colbench.domains.backend.plus.audit import audit_task
+from colbench.domains.backend.plus.augment import augment_task
+from colbench.domains.backend.scorer import BackendScorer
+from colbench.errors import InfraError
+from colbench.types.task import Task
+
+MUTATION_THRESHOLD = 0.6
+"""Killed share of the mutants (not possibly equivalent) the candidate's own tests must reach: weaker tests would
+reward wrong answers, so the candidate is rejected (not repaired)."""
+GATES = ("reply", "deterministic", "judgeable", "mutation", "augment", "degenerate", "leak", "duplicate", "infra")
+
+
+@dataclass
+class Verdict:
+    """A candidate after the sandbox gates: the task (with plus tests) when kept, else the failing gate's reason."""
+
+    task: Task
+    gate: str = ""
+    reason: str = ""
+    passed: list[str] = field(default_factory=list)
+    mutation_score: float | None = None
+
+
+def validate(task: Task, scorer: BackendScorer) -> Verdict:
+    """Run the sandbox gates on ``task`` (an InfraError is an ``infra`` reject, never a crash)."""
+    verdict = Verdict(task)
+    try:
+        _run(verdict, scorer)
+    except InfraError as exc:
+        verdict.gate, verdict.reason = "infra", str(exc)
+    return verdict
+
+
+def signatures(code: str) -> str:
+    """The reference's ``def`` lines: public (a ColBench request states the signature), so the leak gate does not
+    count them; without this, 6 of the first 12 real test tasks read as leaking, with it none of the 300 do."""
+    return "\n".join(line.strip() for line in code.splitlines() if line.lstrip().startswith(("def ", "async def ")))
+
+
+def _run(verdict: Verdict, scorer: BackendScorer) -> None:
+    task = verdict.task
+    expected = scorer.expected(task)
+    for (name, _), exp in zip(scorer.tests(task), expected, strict=True):
+        if "nondeterministic" in exp.reason:
+            verdict.gate, verdict.reason = "deterministic", f"{name}: {exp.reason}"
+            return
+    verdict.passed.append("deterministic")
+    for (name, _), exp in zip(scorer.tests(task), expected, strict=True):
+        if not exp.judgeable:
+            verdict.gate, verdict.reason = "judgeable", f"{name}: {exp.reason}"[:300]
+            return
+    verdict.passed.append("judgeable")
+    audit = audit_task(task, scorer)
+    verdict.mutation_score = audit.score
+    if audit.problem or audit.score is None or audit.score < MUTATION_THRESHOLD:
+        why = audit.problem or (
+            "no mutant tells the tests apart from the reference"
+            if audit.score is None
+            else f"{audit.killed}/{audit.mutants - audit.possibly_equivalent} mutants killed "
+            f"({audit.score:.2f} < {MUTATION_THRESHOLD})"
+        )
+        verdict.gate, verdict.reason = "mutation", why
+        return
+    verdict.passed.append("mutation")
+    augmented = augment_task(task, scorer)
+    if augmented.task.plus is None or augmented.task.plus.note:
+        verdict.gate = "augment"
+        verdict.reason = augmented.task.plus.note if augmented.task.plus else "no plus tests"
+        return
+    verdict.task = augmented.task
+    verdict.passed.append("augment")
+    found = degenerate.audit_task(scorer, task)
+    if found.error:
+        raise InfraError(found.error)
+    holes = [f"{name}: {detail}" for name, kind, detail in found.rows if kind in ("hole", "degenerate success")]
+    if holes:
+        verdict.gate, verdict.reason = "degenerate", holes[0][:300]
+        return
+    verdict.passed.append("degenerate")
+    leak = leak_score(task.problem_description, task.ground_truth, signatures(task.ground_truth))
+    if leak >= LEAK_THRESHOLD:
+        verdict.gate, verdict.reason = "leak", f"the request gives the reference away (leak score {leak:.2f})"
+        return
+    verdict.passed.append("leak")
