@@ -10,14 +10,12 @@ from typing import Any
 import hub_cache
 import pytest
 from openai_stub import StubOpenAIServer
-from paths import REPO, SHARED_DATA
+from paths import BUNDLED_SAMPLE, SHARED_DATA
 
 from colbench.domains.backend.scorer import BackendScorer
 from colbench.sandbox.bwrap import BwrapSandbox
 from colbench.sandbox.contract import Limits, Sandbox
 from colbench.tasks import Task, load_jsonl
-
-BUNDLED_SAMPLE = REPO / "tasks" / "samples" / "backend-sample.jsonl"
 
 
 @pytest.fixture(scope="session")
@@ -65,17 +63,6 @@ def any_sandbox(request: pytest.FixtureRequest) -> Sandbox:
 @pytest.fixture(scope="session")
 def scorer(bwrap_sandbox: BwrapSandbox) -> BackendScorer:
     return BackendScorer(bwrap_sandbox, limits=Limits(timeout_s=3.0))
-
-
-def make_task(ground_truth: str, tests: list[str], task_id: str = "t") -> Task:
-    return Task(
-        task_id=task_id,
-        domain="backend",
-        problem_description="Write f.",
-        ground_truth=ground_truth,
-        hidden_information=ground_truth,
-        test_cases=tuple((f"test{i + 1}", e) for i, e in enumerate(tests)),
-    )
 
 
 @pytest.fixture(scope="session")

@@ -7,5 +7,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = REPO / "tests"
+BUNDLED_SAMPLE = REPO / "tasks" / "samples" / "backend-sample.jsonl"
 SHARED = REPO.parent / "shared"
 SHARED_DATA = SHARED / "data" / "colbench"

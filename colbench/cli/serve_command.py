@@ -9,6 +9,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from colbench._util.hosts import needs_token
 from colbench.cli.arguments import add_endpoint_arguments, endpoint_options
 from colbench.errors import ConfigError
 from colbench.types.leaks import POLICY_HELP
@@ -44,7 +45,7 @@ def add_parser(commands: Subcommands) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve until interrupted; a server reachable from other machines must have a token (``--token-env``)."""
-    from colbench.integrations.openenv import make_app, needs_token  # the openenv extra, for this command alone
+    from colbench.integrations.openenv import make_app  # the openenv extra, for this command alone
 
     token = os.environ.get(args.token_env) if args.token_env else None
     if args.token_env and not token:

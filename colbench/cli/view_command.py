@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from colbench._util.hosts import needs_token
 from colbench.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -23,18 +24,6 @@ def add_parser(commands: Subcommands) -> None:
     view.add_argument("--bundle", type=Path, metavar="OUT_DIR", help="write a static site that opens from disk")
     view.add_argument("--cache", type=Path, metavar="DIR", help="where the indexes live (default: colbench's cache)")
     view.set_defaults(func=cmd_view)
-
-
-def needs_token(host: str) -> bool:
-    """Whether binding ``host`` exposes the server beyond this machine: the rule of ``colbench serve``."""
-    import ipaddress
-
-    if host == "localhost":
-        return False
-    try:
-        return not ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return True
 
 
 def cmd_view(args: argparse.Namespace) -> int:

@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import ipaddress
 import json
 import logging
 from collections.abc import Mapping
@@ -228,16 +227,6 @@ def make_app(
     app.router.routes[:] = [r for r in app.router.routes if not getattr(r, "path", "").startswith("/mcp")]
     app.add_middleware(Guard, token=token, max_body_bytes=max_body_bytes)
     return app
-
-
-def needs_token(host: str) -> bool:
-    """Whether binding ``host`` exposes the server beyond this machine (anything but loopback)."""
-    if host == "localhost":
-        return False
-    try:
-        return not ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return True
 
 
 class Guard:

@@ -28,7 +28,8 @@ from openenv.cli._validation import validate_running_environment
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 
-from colbench.integrations.openenv import ColbenchAction, ColbenchClient, needs_token
+from colbench._util.hosts import needs_token
+from colbench.integrations.openenv import ColbenchAction, ColbenchClient
 from colbench.tasks import Task
 
 TOKEN = "s3cret-token-for-tests"

@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import BUNDLED_SAMPLE
-from paths import REPO, SHARED
+from paths import BUNDLED_SAMPLE, REPO, SHARED
 
 from colbench.errors import ConfigError, DataError
 from colbench.tasks import (

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RUN_DIRS, append, backend_record, infra_record, write_run
 from starlette.testclient import TestClient
+from view_runs import RUN_DIRS, append, backend_record, infra_record, write_run
 
 from colbench.view.app import make_app
 

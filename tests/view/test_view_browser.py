@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import append, backend_record, infra_record, write_run
+from view_runs import append, backend_record, infra_record, write_run
 
 from colbench.view.app import make_app
 from colbench.view.bundle import write_bundle

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import append, backend_record, infra_record, write_run
+from view_runs import append, backend_record, infra_record, write_run
 
 from colbench.errors import DataError
 from colbench.view.index import RunIndex, fts_phrase

@@ -7,7 +7,7 @@ successful hack.
 from __future__ import annotations
 
 import pytest
-from conftest import make_task
+from hand_tasks import make_task
 
 from colbench.domains.backend.scorer import BackendScorer
 from colbench.domains.backend.values import decode

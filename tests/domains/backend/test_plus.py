@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_task
+from hand_tasks import make_task
 
 from colbench.domains.backend.plus.audit import audit_task, summarize
 from colbench.domains.backend.plus.augment import AUGMENTER_VERSION, MAX_TESTS, augment_task, is_fit

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import make_task
+from hand_tasks import make_task
 
 from colbench.domains.backend.scorer import BackendScorer, Reference, ReferenceCache, extract_code
 from colbench.tasks import Task
