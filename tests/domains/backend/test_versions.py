@@ -35,7 +35,7 @@ def reference_answer(task: Task) -> str:
 # -- what each id judges ------------------------------------------------------------------------------------------
 def test_the_ids_and_their_scoring_options_come_from_the_env_specs() -> None:
     assert [d.id for d in scoring_envs("backend")] == [V0, V1, V2]  # ColBench-Human-v0 scores no answer of its own
-    assert newest_env("backend") == V2 and newest_env("frontend") == "ColBench-Frontend-v0"
+    assert newest_env("backend") == V2 and newest_env("frontend") == "ColBench-Frontend-v1"
     assert scoring_options(V0) == {"rules": 2, "plus_tests": False}
     assert scoring_options(V1) == {"rules": 3, "plus_tests": False}
     assert (
@@ -43,7 +43,9 @@ def test_the_ids_and_their_scoring_options_come_from_the_env_specs() -> None:
         == {"rules": 3, "plus_tests": True}
         == {k: gym.spec(V2).kwargs[k] for k in ("rules", "plus_tests")}
     )
-    assert scoring_options("ColBench-Frontend-v0") == {}
+    assert scoring_options("ColBench-Frontend-v0") == {"reward": "clip"}
+    assert scoring_options("ColBench-Frontend-v1") == {"reward": "visual"}
+    assert env_id_for("frontend", {"reward": "visual"}) == "ColBench-Frontend-v1"
     assert [env_id_for("backend", {"rules": r, "plus_tests": p}) for r, p in [(2, False), (3, False), (3, True)]] == [
         V0,
         V1,
