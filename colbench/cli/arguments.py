@@ -12,6 +12,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from colbench._util.hosts import needs_token
 from colbench.errors import ConfigError
 
 if TYPE_CHECKING:  # argparse's class of the object add_subparsers returns is private; only the checker needs it
@@ -82,3 +83,15 @@ def add_ray_arguments(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--ray-workers", type=int, metavar="N", help="actors on the cluster (default: one per colbench_sandbox unit)"
     )
+
+
+def server_token(args: argparse.Namespace) -> str | None:
+    """The token of a server command (``--token-env NAME``: read from that variable), checked by one rule for
+    ``colbench serve`` and ``colbench view``: a named variable must be set, and an address reachable from other
+    machines (``--host``) needs a token."""
+    token = os.environ.get(args.token_env) if args.token_env else None
+    if args.token_env and not token:
+        raise ConfigError(f"--token-env: the environment variable {args.token_env} is not set or empty")
+    if token is None and needs_token(args.host):
+        raise ConfigError(f"--host {args.host} is reachable from other machines: set a token with --token-env NAME")
+    return token

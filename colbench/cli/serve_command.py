@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from colbench._util.hosts import needs_token
-from colbench.cli.arguments import add_endpoint_arguments, endpoint_options
+from colbench.cli.arguments import add_endpoint_arguments, endpoint_options, server_token
 from colbench.errors import ConfigError
 from colbench.types.leaks import POLICY_HELP
 
@@ -47,11 +45,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Serve until interrupted; a server reachable from other machines must have a token (``--token-env``)."""
     from colbench.integrations.openenv import make_app  # the openenv extra, for this command alone
 
-    token = os.environ.get(args.token_env) if args.token_env else None
-    if args.token_env and not token:
-        raise ConfigError(f"--token-env: the environment variable {args.token_env} is not set or empty")
-    if token is None and needs_token(args.host):
-        raise ConfigError(f"--host {args.host} is reachable from other machines: set a token with --token-env NAME")
+    token = server_token(args)
     env_kwargs: dict[str, Any] = {"simulator": args.simulator, "leak_policy": args.leak_policy}
     if args.tasks:
         env_kwargs["tasks"] = args.tasks

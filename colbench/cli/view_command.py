@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colbench._util.hosts import needs_token
-from colbench.errors import ConfigError
+from colbench.cli.arguments import server_token
 
 if TYPE_CHECKING:
     from colbench.cli.arguments import Subcommands
@@ -27,11 +25,7 @@ def add_parser(commands: Subcommands) -> None:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    token = os.environ.get(args.token_env) if args.token_env else None
-    if args.token_env and not token:
-        raise ConfigError(f"--token-env: the environment variable {args.token_env} is not set or empty")
-    if token is None and needs_token(args.host):
-        raise ConfigError(f"--host {args.host} is reachable from other machines: set a token with --token-env NAME")
+    token = server_token(args)
     # on first use: the view extra (starlette, jinja2) loads for this command alone
     from colbench.view.site import Site
 
