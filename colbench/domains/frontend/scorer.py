@@ -40,9 +40,10 @@ import numpy.typing as npt
 from cachetools import LRUCache
 
 from colbench._util.storage import sha256_text
+from colbench.domains.frontend import VISUAL_SUCCESS_THRESHOLD
 from colbench.domains.frontend.embed import Embedder, make_embedder
 from colbench.domains.frontend.extract import extract_html
-from colbench.domains.frontend.visual_metrics import SUBSCORES, SUCCESS_THRESHOLD, compare_blocks, visual_reward
+from colbench.domains.frontend.visual_metrics import SUBSCORES, compare_blocks, visual_reward
 from colbench.env.versions import env_id_for
 from colbench.errors import ConfigError, DataError
 from colbench.render import PageBlock, Renderer, RenderResult, RenderStatus
@@ -101,11 +102,11 @@ class FrontendScore:
 
     @property
     def success(self) -> bool | None:
-        """v1: the reward reaches ``SUCCESS_THRESHOLD``; v0: pages are not right or wrong, only more or less
+        """v1: the reward reaches ``VISUAL_SUCCESS_THRESHOLD``; v0: pages are not right or wrong, only more or less
         similar, so None."""
         if self.visual is None:
             return None
-        return self.judged and self.visual.reward >= SUCCESS_THRESHOLD
+        return self.judged and self.visual.reward >= VISUAL_SUCCESS_THRESHOLD
 
     def result_row(self, task_id: str) -> dict[str, Any]:
         """The CLI's result row: ``{"task_id", "similarity", "status", "error", "env_id"}`` (similarity null when not

@@ -56,9 +56,6 @@ MAX_SHAPE_DISTANCE = 0.25
 POSITION_COST = 0.5
 """How much a centre's distance weighs against dissimilarity when matching (ties between equal texts go to the
 nearer block)."""
-SUCCESS_THRESHOLD = 0.9
-"""A ColBench-Frontend-v1 answer succeeds when its reward reaches this (docs/frontend.md: pages with 15% of their
-words replaced, colours shifted or blocks removed score about 0.90 to 0.97 under it; unrelated pages far below)."""
 
 CONTENT = ("text",)
 """The blocks block-match counts (Design2Code's: text; images and boxes only on pages with no text): what a page
