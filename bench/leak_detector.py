@@ -8,7 +8,8 @@ verbatim, renamed, reformatted, cut, partial, inline; honest replies: facts, the
 code) and its detector scores every reply. Printed: per kind, how many the detector got right; per task set,
 precision and recall of the ``leak`` flag at the domain's threshold, and the score distribution of each class
 (so the margin around the threshold shows). Speed is replies per second, against the domain-neutral word-overlap
-detector on the same replies in the same run (the baseline: machines are noisy, ratios are not).
+detector on the same replies in the same run (the baseline: machines are noisy, ratios are not); and what the leak
+spans (``Domain.leak_spans``, kept with each human turn that scores above 0) cost against scoring those replies.
 """
 
 from __future__ import annotations
@@ -53,6 +54,16 @@ def bench(source: str, seed: int) -> None:
         word_overlap(item.reply, task.hidden_information, task.problem_description)
     baseline_s = time.perf_counter() - started
 
+    scoring = [(task, item.reply) for (task, item), score in zip(labelled, scores, strict=True) if score > 0]
+    started = time.perf_counter()
+    for task, reply in scoring:
+        domain.leak_score(task, reply)
+    scoring_s = time.perf_counter() - started
+    started = time.perf_counter()
+    for task, reply in scoring:
+        domain.leak_spans(task, reply)
+    spans_s = time.perf_counter() - started
+
     per_kind: dict[tuple[bool, str], list[bool]] = defaultdict(list)
     by_class: dict[bool, list[float]] = defaultdict(list)
     for (_, item), score in zip(labelled, scores, strict=True):
@@ -77,6 +88,10 @@ def bench(source: str, seed: int) -> None:
     print(
         f"speed: {domain.leak_detector} {detector_rate:,.0f} replies/s, word-overlap baseline {baseline_rate:,.0f} "
         f"replies/s, ratio {detector_rate / baseline_rate:.3f}"
+    )
+    print(
+        f"spans (kept for the {len(scoring)} replies scoring above 0, the only ones the env asks): "
+        f"{1000 * spans_s / max(len(scoring), 1):.2f} ms per reply, {spans_s / max(scoring_s, 1e-9):.2f}x their score"
     )
 
 

@@ -370,7 +370,8 @@ class ColbenchEnv(TextEnv):
         else:
             action, text = "redacted", REDACTED
         withheld = tuple(r.text for r, leaked in zip(replies, flagged, strict=True) if leaked and r.text != text)
-        return Turn("human", text, leak=LeakCheck(tuple(scores), flagged[0], action, withheld))
+        spans = self.domain.leak_spans(episode.task, replies[0].text) if scores[0] else []
+        return Turn("human", text, leak=LeakCheck(tuple(scores), flagged[0], action, withheld, tuple(spans)))
 
     # -- what a domain decides -------------------------------------------------------------------------------
     def _new_episode(self, task: Task) -> Episode:

@@ -21,7 +21,7 @@ from colbench._util.storage import sha256_text
 from colbench.errors import ConfigError
 from colbench.tasks.domain_registry import DOMAINS, domain_names, task_schema
 from colbench.types.dialogue import ANSWER_MARKER
-from colbench.types.leaks import Labelled, word_overlap
+from colbench.types.leaks import Labelled, word_overlap, word_overlap_spans
 from colbench.types.task import PlusTests, Task
 
 if TYPE_CHECKING:  # the LLM layer is imported when a simulator is made: scoring alone never loads openai
@@ -203,6 +203,11 @@ class Domain(ABC):
         """How much of ``task.hidden_information`` the human's ``reply`` gives away, in [0, 1]. The default, for a
         domain without its own detector, is the longest run of the hidden text's words the reply repeats."""
         return word_overlap(reply, task.hidden_information, task.problem_description)
+
+    def leak_spans(self, task: Task, reply: str) -> list[tuple[int, int]]:
+        """The character ranges ``[start, end)`` of ``reply`` that its ``leak_score`` comes from (none when it
+        scores 0): kept with the turn, so a reader sees what was flagged without the detector."""
+        return word_overlap_spans(reply, task.hidden_information, task.problem_description)
 
     def labelled_replies(self, tasks: Sequence[Task], seed: int = 0) -> list[tuple[Task, Labelled]]:
         """Replies made from ``tasks`` with known labels, to measure ``leak_score`` on (``bench/leak_detector.py``):

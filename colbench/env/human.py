@@ -214,7 +214,8 @@ class HumanEnv(TextEnv):
         text = truncate(action, self.domain.max_reply_chars)
         score = self.domain.leak_score(episode.task, text)
         leaked = score >= self.domain.leak_threshold
-        return episode, Turn("human", text, leak=LeakCheck((score,), leaked, "shown"))
+        spans = tuple(self.domain.leak_spans(episode.task, text)) if score else ()
+        return episode, Turn("human", text, leak=LeakCheck((score,), leaked, "shown", spans=spans))
 
     def _answered(self, episode: _Episode, human: Turn, messages: list[Message], reply: AgentReply) -> bool:
         """Take the human's reply and the agent's answer to it; whether the agent is now done (its answer is

@@ -17,6 +17,7 @@ Policies (``--leak-policy``, env kwarg ``leak_policy``):
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from colbench.errors import ConfigError
@@ -76,13 +77,15 @@ class LeakCheck:
     ``scores``: one per reply asked for (more than one under ``resample``); ``leak``: the first reply, the human's
     answer to what the agent said, was flagged; ``action``: ``shown`` (the agent saw the human's reply),
     ``resampled`` (a later reply was clean and shown) or ``redacted``; ``withheld``: the flagged replies the agent
-    did not see.
+    did not see; ``spans``: the character ranges of the first reply its score comes from (``Domain.leak_spans``),
+    so a reader can see what was flagged without running the detector again.
     """
 
     scores: tuple[float, ...]
     leak: bool
     action: str
     withheld: tuple[str, ...] = ()
+    spans: tuple[tuple[int, int], ...] = ()
 
     @property
     def score(self) -> float:
@@ -95,6 +98,7 @@ class LeakCheck:
             "leak_action": self.action,
             "leak_scores": list(self.scores),
             "withheld": list(self.withheld),
+            "leak_spans": [list(span) for span in self.spans],
         }
 
 
@@ -104,13 +108,36 @@ _WORDS = re.compile(r"\w+")
 def word_overlap(reply: str, hidden: str, public: str = "") -> float:
     """A domain-neutral leak score: the longest run of the hidden information's words that the reply repeats and
     the public text does not show, ``(words - 4) / 8`` clipped to [0, 1] (eight words in a row reach 0.5)."""
+    longest, _ = _longest_run(reply, hidden, public)
+    return round(min(1.0, max(0.0, (longest - 4) / 8)), 4)
+
+
+def word_overlap_spans(reply: str, hidden: str, public: str = "") -> list[tuple[int, int]]:
+    """The characters of ``reply`` that ``word_overlap`` scores: its longest private run, where it scores."""
+    longest, span = _longest_run(reply, hidden, public)
+    return [span] if longest > 4 and span is not None else []
+
+
+def _longest_run(reply: str, hidden: str, public: str) -> tuple[int, tuple[int, int] | None]:
     from difflib import SequenceMatcher
 
-    said = [w.lower() for w in _WORDS.findall(reply)]
+    found = list(_WORDS.finditer(reply))
+    said = [w.group().lower() for w in found]
     secret = [w.lower() for w in _WORDS.findall(hidden)]
     shown = " ".join(w.lower() for w in _WORDS.findall(public))
-    longest = 0
+    longest, span = 0, None
     for block in SequenceMatcher(None, said, secret, autojunk=False).get_matching_blocks():
         if block.size > longest and " ".join(secret[block.b : block.b + block.size]) not in shown:
-            longest = block.size
-    return round(min(1.0, max(0.0, (longest - 4) / 8)), 4)
+            longest, span = block.size, (found[block.a].start(), found[block.a + block.size - 1].end())
+    return longest, span
+
+
+def merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Character ranges sorted, with those that overlap or touch made one."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out

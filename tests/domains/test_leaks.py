@@ -318,6 +318,8 @@ def test_a_human_that_always_pastes_the_reference_shows_100_percent_and_redact_h
                 assert turn["text"] == REDACTED and turn["leak_action"] == "redacted"
                 assert not any(len(line) > 12 and line in turn["text"] for line in reference_lines)
                 assert turn["withheld"] and turn["leak_score"] == 1.0
+                start, end = turn["leak_spans"][0]  # what the viewer highlights: the pasted code
+                assert "def " in turn["withheld"][0][start:end] and end <= len(turn["withheld"][0])
     res = colbench("report", str(tmp_path / "flag"), str(tmp_path / "redact"))
     assert res.returncode == 0, res.stderr
     rows = [line for line in res.stdout.splitlines() if line.startswith(("1 ", "2 "))]

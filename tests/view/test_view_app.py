@@ -7,6 +7,7 @@ import os
 import re
 import struct
 import zlib
+from html import unescape as html_unescape
 from pathlib import Path
 from typing import Any
 
@@ -353,3 +354,29 @@ def test_a_growing_runs_statistics_catch_up_while_its_count_is_live(
     monkeypatch.setattr(site_module, "BUSY", 0)
     fresh = site.summary(0)
     assert fresh["stale"] is False and fresh["done"] == 2 and fresh["success"]["value"] == 0.5
+
+
+def test_a_real_eval_with_a_leaking_human_is_highlighted_where_it_leaked(tmp_path: Path, make_site: Any) -> None:
+    """The spans come from the detector during the eval (not from hand-written records) and the episode page marks
+    exactly them in the withheld reply: the pasted code, not the words around it."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    res = subprocess.run(
+        [
+            sys.executable, "-m", "colbench", "eval", "--env", "ColBench-Backend-v2", "--agent", "scripted:ask",
+            "--simulator", "scripted:leaky", "--tasks", "backend-sample", "--limit", "1", "--max-turns", "2",
+            "--sandbox", "bwrap", "--leak-policy", "redact", "--out", str(out), "--quiet",
+        ],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    record = json.loads((out / "episodes.jsonl").read_text().splitlines()[0])
+    human = record["dialogue"][1]
+    (start, end), *_ = human["leak_spans"]
+    leaked = human["withheld"][0][start:end]
+    html = client(make_site, out).get("/runs/0/episode", params={"task": record["task_id"], "trial": 0}).text
+    marked = re.findall(r'<mark class="leak">(.*?)</mark>', html, re.S)
+    assert marked and marked[0].startswith("def ") and leaked.startswith("def ")
+    assert html_unescape(marked[0]) == leaked

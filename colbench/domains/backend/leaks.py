@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import lru_cache
 
-from colbench.types.leaks import Labelled
+from colbench.types.leaks import Labelled, merged
 
 THRESHOLD = 0.5
 
@@ -103,11 +103,20 @@ def _literal(text: str) -> str:
 
 def tokens_of(text: str) -> list[str]:
     """Normalized tokens of any text: code, prose, or code inside prose (backticks, fences, comments dropped)."""
-    text = _COMMENT.sub(" ", _FENCE.sub(" ", text).replace("`", " "))
     out: list[str] = []
-    for match in _TOKEN.finditer(text):
+    for match in _TOKEN.finditer(_scrubbed(text)):
         out.append(_normalize(match.lastgroup or "op", match.group(), bool(out) and out[-1] == "."))
     return out
+
+
+def _blanked(match: re.Match[str]) -> str:
+    return " " * len(match.group())
+
+
+def _scrubbed(text: str) -> str:
+    """The text with fences, backticks and comments blanked out, each character kept in its place (so that a token
+    found in it is where it stands in the reply: ``leak_spans``)."""
+    return _COMMENT.sub(_blanked, _FENCE.sub(_blanked, text).replace("`", " "))
 
 
 def code_tokens(code: str) -> list[str]:
@@ -174,20 +183,45 @@ def leak_score(reply: str, code: str, description: str = "") -> float:
 
 
 def _overlap(said: list[str], reference: Reference) -> float:
+    return _scored(said, reference)[0]
+
+
+def _scored(said: list[str], reference: Reference) -> tuple[float, list[tuple[int, int]]]:
+    """The score and the runs of ``said`` (token ranges) it comes from: the heaviest run where it scores, and every
+    run the coverage counts."""
     if not reference.private_weight:
-        return 0.0
+        return 0.0, []
     if reference.runs.isdisjoint(_runs(said)):
-        return 0.0
+        return 0.0, []
     matcher = SequenceMatcher(None, said, list(reference.tokens), autojunk=False)
     heaviest = 0.0
     covered = 0.0
+    counted: list[tuple[int, int]] = []
+    top: tuple[int, int] | None = None
     for block in matcher.get_matching_blocks():
         weight = sum(reference.weights[block.b : block.b + block.size])
-        heaviest = max(heaviest, weight)
+        if weight > heaviest:
+            heaviest, top = weight, (block.a, block.a + block.size)
         if block.size >= RUN:
             covered += weight
+            if weight:
+                counted.append((block.a, block.a + block.size))
     run = min(1.0, max(0.0, (heaviest - 3) / 6))
-    return round(max(run, covered / reference.private_weight), 4)
+    if run and top is not None:
+        counted.append(top)
+    return round(max(run, covered / reference.private_weight), 4), counted
+
+
+def leak_spans(reply: str, code: str, description: str = "") -> list[tuple[int, int]]:
+    """The character ranges ``[start, end)`` of ``reply`` that its ``leak_score`` comes from, sorted and merged:
+    the runs of code it shares with the reference (as written or as ``canonical`` writes it); none when it scores
+    0. What the viewer highlights."""
+    if not reply.strip():
+        return []
+    found = list(_TOKEN.finditer(_scrubbed(reply)))
+    said = tokens_of(reply)
+    runs = [run for reference in references_of(code, description) for run in _scored(said, reference)[1]]
+    return merged((found[a].start(), found[b - 1].end()) for a, b in runs)
 
 
 # -- a labelled set built from a task: replies that leak its code and replies that do not --------------------------

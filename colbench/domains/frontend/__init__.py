@@ -104,6 +104,12 @@ class FrontendDomain(Domain):
 
         return leak_score(reply, task.hidden_information, task.problem_description)
 
+    def leak_spans(self, task: Task, reply: str) -> list[tuple[int, int]]:
+        # on first use: the registry loads the domain for its task schema alone
+        from colbench.domains.frontend.leaks import leak_spans
+
+        return leak_spans(reply, task.hidden_information, task.problem_description)
+
     def labelled_for(self, task: Task, other: Task | None, seed: int) -> list[Labelled]:
         # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.frontend.leaks import labelled_replies

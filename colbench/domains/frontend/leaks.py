@@ -28,7 +28,7 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from html.parser import HTMLParser
 
-from colbench.types.leaks import Labelled
+from colbench.types.leaks import Labelled, merged
 
 THRESHOLD = 0.5
 CLASSES_FOR_LEAK = 8
@@ -91,6 +91,12 @@ def reply_tokens(reply: str, known: frozenset[str] = frozenset()) -> list[str]:
     one of the ``known`` classes (``.flex``) next to a class-shaped word: "flex" alone is a word, in a list of
     classes it is a class."""
     parser = _Markup()
+    tokens, _ = _read_reply(parser, reply, known)
+    return tokens
+
+
+def _read_reply(parser: _Markup, reply: str, known: frozenset[str]) -> tuple[list[str], list[str]]:
+    """The reply's tokens (``reply_tokens``) and, apart, the prose words its class words were taken from."""
     parser.feed(reply.replace("`", " "))
     parser.close()
     words = [w.rstrip(".:/") for w in _WORD.findall(" ".join(parser.text))]
@@ -99,7 +105,39 @@ def reply_tokens(reply: str, known: frozenset[str] = frozenset()) -> list[str]:
         shaped[i] or (f".{w}" in known and any(shaped[j] for j in (i - 1, i + 1) if 0 <= j < len(words)))
         for i, w in enumerate(words)
     ]
-    return parser.tokens + [f".{w}" for w, keep in zip(words, taken, strict=True) if keep]
+    chosen = [w for w, keep in zip(words, taken, strict=True) if keep]
+    return parser.tokens + [f".{w}" for w in chosen], chosen
+
+
+class _Located(_Markup):
+    """``_Markup`` that also notes where in ``text`` each token's tag stands (``leak_spans``)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.lines = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
+        self.size = len(text)
+        self.where: list[tuple[int, int]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        before = len(self.tokens)
+        super().handle_starttag(tag, attrs)
+        start = self._offset()
+        self.where += [(start, start + len(self.get_starttag_text() or ""))] * (len(self.tokens) - before)
+
+    def handle_endtag(self, tag: str) -> None:
+        super().handle_endtag(tag)
+        start = self._offset()
+        end = self.rawdata.find(">", start - self._consumed)
+        self.where.append((start, self.size if end < 0 else end + 1 + self._consumed))
+
+    @property
+    def _consumed(self) -> int:
+        """How much of the text the parser has let go of (``rawdata`` is what is left)."""
+        return self.size - len(self.rawdata)
+
+    def _offset(self) -> int:
+        line, column = self.getpos()
+        return self.lines[line - 1] + column
 
 
 _FRAME = frozenset(
@@ -149,6 +187,51 @@ def leak_score(reply: str, html: str, description: str = "") -> float:
     named = len(reference.classes.intersection(said[len(markup_tokens(reply)) :])) / CLASSES_FOR_LEAK
     run = (heaviest - 3) / 6
     return round(min(1.0, max(0.0, run, covered / total, named)), 4)
+
+
+def leak_spans(reply: str, html: str, description: str = "") -> list[tuple[int, int]]:
+    """The character ranges ``[start, end)`` of ``reply`` that its ``leak_score`` comes from, sorted and merged:
+    the tags and class words of each run it shares with the reference that scores, and every reference class it
+    names; none when it scores 0. What the viewer highlights."""
+    if not leak_score(reply, html, description):
+        return []
+    reference = reference_of(html, description)
+    parser = _Located(reply)
+    said, chosen = _read_reply(parser, reply, reference.classes)
+    where = [*parser.where, *_word_spans(reply, parser.where, chosen)]
+    matcher = SequenceMatcher(None, said, list(reference.tokens), autojunk=False)
+    runs: list[tuple[int, int]] = []
+    heaviest, top = 0.0, None
+    for block in matcher.get_matching_blocks():
+        weight = sum(reference.weights[block.b : block.b + block.size])
+        if weight > heaviest:
+            heaviest, top = weight, (block.a, block.a + block.size)
+        if block.size >= _MIN_RUN and weight:
+            runs.append((block.a, block.a + block.size))
+    if heaviest > 3 and top is not None:
+        runs.append(top)
+    picked = [where[i] for a, b in runs for i in range(a, b)]
+    picked += [where[i] for i in range(len(parser.where), len(said)) if said[i] in reference.classes]
+    return merged(span for span in picked if span is not None)
+
+
+def _word_spans(reply: str, tags: list[tuple[int, int]], chosen: list[str]) -> list[tuple[int, int] | None]:
+    """Where each class word of the prose stands: found in order among the words outside the tags (a word the
+    parser changed, as a character reference does, has no place)."""
+    blank = list(reply)
+    for start, end in tags:
+        blank[start:end] = " " * (end - start)
+    found = [(m.group().rstrip(".:/"), m.start()) for m in _WORD.finditer("".join(blank))]
+    out: list[tuple[int, int] | None] = []
+    at = 0
+    for word in chosen:
+        hit = next((i for i in range(at, len(found)) if found[i][0] == word), None)
+        if hit is None:
+            out.append(None)
+            continue
+        out.append((found[hit][1], found[hit][1] + len(word)))
+        at = hit + 1
+    return out
 
 
 # -- a labelled set built from a task: replies that leak its markup and replies that do not ------------------------
