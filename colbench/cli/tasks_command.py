@@ -79,6 +79,15 @@ def add_parser(commands: Subcommands) -> None:
     )
     generate.add_argument("--sandbox", default="auto", help=SANDBOX_HELP)
     generate.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="candidates at once")
+    generate.add_argument(
+        "--solver",
+        metavar="MODEL_SPEC",
+        help="optional gate: keep a task only if this model solves it more often with the hidden information than "
+        "from the request alone",
+    )
+    generate.add_argument(
+        "--solver-tries", type=int, default=2, metavar="K", help="the solver's answers per view (default 2)"
+    )
     generate.add_argument("--dry-run", action="store_true", help="print the forecast tokens and cost; call no model")
     generate.set_defaults(func=cmd_tasks_generate)
     build_frontend = tasks.add_parser(
@@ -185,9 +194,10 @@ def cmd_tasks_generate(args: argparse.Namespace) -> int:
 
         print("\n".join(forecast_lines(args.generator, args.seeds, args.count)))
         return 0
-    options = {
-        k: getattr(args, k) for k in ("generator", "seeds", "count", "out", "run_seed", "against", "sandbox", "jobs")
-    }
+    if args.solver_tries < 1:
+        raise ConfigError(f"--solver-tries {args.solver_tries}: at least one answer per view")
+    names = ("generator", "seeds", "count", "out", "run_seed", "against", "sandbox", "jobs", "solver", "solver_tries")
+    options = {k: getattr(args, k) for k in names}
     domain = get_domain(args.domain)
     with progress_bar("generating", args.count) as advance:
         line = domain.generate_tasks(options, advance)

@@ -152,13 +152,13 @@ def test_each_bad_candidate_is_rejected_by_its_gate_and_the_good_one_loads(
     assert provenance["gates_passed"] == [
         "deterministic",
         "judgeable",
-        "mutation",
-        "augment",
-        "degenerate",
         "leak",
+        "mutation",
+        "degenerate",
+        "augment",
         "duplicate",
     ]
-    assert provenance["mutation_score"] >= 0.6
+    assert provenance["mutation_score"] >= 0.6 and isinstance(provenance["mutation_score_is_lower_bound"], bool)
     if copied is not None:
         assert provenance["nearest_test_task"]["score"] < 0.55
     assert kept[0]["plus_test_cases"], "the augmenter's tests are part of a kept task"
@@ -282,3 +282,48 @@ def test_a_domain_without_a_generator_is_one_line(tmp_path: Path, capsys: pytest
     assert main([*argv, "--domain", "frontend"]) != 0
     err = capsys.readouterr().err.strip()
     assert "frontend" in err and "no task generator" in err and "\n" not in err
+
+
+WRONG_CODE = GOOD_CODE.replace("cost * 1.5", "cost * 2").replace("5 + 2 * weight", "4 + 2 * weight")
+SOLVER_ASKS = "Write the Python function that this person asks for."
+
+
+def test_the_solver_gate_keeps_a_task_only_where_the_hidden_information_is_needed(
+    tmp_path: Path, make_stub: Callable[..., StubOpenAIServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two candidates with the same good reference: the solver rebuilds the first only with the hidden information
+    (kept), the second from its request alone too (rejected: the request gives it away)."""
+    needed = _reply("I need a function that tells me what shipping a parcel costs.", GOOD_CODE, GOOD_TESTS)
+    given = _reply(
+        "Shipping cost: 5 plus 2 per kg, 0 for no weight, 10 more above 20 kg, times 1.5 express, to cents.",
+        GOOD_CODE,
+        GOOD_TESTS,
+    )
+    candidates = [needed, given]
+    seen: list[str] = []
+
+    def respond(request: dict[str, Any]) -> str:
+        prompt = request["messages"][-1]["content"]
+        if not prompt.startswith(SOLVER_ASKS):
+            return candidates.pop(0) if candidates else "no more candidates"
+        seen.append(prompt)
+        informed = "What they know" in prompt
+        code = GOOD_CODE if informed or "times 1.5 express" in prompt else WRONG_CODE
+        return f"```python\n{code}```"
+
+    stub = make_stub(respond)
+    monkeypatch.setenv("COLBENCH_SOLVER_BASE_URL", stub.base_url)
+    monkeypatch.setenv("COLBENCH_SOLVER_API_KEY", "k")
+    assert _generate(tmp_path, stub, monkeypatch, "--n", "2", "--against", "none", "--solver", "openai:stub") == 0
+    kept, rejects = _rows(tmp_path / "gen.jsonl"), _rows(tmp_path / "gen.jsonl.rejects.jsonl")
+    assert [r["provenance"]["index"] for r in kept] == [0]
+    solver = kept[0]["provenance"]["solver"]
+    assert (solver["request_alone"], solver["informed"], solver["tries"]) == (0, 2, 2)
+    assert "solver" in kept[0]["provenance"]["gates_passed"]
+    (reject,) = rejects
+    assert reject["gate"] == "solver" and "2/2" in reject["reason"] and "not needed" in reject["reason"]
+    assert len(seen) == 8  # two views, two tries, two candidates
+    assert all("the rates" in p for p in seen if "What they know" in p)  # the hidden information, shown
+    assert not any("the rates" in p for p in seen if "What they know" not in p)
+    summary = json.loads((tmp_path / "gen.jsonl.summary.json").read_text(encoding="utf-8"))
+    assert summary["solver_tokens"]["completion"] > 0

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from colbench.domains.backend.judging import degenerate_answers, plan
 from colbench.domains.backend.scorer import BackendScorer, same_outcome
@@ -86,11 +87,10 @@ def audit_task(scorer: BackendScorer, task: Task) -> Findings:
     for i in counted:
         if not probes[i]:  # counted under the old rules: its value is the reference's for every answer
             found.rows.append((reference.plans[i].name, "hole", "it uses none of the task's code: every answer passes"))
-    for label, code in degenerate_answers(task.ground_truth).items():
-        try:
-            outcomes = scorer.run(code, judged + flat, "answer")
-        except InfraError as exc:
-            found.error = str(exc)
+    answers = degenerate_answers(task.ground_truth)
+    for label, outcomes in zip(answers, _run_all(scorer, list(answers.values()), judged + flat), strict=True):
+        if isinstance(outcomes, InfraError):
+            found.error = str(outcomes)
             return found
         got, got_probes = outcomes[: len(judged)], outcomes[len(judged) :]
         passed, differs, at = [], [], 0
@@ -106,6 +106,20 @@ def audit_task(scorer: BackendScorer, task: Task) -> Findings:
         if counted and all(passed[i] for i in counted) and any(differs[i] for i in counted):
             found.rows.append(("*", "degenerate success", f"an answer that {label} passes every counted test"))
     return found
+
+
+def _run_all(scorer: BackendScorer, answers: Sequence[str], tests: list[str]) -> list[Any]:
+    """Each answer's outcomes on ``tests`` (or the InfraError it met), the answers sent at once: the sandbox's
+    workers share their tests instead of waiting for one answer at a time."""
+
+    def one(code: str) -> Any:
+        try:
+            return scorer.run(code, tests, "answer")
+        except InfraError as exc:
+            return exc
+
+    with ThreadPoolExecutor(max(1, len(answers)), thread_name_prefix="colbench-degenerate") as pool:
+        return list(pool.map(one, answers))
 
 
 def audit(scorer: BackendScorer, tasks: Sequence[Task], jobs: int) -> Iterator[str]:

@@ -18,7 +18,7 @@ from hand_tasks import make_task
 
 from colbench.domains.backend.plus.audit import audit_task, summarize
 from colbench.domains.backend.plus.augment import AUGMENTER_VERSION, MAX_TESTS, augment_task, is_fit
-from colbench.domains.backend.plus.calls import Budget, run_calls
+from colbench.domains.backend.plus.calls import Budget, run_calls, run_sources
 from colbench.domains.backend.plus.coverage import instrument
 from colbench.domains.backend.plus.inputs import domain_of, mutated_calls, random_calls, template, templates
 from colbench.domains.backend.plus.mutants import OPERATORS, mutants
@@ -232,6 +232,33 @@ def test_audit_reports_survivors_with_their_edits_and_witnesses(scorer: BackendS
     summary = summarize([audit, dead_audit, audit_task(make_task("def f(x):\n    return x / 0\n", ["f(1)"]), scorer)])
     assert summary.tasks == 3 and summary.audited == 2 and summary.tasks_with_wrong_survivor >= 1
     assert "mutation score" in summary.line()
+
+
+def test_a_gate_threshold_skips_the_equivalence_probes_only_where_the_kills_reach_it(scorer: BackendScorer) -> None:
+    full = audit_task(tiered_task(), scorer)
+    least = full.killed / full.mutants
+    most = full.killed / (full.mutants - len(full.survivors))
+    assert full.survivors and least < most
+    settled_low = audit_task(tiered_task(), scorer, threshold=least)  # every survivor wrong still reaches it
+    assert not settled_low.witnessed and settled_low.score == least and settled_low.possibly_equivalent == 0
+    assert settled_low.row()["witnessed"] is False and all(not s.witness for s in settled_low.survivors)
+    between = audit_task(tiered_task(), scorer, threshold=(least + most) / 2)  # only the probes can say
+    assert between.witnessed and between.row() == full.row()
+
+
+def test_many_sources_in_one_request_give_what_each_alone_gives(scorer: BackendScorer) -> None:
+    sources = [TIERED, TIERED.replace("weight > 20", "weight >= 20"), "def shipping_cost(w, e):\n    return 1 / 0\n"]
+    calls = [f"shipping_cost({w}, {e})" for w in (0, 5, 20, 21, 49, 50) for e in (True, False)] * 5
+    together = run_sources(scorer.sandbox, [(s, calls) for s in sources])
+    assert together == [run_calls(scorer.sandbox, s, calls) for s in sources]
+    assert {o.kind for o in together[2]} == {"raised"} and together[0] != together[1]
+    assert run_sources(scorer.sandbox, []) == [] and run_sources(scorer.sandbox, [(TIERED, [])]) == [[]]
+
+
+def test_the_audits_kills_given_to_the_augmenter_change_nothing(scorer: BackendScorer) -> None:
+    task = tiered_task()
+    audit = audit_task(task, scorer)
+    assert augment_task(task, scorer, killed=audit.killed_indices).plus == augment_task(task, scorer).plus
 
 
 @pytest.mark.slow

@@ -2,13 +2,17 @@
 names the reject's gate and reason (docs/generate.md, "Gates").
 
 Cheap gates come first, so a bad candidate costs little: the reference's own tests (which the scorer runs twice,
-one sandbox exec, to see nondeterminism), then the mutation score, then the augmenter, the degenerate answers and
-the request leak; deduplication is the caller's (it depends on the tasks kept before).
+one sandbox exec, to see nondeterminism), the request leak (no sandbox), the mutation score, which stops at what
+its kills settle (``audit_task``'s ``threshold``), then the degenerate answers (weak tests are the mutation gate's
+to name: an answer computing nothing passes them too). Only a candidate that passed every
+gate is augmented (its plus tests, as ``colbench tasks augment`` makes them), reusing the audit's mutant scores.
+Deduplication is the caller's (it depends on the tasks kept before), and it runs before these gates.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from colbench.domains.backend import degenerate
 from colbench.domains.backend.leaks import THRESHOLD as LEAK_THRESHOLD
@@ -22,7 +26,10 @@ from colbench.types.task import Task
 MUTATION_THRESHOLD = 0.6
 """Killed share of the mutants (not possibly equivalent) the candidate's own tests must reach: weaker tests would
 reward wrong answers, so the candidate is rejected (not repaired)."""
-GATES = ("reply", "deterministic", "judgeable", "mutation", "augment", "degenerate", "leak", "duplicate", "infra")
+GATES = (
+    *("reply", "duplicate", "deterministic", "judgeable", "leak", "mutation", "degenerate", "solver", "augment"),
+    "infra",
+)
 
 
 @dataclass
@@ -34,10 +41,18 @@ class Verdict:
     reason: str = ""
     passed: list[str] = field(default_factory=list)
     mutation_score: float | None = None
+    mutation_witnessed: bool = True
+    """False: the survivors were not run on independent inputs (the tests' kills settled the gate), so
+    ``mutation_score`` is a lower bound (``TaskAudit.witnessed``)."""
+    killed: frozenset[int] | None = None
+    """The mutants the candidate's tests kill (the audit's), for ``add_plus_tests``."""
+    solver: dict[str, Any] | None = None
+    """The solver gate's counts, where it ran (``solver_gate.SolverCheck.row``)."""
 
 
 def validate(task: Task, scorer: BackendScorer) -> Verdict:
-    """Run the sandbox gates on ``task`` (an InfraError is an ``infra`` reject, never a crash)."""
+    """Run the sandbox gates on ``task`` (an InfraError is an ``infra`` reject, never a crash); a candidate that
+    passes them all is not augmented yet (``add_plus_tests``)."""
     verdict = Verdict(task)
     try:
         _run(verdict, scorer)
@@ -65,25 +80,24 @@ def _run(verdict: Verdict, scorer: BackendScorer) -> None:
             verdict.gate, verdict.reason = "judgeable", f"{name}: {exp.reason}"[:300]
             return
     verdict.passed.append("judgeable")
-    audit = audit_task(task, scorer)
-    verdict.mutation_score = audit.score
+    leak = leak_score(task.problem_description, task.ground_truth, signatures(task.ground_truth))
+    if leak >= LEAK_THRESHOLD:
+        verdict.gate, verdict.reason = "leak", f"the request gives the reference away (leak score {leak:.2f})"
+        return
+    verdict.passed.append("leak")
+    audit = audit_task(task, scorer, threshold=MUTATION_THRESHOLD)
+    verdict.mutation_score, verdict.mutation_witnessed = audit.score, audit.witnessed
     if audit.problem or audit.score is None or audit.score < MUTATION_THRESHOLD:
+        judged = audit.mutants - audit.possibly_equivalent
         why = audit.problem or (
             "no mutant tells the tests apart from the reference"
             if audit.score is None
-            else f"{audit.killed}/{audit.mutants - audit.possibly_equivalent} mutants killed "
-            f"({audit.score:.2f} < {MUTATION_THRESHOLD})"
+            else f"{audit.killed}/{judged} mutants killed ({audit.killed / judged:.2f} < {MUTATION_THRESHOLD})"
         )
         verdict.gate, verdict.reason = "mutation", why
         return
     verdict.passed.append("mutation")
-    augmented = augment_task(task, scorer)
-    if augmented.task.plus is None or augmented.task.plus.note:
-        verdict.gate = "augment"
-        verdict.reason = augmented.task.plus.note if augmented.task.plus else "no plus tests"
-        return
-    verdict.task = augmented.task
-    verdict.passed.append("augment")
+    verdict.killed = audit.killed_indices
     found = degenerate.audit_task(scorer, task)
     if found.error:
         raise InfraError(found.error)
@@ -92,8 +106,19 @@ def _run(verdict: Verdict, scorer: BackendScorer) -> None:
         verdict.gate, verdict.reason = "degenerate", holes[0][:300]
         return
     verdict.passed.append("degenerate")
-    leak = leak_score(task.problem_description, task.ground_truth, signatures(task.ground_truth))
-    if leak >= LEAK_THRESHOLD:
-        verdict.gate, verdict.reason = "leak", f"the request gives the reference away (leak score {leak:.2f})"
+
+
+def add_plus_tests(verdict: Verdict, scorer: BackendScorer) -> None:
+    """Give a candidate that passed every gate its plus tests, as ``colbench tasks augment`` makes them (the audit's
+    mutant scores reused); one that cannot have any is an ``augment`` reject (an InfraError an ``infra`` one)."""
+    try:
+        augmented = augment_task(verdict.task, scorer, killed=verdict.killed)
+    except InfraError as exc:
+        verdict.gate, verdict.reason = "infra", str(exc)
         return
-    verdict.passed.append("leak")
+    if augmented.task.plus is None or augmented.task.plus.note:
+        verdict.gate = "augment"
+        verdict.reason = augmented.task.plus.note if augmented.task.plus else "no plus tests"
+        return
+    verdict.task = augmented.task
+    verdict.passed.append("augment")

@@ -18,7 +18,8 @@ from typing import Any, TextIO
 
 from colbench._util.storage import canonical_json, iter_jsonl, sha256_text, write_json_atomic
 from colbench.domains.backend.generate.candidates import Malformed, Seed, candidate_id, parse_reply, prompt_for
-from colbench.domains.backend.generate.gates import Verdict, validate
+from colbench.domains.backend.generate.gates import Verdict, add_plus_tests, validate
+from colbench.domains.backend.generate.solver_gate import SolverGate
 from colbench.domains.backend.near_duplicates import NearDuplicateIndex, code_fingerprint
 from colbench.domains.backend.scorer import BackendScorer
 from colbench.errors import ColbenchError, ConfigError, LLMError
@@ -63,8 +64,10 @@ def generate(
     *,
     jobs: int = 1,
     advance: Callable[[], None] = lambda: None,
+    solver: SolverGate | None = None,
 ) -> dict[str, Any]:
-    """Run the plan into ``out`` (resuming); the summary, also written to ``<out>.summary.json``."""
+    """Run the plan into ``out`` (resuming); the summary, also written to ``<out>.summary.json``. ``solver``: the
+    optional gate that asks whether the hidden information is needed (``solver_gate.py``)."""
     done = decided(out)
     index = NearDuplicateIndex(against)
     tests_index = NearDuplicateIndex(against)
@@ -80,7 +83,7 @@ def generate(
         open(rejects_path(out), "a", encoding="utf-8") as rejects,
         ThreadPoolExecutor(max(1, jobs), thread_name_prefix="colbench-generate") as pool,
     ):
-        work = pool.map(lambda item: _candidate(plan, client, scorer, *item), todo)
+        work = pool.map(lambda item: _candidate(plan, client, scorer, tests_index, solver, *item), todo)
         for (i, cid), (verdict, tokens) in zip(todo, work, strict=True):
             counts["tokens"] += tokens
             seed = plan.seeds[i % len(plan.seeds)].topic
@@ -100,6 +103,8 @@ def generate(
                         **base,
                         "gates_passed": verdict.passed,
                         "mutation_score": verdict.mutation_score,
+                        "mutation_score_is_lower_bound": not verdict.mutation_witnessed,
+                        **({"solver": verdict.solver} if verdict.solver else {}),
                         "nearest_test_task": test_nearest.to_row() if test_nearest else None,
                     }
                     write_jsonl(kept, row)
@@ -116,6 +121,9 @@ def generate(
         "rejected_this_run": {k.split(":", 1)[1]: v for k, v in sorted(counts.items()) if k.startswith("rejected:")},
         "tokens": {"prompt": usage.prompt_tokens, "completion": usage.completion_tokens},
     }
+    if solver is not None:
+        spent = solver.client.usage
+        summary["solver_tokens"] = {"prompt": spent.prompt_tokens, "completion": spent.completion_tokens}
     write_json_atomic(f"{out}.summary.json", summary, durable=True)
     return summary
 
@@ -134,7 +142,17 @@ def _task(row: dict[str, Any]) -> Task:
     return task_from_row({k: v for k, v in row.items() if k != "provenance"}, domain="backend")
 
 
-def _candidate(plan: Plan, client: LLMClient, scorer: BackendScorer, i: int, cid: str) -> tuple[Verdict, int]:
+def _candidate(
+    plan: Plan,
+    client: LLMClient,
+    scorer: BackendScorer,
+    tests: NearDuplicateIndex,
+    solver: SolverGate | None,
+    i: int,
+    cid: str,
+) -> tuple[Verdict, int]:
+    """Ask for one candidate and validate it: a copy of a task of ``tests`` (the split deduplicated against) is
+    rejected before any sandbox gate; copies of tasks generated before are the caller's to find."""
     seed = plan.seeds[i % len(plan.seeds)]
     placeholder = Task(cid, "backend", "", "", "")
     try:
@@ -146,7 +164,23 @@ def _candidate(plan: Plan, client: LLMClient, scorer: BackendScorer, i: int, cid
         task = parse_reply(reply.text)
     except Malformed as exc:
         return Verdict(placeholder, "reply", str(exc)[:300]), tokens
-    return validate(task, scorer), tokens
+    nearest = tests.nearest(code_fingerprint(task.ground_truth))
+    if nearest is not None and nearest.similarity.duplicate:
+        why = f"a near duplicate of {nearest.task_id} (score {nearest.similarity.score:.2f})"
+        return Verdict(task, "duplicate", why), tokens
+    verdict = validate(task, scorer)
+    if not verdict.gate and solver is not None:
+        check = solver.check(task, scorer)
+        verdict.solver = check.row()
+        if check.error:
+            verdict.gate, verdict.reason = "infra", check.error
+        elif not check.passed:
+            verdict.gate, verdict.reason = "solver", check.reason()
+        else:
+            verdict.passed.append("solver")
+    if not verdict.gate:
+        add_plus_tests(verdict, scorer)
+    return verdict, tokens
 
 
 def summary_line(summary: dict[str, Any], out: str) -> str:
@@ -159,7 +193,7 @@ def summary_line(summary: dict[str, Any], out: str) -> str:
 
 def run(options: dict[str, Any], scorer: BackendScorer, advance: Callable[[], None]) -> str:
     """``colbench tasks generate`` from its options (``generator``, ``seeds``, ``count``, ``run_seed``, ``out``,
-    ``against``, ``jobs``); the summary line."""
+    ``against``, ``jobs``, ``solver`` and ``solver_tries``); the summary line."""
     # on first use: the LLM client and the task sources are only needed by a generating run
     from colbench.domains.backend.generate.candidates import read_seeds
     from colbench.llm.specs import connect
@@ -176,11 +210,26 @@ def run(options: dict[str, Any], scorer: BackendScorer, advance: Callable[[], No
                 "pass a local file or --against none"
             ) from None
     client = connect(options["generator"], "generator", temperature=1.0)
+    solver = None
+    if options.get("solver"):
+        solver = SolverGate(
+            connect(options["solver"], "solver", temperature=1.0), options["solver"], options["solver_tries"]
+        )
     try:
         plan = Plan(seeds, int(options["count"]), int(options.get("run_seed", 0)))
         summary = generate(
-            plan, client, options["generator"], scorer, against, options["out"], jobs=options["jobs"], advance=advance
+            plan,
+            client,
+            options["generator"],
+            scorer,
+            against,
+            options["out"],
+            jobs=options["jobs"],
+            advance=advance,
+            solver=solver,
         )
     finally:
         client.close()
+        if solver is not None:
+            solver.client.close()
     return summary_line(summary, options["out"])

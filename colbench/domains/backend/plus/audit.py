@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench.domains.backend.plus.augment import MUTANT_LIMIT, mutant_budget, reference_problem, seed_of
-from colbench.domains.backend.plus.calls import run_calls
+from colbench.domains.backend.plus.calls import BATCH, run_calls, run_sources
 from colbench.domains.backend.plus.inputs import domain_of, random_calls, templates
 from colbench.domains.backend.plus.mutants import Mutant, mutants
 from colbench.domains.backend.scorer import BackendScorer
@@ -59,10 +59,19 @@ class TaskAudit:
     survivors: tuple[Survivor, ...] = field(default=())
     tests: int = 0
     problem: str = ""
+    witnessed: bool = True
+    """False when the survivors were not run on independent inputs (``audit_task``'s ``threshold`` was settled
+    without): none is then counted possibly equivalent, so ``score`` is a lower bound."""
 
     @property
     def possibly_equivalent(self) -> int:
-        return sum(s.possibly_equivalent for s in self.survivors)
+        return sum(s.possibly_equivalent for s in self.survivors) if self.witnessed else 0
+
+    @property
+    def killed_indices(self) -> frozenset[int]:
+        """The indices of the mutants the tests killed (for an audit made with ``MUTANT_LIMIT``, as
+        ``augment_task`` makes its mutants: what it would otherwise score again)."""
+        return frozenset(range(self.mutants)) - {s.mutant.index for s in self.survivors}
 
     @property
     def score(self) -> float | None:
@@ -81,11 +90,18 @@ class TaskAudit:
             "mutation_score": self.score,
             "survivors": [s.row() for s in self.survivors],
             "problem": self.problem,
+            **({} if self.witnessed else {"witnessed": False}),
         }
 
 
-def audit_task(task: Task, scorer: BackendScorer, *, limit: int = MUTANT_LIMIT) -> TaskAudit:
-    """The mutation analysis of one task with ``scorer``'s tests and rules."""
+def audit_task(
+    task: Task, scorer: BackendScorer, *, limit: int = MUTANT_LIMIT, threshold: float | None = None
+) -> TaskAudit:
+    """The mutation analysis of one task with ``scorer``'s tests and rules. With ``threshold`` (a gate's), the
+    survivors are not run on independent inputs where the tests' kills alone reach it: ``killed / mutants``, the
+    score if every survivor is wrong, is the least it can be; the audit then says it did not witness them
+    (``TaskAudit.witnessed``) and its score is that lower bound. (A score below it is never settled early: were
+    every survivor equivalent, the score would be 1.)"""
     problem = reference_problem(task, scorer)
     if problem:
         return TaskAudit(task.task_id, problem=problem)
@@ -96,10 +112,14 @@ def audit_task(task: Task, scorer: BackendScorer, *, limit: int = MUTANT_LIMIT) 
         return TaskAudit(task.task_id, problem=f"the sandbox could not score a mutant: {bad.error}")
     surviving = [m for m, s in zip(made, scores, strict=True) if s.success]
     tests = scores[0].tests_total if scores else 0
+    killed = len(made) - len(surviving)
+    if threshold is not None and surviving and killed / len(made) >= threshold:  # reached with all of them wrong
+        unwitnessed = tuple(Survivor(m) for m in surviving)
+        return TaskAudit(task.task_id, len(made), killed, unwitnessed, tests, witnessed=False)
     return TaskAudit(
         task.task_id,
         mutants=len(made),
-        killed=len(made) - len(surviving),
+        killed=killed,
         survivors=tuple(witnessed(task, scorer, surviving)),
         tests=tests,
     )
@@ -115,12 +135,22 @@ def witnessed(task: Task, scorer: BackendScorer, surviving: Sequence[Mutant]) ->
     expected = run_calls(scorer.sandbox, task.ground_truth, calls, seed=scorer.seed, pool="reference")
     valid = [(c, o) for c, o in zip(calls, expected, strict=True) if o.is_value]
     budget = mutant_budget([o for _, o in valid])
-    found = []
-    for mutant in surviving:
-        outcomes = run_calls(scorer.sandbox, mutant.code, [c for c, _ in valid], seed=scorer.seed, budget=budget)
-        witness = next((c for (c, e), got in zip(valid, outcomes, strict=True) if not e.same(got)), "")
-        found.append(Survivor(mutant, witness))
-    return found
+    witness: dict[int, str] = {}
+    pending, start, size = list(surviving), 0, BATCH
+    while pending and start < len(valid):  # in rounds of growing size: most wrong mutants show in the first
+        chunk = valid[start : start + size]
+        runs = run_sources(
+            scorer.sandbox, [(m.code, [c for c, _ in chunk]) for m in pending], seed=scorer.seed, budget=budget
+        )
+        still = []
+        for mutant, outcomes in zip(pending, runs, strict=True):
+            found = next((c for (c, e), got in zip(chunk, outcomes, strict=True) if not e.same(got)), "")
+            if found:
+                witness[mutant.index] = found
+            else:
+                still.append(mutant)
+        pending, start, size = still, start + size, 2 * size
+    return [Survivor(m, witness.get(m.index, "")) for m in surviving]
 
 
 @dataclass(frozen=True)

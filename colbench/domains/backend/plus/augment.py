@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from colbench.domains.backend.judging import plan
-from colbench.domains.backend.plus.calls import Budget, CallOutcome, run_calls
+from colbench.domains.backend.plus.calls import Budget, CallOutcome, run_calls, run_sources
 from colbench.domains.backend.plus.coverage import instrument
 from colbench.domains.backend.plus.inputs import Family, domain_of, mutated_calls, templates
 from colbench.domains.backend.plus.mutants import Mutant, fit_only, mutants
@@ -103,8 +103,12 @@ def reference_problem(task: Task, scorer: BackendScorer) -> str:
     return ""
 
 
-def augment_task(task: Task, scorer: BackendScorer, *, proposer: Proposer | None = None) -> Augmented:
-    """``task`` with its plus tests (``task.plus``), made as the module docstring says."""
+def augment_task(
+    task: Task, scorer: BackendScorer, *, proposer: Proposer | None = None, killed: frozenset[int] | None = None
+) -> Augmented:
+    """``task`` with its plus tests (``task.plus``), made as the module docstring says. ``killed``: the indices of
+    the mutants (``mutants(reference, limit=MUTANT_LIMIT)``) the task's own tests kill, where the caller has
+    scored them already (the mutation audit has): they are not scored again."""
     problem = reference_problem(task, scorer)
     if problem:
         return _none(task, problem)
@@ -130,7 +134,7 @@ def augment_task(task: Task, scorer: BackendScorer, *, proposer: Proposer | None
     kept = [kept[k] for k in shortlist]
     made = mutants(reference, limit=MUTANT_LIMIT, seed=seed_of(task))
     fit = frozenset(m.index for m in made if is_fit(task, m))
-    original = _killed_by_original(task, scorer, made)
+    original = set(killed) if killed is not None else _killed_by_original(task, scorer, made)
     targets = [m for m in made if m.index in fit and m.index not in original] + fit_only(reference)
     kills = _kill_matrix(scorer, targets, kept)
     wanted = [_coverage(o, covered, seen_values.get(made_from[call])) | kills[k] for k, (call, o) in enumerate(kept)]
@@ -171,8 +175,8 @@ def _kill_matrix(
     calls = [c for c, _ in kept]
     budget = mutant_budget([o for _, o in kept])
     killed: list[set[int]] = [set() for _ in kept]
-    for mutant in targets:
-        outcomes = run_calls(scorer.sandbox, mutant.code, calls, seed=scorer.seed, budget=budget)
+    runs = run_sources(scorer.sandbox, [(m.code, calls) for m in targets], seed=scorer.seed, budget=budget)
+    for mutant, outcomes in zip(targets, runs, strict=True):
         for k, ((_, expected), got) in enumerate(zip(kept, outcomes, strict=True)):
             if got.kind == "lost" or not expected.same(got):
                 killed[k].add(mutant.index)

@@ -2,8 +2,9 @@
 
 The augmenter runs a few hundred candidate calls against a reference and every one of its mutants; the audit runs
 its own inputs against every surviving mutant. :func:`run_calls` sends them ``BATCH`` calls to a test process and
-decodes each call's outcome into a :class:`CallOutcome`. A batch the sandbox stops as a whole (the wall-clock
-backstop, a crash) is run again one call per process, so one call that hangs costs only itself.
+decodes each call's outcome into a :class:`CallOutcome`; :func:`run_sources` does it for many sources (mutants) in
+one request, so the sandbox's workers are never idle between two mutants. A batch the sandbox stops as a whole (the
+wall-clock backstop, a crash) is run again one call per process, so one call that hangs costs only itself.
 """
 
 from __future__ import annotations
@@ -60,9 +61,9 @@ def prelude() -> str:
     return Path(__file__).with_name("calls_prelude.py").read_text(encoding="utf-8")
 
 
-def _expression(calls: Sequence[str], seed: int, budget: Budget, cover: bool) -> str:
+def _expression(source: str, calls: Sequence[str], seed: int, budget: Budget, cover: bool) -> str:
     return (
-        f"__colbench_calls__(__colbench_source__, {list(calls)!r}, {seed}, {budget.max_ops}, {budget.max_depth}, "
+        f"__colbench_calls__({source!r}, {list(calls)!r}, {seed}, {budget.max_ops}, {budget.max_depth}, "
         f"{budget.max_items}, {cover})"
     )
 
@@ -91,29 +92,45 @@ def run_calls(
 ) -> list[CallOutcome]:
     """Each call's outcome, in order, each in a fresh module of ``source`` (with ``cover``, what each covered:
     run ``coverage.instrument(source)`` for its comparisons)."""
+    return run_sources(sandbox, [(source, calls)], seed=seed, budget=budget, pool=pool, cover=cover)[0]
+
+
+def run_sources(
+    sandbox: Sandbox,
+    jobs: Sequence[tuple[str, Sequence[str]]],
+    *,
+    seed: int = 0,
+    budget: Budget | None = None,
+    pool: str = "answer",
+    cover: bool = False,
+) -> list[list[CallOutcome]]:
+    """``run_calls`` of each ``(source, calls)`` job, every job's batches sent in one request, so the sandbox's
+    workers share the batches of many mutants (each batch names its source: the module is the runner alone)."""
     budget = budget or Budget()
-    if not calls:
-        return []
-    module = prelude() + f"\n__colbench_source__ = {source!r}\n"
-    batches = [list(calls[i : i + BATCH]) for i in range(0, len(calls), BATCH)]
     limits = Limits(timeout_s=budget.backstop_s)
-    outcomes = sandbox.run_tests(
-        module, [_expression(b, seed, budget, cover) for b in batches], limits=limits, pool=pool
-    )
-    found: list[CallOutcome] = []
-    for batch, outcome in zip(batches, outcomes, strict=True):
+    batches = [
+        (j, source, list(calls[i : i + BATCH]))
+        for j, (source, calls) in enumerate(jobs)
+        for i in range(0, len(calls), BATCH)
+    ]
+    found: list[list[CallOutcome]] = [[] for _ in jobs]
+    if not batches:
+        return found
+    expressions = [_expression(source, batch, seed, budget, cover) for _, source, batch in batches]
+    outcomes = sandbox.run_tests(prelude(), expressions, limits=limits, pool=pool)
+    for (j, source, batch), outcome in zip(batches, outcomes, strict=True):
         decoded = _batch(outcome.value) if outcome.outcome == "value" else None
         if decoded is not None and len(decoded) == len(batch):
-            found += decoded
+            found[j] += decoded
         elif len(batch) > 1:  # stopped as a whole: each call again in a process of its own
             singles = sandbox.run_tests(
-                module, [_expression([c], seed, budget, cover) for c in batch], limits=limits, pool=pool
+                prelude(), [_expression(source, [c], seed, budget, cover) for c in batch], limits=limits, pool=pool
             )
             for one in singles:
                 again = _batch(one.value) if one.outcome == "value" else None
-                found.append(again[0] if again else CallOutcome("lost", detail=one.outcome))
+                found[j].append(again[0] if again else CallOutcome("lost", detail=one.outcome))
         else:
-            found.append(CallOutcome("lost", detail=outcome.outcome))
+            found[j].append(CallOutcome("lost", detail=outcome.outcome))
     return found
 
 
