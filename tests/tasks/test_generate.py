@@ -158,7 +158,7 @@ def test_each_bad_candidate_is_rejected_by_its_gate_and_the_good_one_loads(
         "augment",
         "duplicate",
     ]
-    assert provenance["mutation_score"] >= 0.6 and isinstance(provenance["mutation_score_is_lower_bound"], bool)
+    assert provenance["mutation_score"] >= 0.7 and isinstance(provenance["mutation_score_is_lower_bound"], bool)
     if copied is not None:
         assert provenance["nearest_test_task"]["score"] < 0.55
     assert kept[0]["plus_test_cases"], "the augmenter's tests are part of a kept task"
