@@ -193,6 +193,12 @@ def cmd_tasks_generate(args: argparse.Namespace) -> int:
         from colbench.cli.generate_forecast import forecast_lines
 
         print("\n".join(forecast_lines(args.generator, args.seeds, args.count)))
+        if args.solver:
+            calls = 2 * args.solver_tries * args.count
+            print(
+                f"solver gate: at most {calls:,} calls to {args.solver} (two views x {args.solver_tries} tries for "
+                "each candidate that passes the other gates), not in the figures above"
+            )
         return 0
     if args.solver_tries < 1:
         raise ConfigError(f"--solver-tries {args.solver_tries}: at least one answer per view")

@@ -269,9 +269,10 @@ def test_a_dry_run_forecasts_tokens_and_cost_without_calling_the_model(
         "--out",
         str(tmp_path / "g.jsonl"),
     ]
-    assert main([*argv, "--n", "10", "--dry-run"]) == 0
+    assert main([*argv, "--n", "10", "--dry-run", "--solver", "openai:gpt-4o-mini", "--solver-tries", "3"]) == 0
     out = capsys.readouterr().out
     assert "5,000 completion tokens" in out and "$" in out and "gpt-4o" in out
+    assert "at most 60 calls to openai:gpt-4o-mini" in out
     assert not stub.requests and not (tmp_path / "g.jsonl").exists()
 
 
