@@ -177,16 +177,30 @@ def leak_score(reply: str, html: str, description: str = "") -> float:
     said = reply_tokens(reply, reference.classes)
     if not total or not said:
         return 0.0
-    matcher = SequenceMatcher(None, said, list(reference.tokens), autojunk=False)
-    heaviest = covered = 0.0
-    for block in matcher.get_matching_blocks():
-        weight = sum(reference.weights[block.b : block.b + block.size])
-        heaviest = max(heaviest, weight)
-        if block.size >= _MIN_RUN:
-            covered += weight
+    heaviest, covered, _ = _matched(said, reference)
     named = len(reference.classes.intersection(said[len(markup_tokens(reply)) :])) / CLASSES_FOR_LEAK
     run = (heaviest - 3) / 6
     return round(min(1.0, max(0.0, run, covered / total, named)), 4)
+
+
+def _matched(said: list[str], reference: Reference) -> tuple[float, float, list[tuple[int, int]]]:
+    """The heaviest shared run's weight, the weight runs of at least ``_MIN_RUN`` tokens cover, and the token ranges
+    of ``said`` the score counts (those runs, and the heaviest where it scores)."""
+    matcher = SequenceMatcher(None, said, list(reference.tokens), autojunk=False)
+    heaviest = covered = 0.0
+    runs: list[tuple[int, int]] = []
+    top: tuple[int, int] | None = None
+    for block in matcher.get_matching_blocks():
+        weight = sum(reference.weights[block.b : block.b + block.size])
+        if weight > heaviest:
+            heaviest, top = weight, (block.a, block.a + block.size)
+        if block.size >= _MIN_RUN:
+            covered += weight
+            if weight:
+                runs.append((block.a, block.a + block.size))
+    if heaviest > 3 and top is not None:
+        runs.append(top)
+    return heaviest, covered, runs
 
 
 def leak_spans(reply: str, html: str, description: str = "") -> list[tuple[int, int]]:
@@ -199,17 +213,7 @@ def leak_spans(reply: str, html: str, description: str = "") -> list[tuple[int, 
     parser = _Located(reply)
     said, chosen = _read_reply(parser, reply, reference.classes)
     where = [*parser.where, *_word_spans(reply, parser.where, chosen)]
-    matcher = SequenceMatcher(None, said, list(reference.tokens), autojunk=False)
-    runs: list[tuple[int, int]] = []
-    heaviest, top = 0.0, None
-    for block in matcher.get_matching_blocks():
-        weight = sum(reference.weights[block.b : block.b + block.size])
-        if weight > heaviest:
-            heaviest, top = weight, (block.a, block.a + block.size)
-        if block.size >= _MIN_RUN and weight:
-            runs.append((block.a, block.a + block.size))
-    if heaviest > 3 and top is not None:
-        runs.append(top)
+    _, _, runs = _matched(said, reference)
     picked = [where[i] for a, b in runs for i in range(a, b)]
     picked += [where[i] for i in range(len(parser.where), len(said)) if said[i] in reference.classes]
     return merged(span for span in picked if span is not None)
