@@ -2,10 +2,11 @@
 reference once, the baseline, in the same run on the same sandbox; and, apart, what giving a kept candidate its
 plus tests costs (the augmenter, run on candidates that passed every gate).
 
-    python bench/generate_validate.py [--n 100] [--workers 2]
+    python bench/generate_validate.py [TASKS.jsonl] [--n 100] [--workers 2]
 
-Candidates: the bundled backend sample's tasks (``tasks/samples/backend-sample.jsonl``), each turned into a
-candidate (its id and a comment in its reference changed, so no reference is cached across candidates), cycled to ``--n``, with every fifth one made bad
+Candidates: the tasks of a sample (default: the 300-task ColBench test sample in ../shared, what a generator is
+asked to write like; else the bundled backend sample), each turned into a candidate (its id and a comment in its
+reference changed, so no reference is cached across candidates), cycled to ``--n``, with every fifth one made bad
 (its tests cut to one: the mutation gate rejects it). Printed: the time per candidate of the gates and of the
 baseline, their ratio (the target, docs/generate.md: at most 5x), the augmentation's time per kept candidate and
 its ratio, and the verdicts.
@@ -25,15 +26,18 @@ from colbench.sandbox.bwrap import BwrapSandbox
 from colbench.sandbox.contract import Limits
 from colbench.tasks.rows import load_jsonl
 
-SAMPLE = Path(__file__).resolve().parents[1] / "tasks" / "samples" / "backend-sample.jsonl"
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "data" / "colbench" / "backend_test_sample.jsonl"
+BUNDLED = REPO / "tasks" / "samples" / "backend-sample.jsonl"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("tasks", nargs="?", type=Path, default=SHARED if SHARED.exists() else BUNDLED)
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
-    tasks = load_jsonl(SAMPLE)
+    tasks = load_jsonl(args.tasks)
     candidates = []
     for i in range(args.n):
         base = tasks[i % len(tasks)]
@@ -61,7 +65,9 @@ def main() -> None:
         lower = sum(not v.mutation_witnessed for v in verdicts if v.mutation_score is not None)
     finally:
         sandbox.close()
-    print(f"{len(candidates)} candidates ({len(tasks)} sample tasks, every fifth with one test left)")
+    print(
+        f"{len(candidates)} candidates from {args.tasks.name} ({min(len(tasks), len(candidates))} tasks, every fifth with one test left)"
+    )
     print(f"baseline (score the reference once): {1000 * baseline:.0f} ms per candidate")
     print(f"all sandbox gates:                    {1000 * gates:.0f} ms per candidate")
     print(f"ratio: {gates / baseline:.1f}x (target: at most 5x)")

@@ -27,7 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench.domains.backend.judging import degenerate_answers, plan
+from colbench.domains.backend.plus.calls import CallOutcome
+from colbench.domains.backend.plus.screen import TaskScreen
 from colbench.domains.backend.scorer import BackendScorer, same_outcome
+from colbench.domains.backend.values import EXACT, values_equal
 from colbench.errors import InfraError
 from colbench.types.task import Task
 
@@ -106,6 +109,75 @@ def audit_task(scorer: BackendScorer, task: Task) -> Findings:
         if counted and all(passed[i] for i in counted) and any(differs[i] for i in counted):
             found.rows.append(("*", "degenerate success", f"an answer that {label} passes every counted test"))
     return found
+
+
+def holes(scorer: BackendScorer, task: Task, screen: TaskScreen | None = None) -> list[tuple[str, str, str]]:
+    """The ``hole`` and ``degenerate success`` rows of ``audit_task``, in its order, with the degenerate answers
+    judged by the batch runner (``screen``; their probes run only for an answer that passes a counted test) wherever
+    it settles them, else by ``audit_task``; the reference is not scored as an answer. What the generator's gate
+    asks, at a fraction of the check's cost. An InfraError where the sandbox cannot run."""
+    screen = screen or TaskScreen(task, scorer)
+    names = [test.name for test in scorer.reference(task).plans]
+    probes = [plan(name, expr, task.ground_truth).probes for name, expr in task.test_cases]
+    counted = [(c, i) for c, i in enumerate(screen.counted) if i < len(probes)]  # as audit_task: the task's own
+    rows = [
+        (names[i], "hole", "it uses none of the task's code: every answer passes") for _, i in counted if not probes[i]
+    ]
+    answers = degenerate_answers(task.ground_truth)
+    passes = screen.passes(list(answers.values())) if screen.usable else None
+    if passes is None or any(None in row for row in passes):
+        return _checked(scorer, task)
+    tried = [k for k, row in enumerate(passes) if any(row[c] for c, _ in counted)]
+    tests = sorted({i for k in tried for c, i in counted if passes[k][c]})  # what a degenerate answer passes
+    calls = [p for i in tests for p in probes[i]]
+    reference = screen.run_reference(calls) if tried else []
+    runs = dict(zip(tried, screen.run([(list(answers.values())[k], calls) for k in tried]), strict=True))
+    for k, label in enumerate(answers):
+        if k not in runs:
+            continue
+        differs: dict[int, bool | None] = {}
+        at = 0
+        for i in tests:
+            n = len(probes[i])
+            differs[i] = _differ(list(zip(reference[at : at + n], runs[k][at : at + n], strict=True)))
+            at += n
+        passed = {i: bool(passes[k][c]) for c, i in counted}
+        if any(passed[i] and differs[i] is None for i in tests):
+            return _checked(scorer, task)
+        rows += [
+            (names[i], "hole", f"an answer that {label} passes it") for _, i in counted if passed[i] and differs.get(i)
+        ]
+        if counted and all(passed.values()) and any(differs.get(i) for _, i in counted):
+            rows.append(("*", "degenerate success", f"an answer that {label} passes every counted test"))
+    return rows
+
+
+def _checked(scorer: BackendScorer, task: Task) -> list[tuple[str, str, str]]:
+    """``audit_task``'s hole rows: where the batch runner cannot settle the degenerate answers."""
+    found = audit_task(scorer, task)
+    if found.error:
+        raise InfraError(found.error)
+    return [row for row in found.rows if row[1] in ("hole", "degenerate success")]
+
+
+def _differ(pairs: Sequence[tuple[CallOutcome, CallOutcome]]) -> bool | None:
+    """Whether a degenerate answer's probes differ from the reference's as ``same_outcome`` sees them (a value
+    unlike the reference's, or a value where it failed): None where the batch runner cannot say."""
+    for ours, theirs in pairs:
+        kinds = {_kind(ours), _kind(theirs)}
+        if None in kinds:
+            return None
+        if kinds == {"value"}:
+            if not values_equal(ours.value, theirs.value, EXACT):
+                return True
+        elif len(kinds) > 1:
+            return True
+    return False
+
+
+def _kind(outcome: CallOutcome) -> str | None:
+    """The scorer's outcome kind of a batch outcome: a module that fails to run is a test that raises."""
+    return "value" if outcome.is_value else "raised" if outcome.kind in ("raised", "module") else None
 
 
 def _run_all(scorer: BackendScorer, answers: Sequence[str], tests: list[str]) -> list[Any]:

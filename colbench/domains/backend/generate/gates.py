@@ -19,6 +19,7 @@ from colbench.domains.backend.leaks import THRESHOLD as LEAK_THRESHOLD
 from colbench.domains.backend.leaks import leak_score
 from colbench.domains.backend.plus.audit import audit_task
 from colbench.domains.backend.plus.augment import augment_task
+from colbench.domains.backend.plus.screen import TaskScreen
 from colbench.domains.backend.scorer import BackendScorer
 from colbench.errors import InfraError
 from colbench.types.task import Task
@@ -87,7 +88,8 @@ def _run(verdict: Verdict, scorer: BackendScorer) -> None:
         verdict.gate, verdict.reason = "leak", f"the request gives the reference away (leak score {leak:.2f})"
         return
     verdict.passed.append("leak")
-    audit = audit_task(task, scorer, threshold=MUTATION_THRESHOLD)
+    screen = TaskScreen(task, scorer)  # the mutation and degenerate gates share the reference's batch run
+    audit = audit_task(task, scorer, threshold=MUTATION_THRESHOLD, screen=screen)
     verdict.mutation_score, verdict.mutation_witnessed = audit.score, audit.witnessed
     if audit.problem or audit.score is None or audit.score < MUTATION_THRESHOLD:
         judged = audit.mutants - audit.possibly_equivalent
@@ -100,10 +102,7 @@ def _run(verdict: Verdict, scorer: BackendScorer) -> None:
         return
     verdict.passed.append("mutation")
     verdict.killed = audit.killed_indices
-    found = degenerate.audit_task(scorer, task)
-    if found.error:
-        raise InfraError(found.error)
-    holes = [f"{name}: {detail}" for name, kind, detail in found.rows if kind in ("hole", "degenerate success")]
+    holes = [f"{name}: {detail}" for name, _, detail in degenerate.holes(scorer, task, screen)]
     if holes:
         verdict.gate, verdict.reason = "degenerate", holes[0][:300]
         return

@@ -16,11 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from colbench.domains.backend.plus.augment import MUTANT_LIMIT, mutant_budget, reference_problem, seed_of
-from colbench.domains.backend.plus.calls import BATCH, run_calls, run_sources
+from colbench.domains.backend.plus.augment import MUTANT_LIMIT, reference_problem, seed_of
+from colbench.domains.backend.plus.calls import BATCH, mutant_budget, run_calls, run_sources
 from colbench.domains.backend.plus.inputs import domain_of, random_calls, templates
 from colbench.domains.backend.plus.mutants import Mutant, mutants
+from colbench.domains.backend.plus.screen import TaskScreen
 from colbench.domains.backend.scorer import BackendScorer
+from colbench.errors import InfraError
 from colbench.types.task import Task
 
 PROBES = 200
@@ -95,23 +97,28 @@ class TaskAudit:
 
 
 def audit_task(
-    task: Task, scorer: BackendScorer, *, limit: int = MUTANT_LIMIT, threshold: float | None = None
+    task: Task,
+    scorer: BackendScorer,
+    *,
+    limit: int = MUTANT_LIMIT,
+    threshold: float | None = None,
+    screen: TaskScreen | None = None,
 ) -> TaskAudit:
     """The mutation analysis of one task with ``scorer``'s tests and rules. With ``threshold`` (a gate's), the
     survivors are not run on independent inputs where the tests' kills alone reach it: ``killed / mutants``, the
     score if every survivor is wrong, is the least it can be; the audit then says it did not witness them
     (``TaskAudit.witnessed``) and its score is that lower bound. (A score below it is never settled early: were
-    every survivor equivalent, the score would be 1.)"""
+    every survivor equivalent, the score would be 1.) ``screen``: the task's, where the caller shares one."""
     problem = reference_problem(task, scorer)
     if problem:
         return TaskAudit(task.task_id, problem=problem)
     made = mutants(task.ground_truth, limit=limit, seed=seed_of(task))
-    scores = scorer.score_many([(task, m.code) for m in made])
-    if any(not s.judged for s in scores):
-        bad = next(s for s in scores if not s.judged)
-        return TaskAudit(task.task_id, problem=f"the sandbox could not score a mutant: {bad.error}")
-    surviving = [m for m, s in zip(made, scores, strict=True) if s.success]
-    tests = scores[0].tests_total if scores else 0
+    try:
+        found = (screen or TaskScreen(task, scorer)).successes([m.code for m in made])
+    except InfraError as exc:
+        return TaskAudit(task.task_id, problem=f"the sandbox could not score a mutant: {exc}")
+    surviving = [m for m, success in zip(made, found, strict=True) if success]
+    tests = sum(exp.judgeable for exp in scorer.expected(task)) if made else 0
     killed = len(made) - len(surviving)
     if threshold is not None and surviving and killed / len(made) >= threshold:  # reached with all of them wrong
         unwitnessed = tuple(Survivor(m) for m in surviving)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from colbench.domains.backend.judging import plan
-from colbench.domains.backend.plus.calls import Budget, CallOutcome, run_calls, run_sources
+from colbench.domains.backend.plus.calls import CallOutcome, mutant_budget, run_calls, run_sources
 from colbench.domains.backend.plus.coverage import instrument
 from colbench.domains.backend.plus.inputs import Family, domain_of, mutated_calls, templates
 from colbench.domains.backend.plus.mutants import Mutant, fit_only, mutants
@@ -158,12 +158,6 @@ def _killed_by_original(task: Task, scorer: BackendScorer, made: Sequence[Mutant
     """The mutants the task's own tests already fail (as the scorer judges them)."""
     scores = scorer.score_many([(task, m.code) for m in made])
     return {m.index for m, s in zip(made, scores, strict=True) if s.success is False}
-
-
-def mutant_budget(reference_outcomes: Sequence[CallOutcome]) -> Budget:
-    """A mutant may take ten times the reference's work on the same calls (a mutant that loops is killed)."""
-    most = max((o.ops for o in reference_outcomes if o.is_value), default=0)
-    return Budget(max_ops=min(1_000_000, 10 * most + 10_000))
 
 
 def _kill_matrix(

@@ -3,8 +3,9 @@
 The augmenter runs a few hundred candidate calls against a reference and every one of its mutants; the audit runs
 its own inputs against every surviving mutant. :func:`run_calls` sends them ``BATCH`` calls to a test process and
 decodes each call's outcome into a :class:`CallOutcome`; :func:`run_sources` does it for many sources (mutants) in
-one request, so the sandbox's workers are never idle between two mutants. A batch the sandbox stops as a whole (the
-wall-clock backstop, a crash) is run again one call per process, so one call that hangs costs only itself.
+one request, a process running the calls of several short ones, so the sandbox's workers are never idle between two
+mutants. A process the sandbox stops as a whole (the wall-clock backstop, a crash) is run again job by job, then
+call by call, so one call that hangs costs only itself.
 """
 
 from __future__ import annotations
@@ -55,17 +56,21 @@ class CallOutcome:
         return self.kind == other.kind and self.detail == other.detail and not self.is_value
 
 
+def mutant_budget(reference_outcomes: Sequence[CallOutcome]) -> Budget:
+    """A mutant may take ten times the reference's work on the same calls (a mutant that loops is killed)."""
+    most = max((o.ops for o in reference_outcomes if o.is_value), default=0)
+    return Budget(max_ops=min(1_000_000, 10 * most + 10_000))
+
+
 @cache
 def prelude() -> str:
     """The in-sandbox batch runner's source."""
     return Path(__file__).with_name("calls_prelude.py").read_text(encoding="utf-8")
 
 
-def _expression(source: str, calls: Sequence[str], seed: int, budget: Budget, cover: bool) -> str:
-    return (
-        f"__colbench_calls__({source!r}, {list(calls)!r}, {seed}, {budget.max_ops}, {budget.max_depth}, "
-        f"{budget.max_items}, {cover})"
-    )
+def _expression(pieces: Sequence[tuple[str, Sequence[str]]], seed: int, budget: Budget, cover: bool) -> str:
+    jobs = [(source, list(calls)) for source, calls in pieces]
+    return f"__colbench_jobs__({jobs!r}, {seed}, {budget.max_ops}, {budget.max_depth}, {budget.max_items}, {cover})"
 
 
 def _decoded(raw: Any) -> CallOutcome:
@@ -103,42 +108,88 @@ def run_sources(
     budget: Budget | None = None,
     pool: str = "answer",
     cover: bool = False,
+    retry: bool = True,
 ) -> list[list[CallOutcome]]:
-    """``run_calls`` of each ``(source, calls)`` job, every job's batches sent in one request, so the sandbox's
-    workers share the batches of many mutants (each batch names its source: the module is the runner alone)."""
+    """``run_calls`` of each ``(source, calls)`` job, all sent in one request: each test process runs up to
+    ``BATCH`` calls, of one job or of several short ones, so the sandbox's workers share the batches of many
+    mutants and a mutant with a few calls does not cost a process of its own. Where the sandbox stops a process as
+    a whole, each job in it runs again in a process of its own, and a job stopped alone runs again one call per
+    process (without ``retry``, its calls are ``lost``)."""
     budget = budget or Budget()
-    limits = Limits(timeout_s=budget.backstop_s)
-    batches = [
-        (j, source, list(calls[i : i + BATCH]))
+    pieces = [
+        _Piece(j, source, list(calls[i : i + BATCH]))
         for j, (source, calls) in enumerate(jobs)
         for i in range(0, len(calls), BATCH)
     ]
     found: list[list[CallOutcome]] = [[] for _ in jobs]
-    if not batches:
-        return found
-    expressions = [_expression(source, batch, seed, budget, cover) for _, source, batch in batches]
-    outcomes = sandbox.run_tests(prelude(), expressions, limits=limits, pool=pool)
-    for (j, source, batch), outcome in zip(batches, outcomes, strict=True):
-        decoded = _batch(outcome.value) if outcome.outcome == "value" else None
-        if decoded is not None and len(decoded) == len(batch):
-            found[j] += decoded
-        elif len(batch) > 1:  # stopped as a whole: each call again in a process of its own
-            singles = sandbox.run_tests(
-                prelude(), [_expression(source, [c], seed, budget, cover) for c in batch], limits=limits, pool=pool
-            )
-            for one in singles:
-                again = _batch(one.value) if one.outcome == "value" else None
-                found[j].append(again[0] if again else CallOutcome("lost", detail=one.outcome))
-        else:
-            found[j].append(CallOutcome("lost", detail=outcome.outcome))
+    for piece, outcomes in zip(
+        pieces, _settled(sandbox, _packed(pieces), seed, budget, pool, cover, retry), strict=True
+    ):
+        found[piece.job] += outcomes
     return found
 
 
-def _batch(value: Any) -> list[CallOutcome] | None:
+@dataclass(frozen=True)
+class _Piece:
+    """Up to ``BATCH`` consecutive calls of one job."""
+
+    job: int
+    source: str
+    calls: list[str]
+
+
+def _settled(
+    sandbox: Sandbox,
+    packs: list[list[_Piece]],
+    seed: int,
+    budget: Budget,
+    pool: str,
+    cover: bool,
+    retry: bool,
+) -> list[list[CallOutcome]]:
+    """Each piece's outcomes, the packs' pieces in order; the pieces of a lost process run again as the docstring
+    of ``run_sources`` says."""
+    if not packs:
+        return []
+    expressions = [_expression([(p.source, p.calls) for p in pack], seed, budget, cover) for pack in packs]
+    outcomes = sandbox.run_tests(prelude(), expressions, limits=Limits(timeout_s=budget.backstop_s), pool=pool)
+    found: list[list[CallOutcome]] = []
+    for pack, outcome in zip(packs, outcomes, strict=True):
+        decoded = _pack(outcome.value, [len(p.calls) for p in pack]) if outcome.outcome == "value" else None
+        if decoded is not None:
+            found += decoded
+        elif len(pack) > 1:  # one of its jobs stopped it: each job alone
+            found += _settled(sandbox, [[p] for p in pack], seed, budget, pool, cover, retry)
+        elif retry and len(pack[0].calls) > 1:  # one of its calls stopped it: each call alone
+            piece = pack[0]
+            singles = [[_Piece(piece.job, piece.source, [c])] for c in piece.calls]
+            found.append([o for got in _settled(sandbox, singles, seed, budget, pool, cover, retry) for o in got])
+        else:
+            found.append([CallOutcome("lost", detail=outcome.outcome) for _ in pack[0].calls])
+    return found
+
+
+def _packed(pieces: list[_Piece]) -> list[list[_Piece]]:
+    """Consecutive pieces grouped so that no group has more than ``BATCH`` calls (a full piece is a group)."""
+    packs: list[list[_Piece]] = []
+    size = BATCH
+    for piece in pieces:
+        if size + len(piece.calls) > BATCH:
+            packs.append([])
+            size = 0
+        packs[-1].append(piece)
+        size += len(piece.calls)
+    return packs
+
+
+def _pack(value: Any, sizes: Sequence[int]) -> list[list[CallOutcome]] | None:
+    """A process's outcomes, one list per job of the sizes asked for, or None when they are not that."""
     try:
         items = decode(value)
     except DecodeError:
         return None
-    if not isinstance(items, list):
+    if not isinstance(items, list) or len(items) != len(sizes):
         return None
-    return [_decoded(item) for item in items]
+    if not all(isinstance(job, list) and len(job) == n for job, n in zip(items, sizes, strict=True)):
+        return None
+    return [[_decoded(item) for item in job] for job in items]

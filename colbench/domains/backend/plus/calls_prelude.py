@@ -85,7 +85,10 @@ def __colbench_calls__(source, calls, seed, max_ops, max_depth, max_items, cover
     """The outcome of each call expression in ``calls``, each evaluated in a fresh module of ``source``. With
     ``cover``, a value's outcome also lists what the call covered: the lines of the task's code it ran (``L7``)
     and how the operands of each instrumented comparison stood (``C3:eq``; see ``coverage.instrument``)."""
-    code = compile(source, "task.py", "exec")
+    try:
+        code = compile(source, "task.py", "exec")
+    except BaseException as exc:  # the module cannot run: as a module that raises, for every call
+        return [("module", type(exc).__name__) for _ in calls]
     results = []
     for call in calls:
         __colbench_random.seed(seed)
@@ -93,6 +96,7 @@ def __colbench_calls__(source, calls, seed, max_ops, max_depth, max_items, cover
         if numpy is not None:
             numpy.random.seed(seed)
         module = __colbench_types.ModuleType("solution")
+        module.__file__ = "solution.py"  # as the scorer's module has one
         __colbench_sys.modules["solution"] = module
         covered = set()
 
@@ -151,3 +155,9 @@ def __colbench_calls__(source, calls, seed, max_ops, max_depth, max_items, cover
         except BaseException as exc:
             results.append(("other", str(exc) or type(exc).__name__))
     return results
+
+
+def __colbench_jobs__(jobs, seed, max_ops, max_depth, max_items, cover=False):
+    """``__colbench_calls__`` of each ``(source, calls)`` job, one list each, in one process: the few calls of each
+    of many short jobs (mutants, degenerate answers) share a fork instead of paying one each."""
+    return [__colbench_calls__(s, c, seed, max_ops, max_depth, max_items, cover) for s, c in jobs]

@@ -1,0 +1,125 @@
+"""Many answers to one task judged on its counted tests in one sandbox request: the scorer's verdict, at the cost of
+the batch runner, wherever the batch runner can give it.
+
+Scoring an answer (``BackendScorer.score``) costs a process per test. The mutation audit scores up to 80 mutants of
+a task and the degenerate check a dozen answers, so a generated candidate's gates cost tens of times scoring its
+reference. Here the answers' judged calls go to the batch runner (``calls.run_sources``), where the calls of many
+answers share a process. The batch runner is not the scorer (its values are built-in types only; its limits count
+work, not seconds), so its verdict is taken only where it must be the scorer's:
+
+* the reference, run by the batch runner on the counted tests, must give the values the scorer expects, each one
+  (the same types, the same values), else nothing is settled here and every answer is scored by the scorer;
+* a call that returns a value is judged with the scorer's tolerance; one that raises, or whose module fails to
+  run, fails its test, as in the scorer;
+* an answer with an outcome the batch runner cannot judge (over a budget, a value of a type it does not carry, a
+  process the sandbox stopped) on a counted test, and no failed test besides, is scored by the scorer.
+
+The answers share test processes with each other (never with the reference): they must be of one trust, such as
+one candidate task's mutants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from colbench.domains.backend.plus.calls import Budget, CallOutcome, mutant_budget, run_calls, run_sources
+from colbench.domains.backend.scorer import BackendScorer, Expected, extract_code
+from colbench.domains.backend.values import EXACT, Tolerance, values_equal
+from colbench.errors import InfraError
+from colbench.types.task import Task
+
+REFERENCE_BUDGET = Budget(max_ops=1_000_000)
+"""The reference's batch run: a reference that does more work than this is scored the scorer's way."""
+
+
+def judged(expected: Expected, got: CallOutcome, tolerance: Tolerance = EXACT) -> bool | None:
+    """Whether ``got`` passes a counted test expecting ``expected`` (None: the batch runner cannot say)."""
+    if got.is_value:
+        return values_equal(expected.value, got.value, tolerance)
+    if got.kind in ("raised", "module"):
+        return False
+    return None
+
+
+def agrees(expected: Sequence[Expected], reference: Sequence[CallOutcome]) -> bool:
+    """Whether the batch runner's reference outcomes are the scorer's expected values, exactly."""
+    return all(r.is_value and values_equal(e.value, r.value, EXACT) for e, r in zip(expected, reference, strict=True))
+
+
+class TaskScreen:
+    """One task under one scorer: its counted tests' judged calls, the reference's batch outcomes on them (run once,
+    when first needed) and answers judged against them. The mutation audit and the degenerate gate of one
+    candidate share one, so the reference runs once for both."""
+
+    def __init__(self, task: Task, scorer: BackendScorer) -> None:
+        self.task, self.scorer = task, scorer
+        reference = scorer.reference(task)
+        expected = reference.expected()
+        self.counted = [i for i, exp in enumerate(expected) if exp.judgeable]
+        """The indices, among ``scorer.tests(task)``, of the tests that count."""
+        self.expected = [expected[i] for i in self.counted]
+        self.calls = [reference.plans[i].judged for i in self.counted]
+        self._reference: list[CallOutcome] | None = None
+
+    @property
+    def reference(self) -> list[CallOutcome]:
+        """The batch runner's outcomes of the reference on ``calls`` (its own request, in the ``reference`` pool)."""
+        if self._reference is None:
+            self._reference = self.run_reference(self.calls)
+        return self._reference
+
+    @property
+    def usable(self) -> bool:
+        """Whether the batch runner gives the scorer's expected values (else nothing is settled here)."""
+        return agrees(self.expected, self.reference)
+
+    def run_reference(self, calls: Sequence[str]) -> list[CallOutcome]:
+        scorer = self.scorer
+        return run_calls(
+            scorer.sandbox, self.task.ground_truth, calls, seed=scorer.seed, budget=REFERENCE_BUDGET, pool="reference"
+        )
+
+    def run(self, jobs: Sequence[tuple[str, Sequence[str]]]) -> list[list[CallOutcome]]:
+        """The outcomes of each ``(code, calls)`` job, in one request; an answer may do ten times the reference's
+        work (on the counted tests), and a process the sandbox stops loses only its own job's calls."""
+        scorer = self.scorer
+        budget = Budget(
+            max_ops=mutant_budget(self.reference).max_ops, backstop_s=max(10.0, 2 * scorer.limits.timeout_s)
+        )
+        return run_sources(scorer.sandbox, jobs, seed=scorer.seed, budget=budget, retry=False)
+
+    def passes(self, codes: Sequence[str]) -> list[list[bool | None]]:
+        """Whether each code passes each counted test (None where the batch runner cannot say), in one request; call
+        only when ``usable``."""
+        runs = self.run([(code, self.calls) for code in codes])
+        tolerance = self.scorer.tolerance
+        return [[judged(e, o, tolerance) for e, o in zip(self.expected, got, strict=True)] for got in runs]
+
+    def verdicts(self, codes: Sequence[str]) -> list[bool | None]:
+        """Whether each code passes every counted test (None: not settled here)."""
+        if not self.usable:
+            return [None for _ in codes]
+        return [False if False in row else None if None in row else True for row in self.passes(codes)]
+
+    def successes(self, answers: Sequence[str]) -> list[bool]:
+        """``scorer.score(task, answer).success`` for each answer (see the module docstring for how); an answer the
+        sandbox could not run is an InfraError, as the scorer's is."""
+        if not self.counted:
+            return [False for _ in answers]
+        codes = [extract_code(answer) for answer in answers]
+        present = [k for k, code in enumerate(codes) if code.strip()]
+        verdicts: list[bool | None] = [False] * len(answers)  # the scorer fails every test of an empty answer
+        for k, verdict in zip(present, self.verdicts([codes[k] for k in present]), strict=True):
+            verdicts[k] = verdict
+        unsettled = [k for k, verdict in enumerate(verdicts) if verdict is None]
+        scores = self.scorer.score_many([(self.task, answers[k]) for k in unsettled])
+        for k, score in zip(unsettled, scores, strict=True):
+            if score.success is None:
+                raise InfraError(score.error)
+            verdicts[k] = score.success
+        return [bool(verdict) for verdict in verdicts]
+
+
+def successes(task: Task, scorer: BackendScorer, answers: Sequence[str]) -> list[bool]:
+    """``TaskScreen(task, scorer).successes(answers)``."""
+    return TaskScreen(task, scorer).successes(answers)

@@ -1,0 +1,137 @@
+"""The batch-runner screen (``plus.screen``): many answers of one trust judged in one request, with the scorer's
+verdict wherever it gives one and the scorer itself everywhere else; and the degenerate gate built on it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from hand_tasks import make_task
+
+from colbench.domains.backend import degenerate
+from colbench.domains.backend.plus.calls import run_sources
+from colbench.domains.backend.plus.mutants import mutants
+from colbench.domains.backend.plus.screen import successes
+from colbench.domains.backend.scorer import BackendScore, BackendScorer
+from colbench.sandbox.contract import Limits
+from colbench.tasks import Task
+
+TIERED = """def shipping_cost(weight, express):
+    if weight > 20:
+        cost = 30 + (weight - 20) * 2
+    elif weight >= 5:
+        cost = 15
+    else:
+        cost = 8
+    if express and weight < 50:
+        cost = cost * 1.5
+    return round(cost, 2)
+"""
+TIERED_TESTS = [f"shipping_cost({w}, {e})" for w, e in ((2, False), (5, True), (20, False), (21, True), (50, True))]
+RIGHT = "def shipping_cost(w, e):\n    c = 30 + (w - 20) * 2 if w > 20 else 15 if w >= 5 else 8\n    return round(c * 1.5 if e and w < 50 else c, 2)\n"
+# Answers of every outcome the batch runner has: right and wrong values, a wrong type, a raise, a module that fails,
+# a value it does not carry (a generator), a process it loses (os._exit), work over its budget, and the text forms
+# the scorer unwraps (a fenced block, an empty answer).
+ODD_ANSWERS = {
+    "right": RIGHT,
+    "right, fenced in prose": f"Here it is:\n```python\n{RIGHT}```\n",
+    "right, reads __file__": RIGHT.replace("    c =", "    assert __file__\n    c ="),
+    "right, a float for an int": RIGHT.replace("return round(", "return float(round(") + ")",
+    "a list for a number": RIGHT.replace("return round(", "return [round(") + "]",
+    "off by one": RIGHT.replace("w >= 5", "w > 5"),
+    "raises": "def shipping_cost(w, e):\n    raise ValueError(w)\n",
+    "module fails": "import no_such_module_here\n" + RIGHT,
+    "a generator": "def shipping_cost(w, e):\n    yield 8\n",
+    "kills its process": "import os\ndef shipping_cost(w, e):\n    os._exit(3)\n",
+    "loops a while, then right": RIGHT.replace("    c =", "    for _ in range(300_000):\n        pass\n    c ="),
+    "empty": "",
+    "prose only": "I cannot write this.",
+}
+
+
+def tiered() -> Task:
+    return make_task(TIERED, TIERED_TESTS, task_id="tiered-screen")
+
+
+def left_to_the_scorer(scorer: BackendScorer, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The answers the screen hands to ``scorer.score_many``, as they are handed."""
+    handed: list[str] = []
+    score_many = scorer.score_many
+
+    def recording(pairs: Sequence[tuple[Task, str]]) -> list[BackendScore]:
+        handed.extend(answer for _, answer in pairs)
+        return score_many(pairs)
+
+    monkeypatch.setattr(scorer, "score_many", recording)
+    return handed
+
+
+def test_the_screen_gives_the_scorers_verdict_on_mutants_and_odd_answers(
+    scorer: BackendScorer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = tiered()
+    answers = [m.code for m in mutants(TIERED)] + list(ODD_ANSWERS.values())
+    expected = [s.success for s in scorer.score_many([(task, a) for a in answers])]
+    handed = left_to_the_scorer(scorer, monkeypatch)
+    assert successes(task, scorer, answers) == expected
+    unsettled = {"a generator", "kills its process", "loops a while, then right"}
+    assert handed == [ODD_ANSWERS[k] for k in ODD_ANSWERS if k in unsettled]  # every mutant settled in the batch
+    odd = dict(zip(ODD_ANSWERS, expected[-len(ODD_ANSWERS) :], strict=True))
+    # "loops a while, then right" is over the batch runner's budget: the scorer settled it
+    assert {k for k, v in odd.items() if v} == {k for k in ODD_ANSWERS if k.startswith(("right", "loops"))}
+    assert True in expected[: -len(ODD_ANSWERS)] and False in expected[: -len(ODD_ANSWERS)]  # survivors and kills
+
+
+def test_a_reference_the_batch_runner_cannot_match_leaves_every_verdict_to_the_scorer(
+    scorer: BackendScorer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A generator's values are not carried by the batch runner: nothing is settled there, the scorer judges all.
+    reference = "def evens(n):\n    return (i for i in range(n) if i % 2 == 0)\n"
+    task = make_task(reference, ["evens(5)", "evens(8)"], task_id="generator-screen")
+    answers = [reference, reference.replace("% 2 == 0", "% 2 == 1"), "def evens(n):\n    return [0, 2, 4]\n"]
+    expected = [s.success for s in scorer.score_many([(task, a) for a in answers])]
+    handed = left_to_the_scorer(scorer, monkeypatch)
+    assert successes(task, scorer, answers) == expected == [True, False, False]
+    assert handed == answers
+
+
+def test_an_answer_the_sandbox_cannot_run_is_an_infrastructure_error_not_a_verdict(scorer: BackendScorer) -> None:
+    from colbench.errors import InfraError
+    from colbench.sandbox.bwrap import BwrapSandbox
+
+    broken = BwrapSandbox(workers=1, limits=Limits(timeout_s=3.0))
+    broken.close()
+    with pytest.raises(InfraError):
+        successes(tiered(), BackendScorer(broken, limits=Limits(timeout_s=3.0)), [RIGHT])
+
+
+def test_short_jobs_share_a_process_and_a_lost_one_is_rerun_job_by_job_then_call_by_call(
+    scorer: BackendScorer,
+) -> None:
+    calls = TIERED_TESTS[:3]
+    killer = "import os\ndef shipping_cost(w, e):\n    if w == 5:\n        os._exit(3)\n    return 0\n"
+    jobs = [(TIERED, calls), (killer, calls), (RIGHT, calls)]  # 9 calls: one process
+    retried = run_sources(scorer.sandbox, jobs)
+    assert [o.kind for o in retried[1]] == ["value", "lost", "value"]
+    assert [o.value for o in retried[0]] == [o.value for o in retried[2]] == [8, 22.5, 15]
+    alone = run_sources(scorer.sandbox, jobs, retry=False)  # its neighbours rerun alone; the job itself is lost
+    assert alone[0] == retried[0] and alone[2] == retried[2] and {o.kind for o in alone[1]} == {"lost"}
+
+
+def test_the_degenerate_gate_finds_what_tasks_check_finds(scorer: BackendScorer, bundled_tasks: list[Task]) -> None:
+    weak = [
+        make_task("def f(x):\n    return x * 2.5\n", ["isinstance(f(2), float)", "f(2) > 0", "f(3)"], task_id="weak"),
+        make_task("def f(x):\n    return None\n", ["f(1)", "f(2) is None"], task_id="none"),
+        make_task("def f(xs):\n    return sorted(xs)\n", ["len(f([3, 1])) == 2", "f([]) == []"], task_id="len"),
+        make_task("def f(x):\n    return 1 / x\n", ["f(0)", "f(1)", "2 + 2 == 4"], task_id="raises"),
+        tiered(),
+    ]
+    old_rules = BackendScorer(scorer.sandbox, limits=scorer.limits, rules=2)
+    found = {}
+    for judge in (scorer, old_rules):
+        for task in [*bundled_tasks[:12], *weak]:
+            rows = [row for row in degenerate.audit_task(judge, task).rows if row[1] in ("hole", "degenerate success")]
+            assert degenerate.holes(judge, task) == rows, (judge.rules, task.task_id)
+            found[judge.rules, task.task_id] = rows
+    assert found[2, "weak"] and found[2, "len"]  # the old rules' holes, found by both
+    assert not any(found[3, t.task_id] for t in [*bundled_tasks[:12], *weak])
