@@ -63,6 +63,7 @@ asyncio.run(main())
 """
 
 OPTIONS = {"tasks": "backend-sample", "max_turns": 3, "sandbox": "bwrap"}
+pytestmark = pytest.mark.timeout(900)  # the subprocess takes about 70 s; a loaded machine has taken ten times that
 QUESTION = "What should happen with an empty input?"
 
 
@@ -84,7 +85,7 @@ def episodes(exported_model: Path, bundled_tasks: list[Task], tmp_path_factory: 
             [str(VERL_PYTHON), "-c", SCRIPT, str(exported_model), json.dumps(plays)],
             capture_output=True,
             text=True,
-            timeout=600,
+            timeout=840,
             env=os.environ,
             cwd=tmp_path_factory.mktemp("verl"),
         )
