@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hand_tasks import make_task
+from hand_tasks import TIERED, TIERED_TESTS, make_task
 
 from colbench.domains.backend.plus.audit import audit_task, summarize
 from colbench.domains.backend.plus.augment import AUGMENTER_VERSION, MAX_TESTS, augment_task, is_fit
@@ -28,26 +28,6 @@ from colbench.domains.backend.scorer import BackendScorer
 from colbench.llm.specs import connect
 from colbench.tasks import Task, load_jsonl
 from colbench.types.task import PlusTests
-
-TIERED = '''def shipping_cost(weight, express):
-    """Price of a parcel."""
-    if weight > 20:
-        cost = 30 + (weight - 20) * 2
-    elif weight >= 5:
-        cost = 15
-    else:
-        cost = 8
-    if express and weight < 50:
-        cost = cost * 1.5
-    return round(cost, 2)
-'''
-# The task's own tests never touch a threshold: off-by-one and operator slips at 5, 20 and 50 all pass them.
-TIERED_TESTS = [
-    "shipping_cost(2, False)",
-    "shipping_cost(10, False)",
-    "shipping_cost(30, False)",
-    "shipping_cost(3, True)",
-]
 
 
 def tiered_task() -> Task:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-from hand_tasks import make_task
+from hand_tasks import TIERED, make_task
 
 from colbench.domains.backend import degenerate
 from colbench.domains.backend.plus.calls import run_sources
@@ -16,18 +16,8 @@ from colbench.domains.backend.scorer import BackendScore, BackendScorer
 from colbench.sandbox.contract import Limits
 from colbench.tasks import Task
 
-TIERED = """def shipping_cost(weight, express):
-    if weight > 20:
-        cost = 30 + (weight - 20) * 2
-    elif weight >= 5:
-        cost = 15
-    else:
-        cost = 8
-    if express and weight < 50:
-        cost = cost * 1.5
-    return round(cost, 2)
-"""
-TIERED_TESTS = [f"shipping_cost({w}, {e})" for w, e in ((2, False), (5, True), (20, False), (21, True), (50, True))]
+# Calls at the reference's thresholds (5, 20, 50): its off-by-one mutants fail them.
+AT_THRESHOLDS = [f"shipping_cost({w}, {e})" for w, e in ((2, False), (5, True), (20, False), (21, True), (50, True))]
 RIGHT = "def shipping_cost(w, e):\n    c = 30 + (w - 20) * 2 if w > 20 else 15 if w >= 5 else 8\n    return round(c * 1.5 if e and w < 50 else c, 2)\n"
 # Answers of every outcome the batch runner has: right and wrong values, a wrong type, a raise, a module that fails,
 # a value it does not carry (a generator), a process it loses (os._exit), work over its budget, and the text forms
@@ -50,7 +40,7 @@ ODD_ANSWERS = {
 
 
 def tiered() -> Task:
-    return make_task(TIERED, TIERED_TESTS, task_id="tiered-screen")
+    return make_task(TIERED, AT_THRESHOLDS, task_id="tiered-screen")
 
 
 def left_to_the_scorer(scorer: BackendScorer, monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -108,7 +98,7 @@ def test_an_answer_the_sandbox_cannot_run_is_an_infrastructure_error_not_a_verdi
 def test_short_jobs_share_a_process_and_a_lost_one_is_rerun_job_by_job_then_call_by_call(
     scorer: BackendScorer,
 ) -> None:
-    calls = TIERED_TESTS[:3]
+    calls = AT_THRESHOLDS[:3]
     killer = "import os\ndef shipping_cost(w, e):\n    if w == 5:\n        os._exit(3)\n    return 0\n"
     jobs = [(TIERED, calls), (killer, calls), (RIGHT, calls)]  # 9 calls: one process
     retried = run_sources(scorer.sandbox, jobs)
