@@ -3,13 +3,15 @@ verdict wherever it gives one and the scorer itself everywhere else; and the deg
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Sequence
 
 import pytest
 from hand_tasks import TIERED, make_task
+from paths import REPO
 
 from colbench.domains.backend import degenerate
-from colbench.domains.backend.plus.calls import run_sources
+from colbench.domains.backend.plus.calls import prelude, run_sources
 from colbench.domains.backend.plus.mutants import mutants
 from colbench.domains.backend.plus.screen import successes
 from colbench.domains.backend.scorer import BackendScore, BackendScorer
@@ -125,3 +127,13 @@ def test_the_degenerate_gate_finds_what_tasks_check_finds(scorer: BackendScorer,
             found[judge.rules, task.task_id] = rows
     assert found[2, "weak"] and found[2, "len"]  # the old rules' holes, found by both
     assert not any(found[3, t.task_id] for t in [*bundled_tasks[:12], *weak])
+
+
+def test_the_batch_program_runs_in_the_lean_parent_and_numpy_tasks_still_work(scorer: BackendScorer) -> None:
+    # The runner sends a job whose text names one of its FAT_WORDS to the parent that preloaded them (slower forks).
+    runner = (REPO / "sandbox" / "runner.py").read_text(encoding="utf-8")
+    words = ast.literal_eval(next(ln.split("=", 1)[1] for ln in runner.splitlines() if ln.startswith("FAT_WORDS =")))
+    assert words and not any(word in prelude() for word in words)
+    source = "import numpy as np\ndef f(n):\n    np.random.seed(1)\n    return np.arange(n) * 2, np.int64(n), np.random.randint(0, 10**6)\n"
+    first, again = run_sources(scorer.sandbox, [(source, ["f(3)", "f(0)"])] * 2)
+    assert first == again and first[0].value == ([0, 2, 4], 3, first[0].value[2]) and first[1].value[0] == []
