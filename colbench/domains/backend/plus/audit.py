@@ -1,8 +1,9 @@
 """Mutation analysis of a task's tests (``colbench tasks audit``): which wrong variants of the reference get full
 reward.
 
-Each task's reference is mutated (``mutants``); every mutant is scored as an answer, in the sandbox, with the
-scorer the audit is given (v1: the task's tests; v2: with its plus tests). A mutant that fails a test is
+Each task's reference is mutated (``mutants``); every mutant is judged as the scorer the audit is given would score
+it as an answer (v1: the task's tests; v2: with its plus tests), by the batch runner where it gives the scorer's
+verdict, else by the scorer (``screen.TaskScreen``). A mutant that fails a test is
 *killed*. A surviving mutant is run, with the reference, on inputs from an independent generator
 (``inputs.random_calls``: every argument drawn afresh from its shape, its own seed, ``PROBES`` calls): where some
 input tells them apart it is *wrong* (the witness call is reported), where none does it is *possibly equivalent*
