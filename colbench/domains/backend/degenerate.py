@@ -124,14 +124,15 @@ def holes(scorer: BackendScorer, task: Task, screen: TaskScreen | None = None) -
         (names[i], "hole", "it uses none of the task's code: every answer passes") for _, i in counted if not probes[i]
     ]
     answers = degenerate_answers(task.ground_truth)
-    passes = screen.passes(list(answers.values())) if screen.usable else None
+    codes = list(answers.values())
+    passes = screen.passes(codes) if screen.usable else None
     if passes is None or any(None in row for row in passes):
         return _checked(scorer, task)
     tried = [k for k, row in enumerate(passes) if any(row[c] for c, _ in counted)]
     tests = sorted({i for k in tried for c, i in counted if passes[k][c]})  # what a degenerate answer passes
     calls = [p for i in tests for p in probes[i]]
     reference = screen.run_reference(calls) if tried else []
-    runs = dict(zip(tried, screen.run([(list(answers.values())[k], calls) for k in tried]), strict=True))
+    runs = dict(zip(tried, screen.run([(codes[k], calls) for k in tried]), strict=True))
     for k, label in enumerate(answers):
         if k not in runs:
             continue

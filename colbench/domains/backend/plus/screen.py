@@ -21,6 +21,7 @@ one candidate task's mutants.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 
 from colbench.domains.backend.plus.calls import Budget, CallOutcome, mutant_budget, run_calls, run_sources
 from colbench.domains.backend.scorer import BackendScorer, Expected, extract_code
@@ -59,16 +60,13 @@ class TaskScreen:
         """The indices, among ``scorer.tests(task)``, of the tests that count."""
         self.expected = [expected[i] for i in self.counted]
         self.calls = [reference.plans[i].judged for i in self.counted]
-        self._reference: list[CallOutcome] | None = None
 
-    @property
+    @cached_property
     def reference(self) -> list[CallOutcome]:
         """The batch runner's outcomes of the reference on ``calls`` (its own request, in the ``reference`` pool)."""
-        if self._reference is None:
-            self._reference = self.run_reference(self.calls)
-        return self._reference
+        return self.run_reference(self.calls)
 
-    @property
+    @cached_property
     def usable(self) -> bool:
         """Whether the batch runner gives the scorer's expected values (else nothing is settled here)."""
         return agrees(self.expected, self.reference)
