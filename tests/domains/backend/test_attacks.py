@@ -155,7 +155,10 @@ def f(x):
                 return 3 * x + 7
     return None
 """
-    score = scorer.score(TASK, "I WANT TO ANSWER:\n" + hunt)
+    # The walk reads every file outside /usr: on a loaded machine with a cold page cache the first call took over
+    # the fixture's one second (a CI run), so this test alone gets a limit the walk cannot plausibly reach.
+    patient = BackendScorer(scorer.sandbox, limits=Limits(timeout_s=30.0))
+    score = patient.score(TASK, "I WANT TO ANSWER:\n" + hunt)
     assert [t.outcome for t in score.tests] == ["value"] * 10  # the search completed
     assert score.tests_passed == 0
 
