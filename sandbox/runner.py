@@ -23,7 +23,9 @@ test processes by the tests' uid (``_kill_tests``), so neither parent's clean-up
 Protocol (JSON lines). stdin: one job per line ``{"id", "code", "tests": [expr...], "timeout", "memory_mb",
 "seed"}``, optionally ``"repeat": N`` (run the whole list N times, each run in a fresh child after a full clean-up,
 as N jobs would; outcome ``i`` is test ``i % len(tests)`` of run ``i // len(tests)``), ``"shared_process": true``
-(the N runs in one child instead, each test still in a fresh module, directory and seeding) and ``"batch": true``.
+(the N runs in one child instead, each test still in a fresh module, directory and seeding), ``"trusted_code":
+true`` (the code is the host's own program, compiled once by the parent: ``_compiled_trusted``) and ``"batch":
+true``.
 stdout: ``{"ready": true}`` once, after preloading and before any untrusted code; then per job one
 ``{"id", "i", ...outcome}`` per test and ``{"id", "done": true}``. An outcome is ``{"outcome", "error", "seconds"}``
 and, for a value, ``"value_json"``: the test process's JSON text of its type-tagged return value, passed on as a
@@ -118,6 +120,7 @@ _SIZE_COUNTS_ENTRIES = False  # whether a test's empty working directory may be 
 _RANDOM = random._inst
 _RANDOM_SPAN = 0
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+_TRUSTED = {}  # trusted job code (the host's own programs) compiled once: text -> code object or compile error
 
 
 class Unserializable(Exception):
@@ -481,7 +484,27 @@ def _compiled_tests(tests):
     return exprs
 
 
-def _child(job, start, end, wfd, mapped, exprs):
+def _compiled_trusted(code):
+    """A job's ``trusted_code`` compiled by the parent once for the worker's life (a few kept, by text), or the
+    error compiling it raised (raised again by each test, as a child's own compile would).
+
+    The host sets ``trusted_code`` only for programs of its own (the batch runner of ``calls_prelude.py``, whose
+    untrusted sources travel as string literals in the tests and are compiled in the child): compiling that 170-line
+    program in every child cost about 2 ms a request. An answer's code is never sent this way.
+    """
+    found = _TRUSTED.get(code)
+    if found is None:
+        try:
+            found = compile(code, "solution.py", "exec")
+        except Exception as exc:  # as _compiled_tests
+            found = exc
+        if len(_TRUSTED) >= 8:
+            _TRUSTED.pop(next(iter(_TRUSTED)))
+        _TRUSTED[code] = found
+    return found
+
+
+def _child(job, start, end, wfd, mapped, exprs, compiled=None):
     """Runs in the forked child, untrusted from the first line of ``code`` on: outcomes ``start`` to ``end`` (the end
     of their run or, ``shared_process``, of the job) in order; outcome ``i`` is test ``i % len(tests)``.
 
@@ -489,7 +512,8 @@ def _child(job, start, end, wfd, mapped, exprs):
     re-seeded generators; its result goes to the runner as one JSON line. The runner times each test from the
     previous line, so a test that hangs, crashes or exits is stopped and charged alone, and the remaining tests
     continue in a new child. ``mapped`` is the runner's address-space size at the fork (the child's too), measured
-    by the runner: the memory limit is what a test may add to it.
+    by the runner: the memory limit is what a test may add to it. ``compiled``: the job's code as the parent
+    compiled it (``trusted_code`` only), else the child compiles it.
     """
     try:
         devnull = _DEVNULL if _DEVNULL >= 0 else os.open(os.devnull, os.O_RDWR)
@@ -526,7 +550,7 @@ def _child(job, start, end, wfd, mapped, exprs):
         random.seed(seed)
         seeded = _random_state(_RANDOM_SPAN) if _RANDOM_SPAN else None
         pid = os.getpid()
-        code = None
+        code = compiled
         workdir, left = None, None  # the working directory and its _dir_state, where it may be handed on
         for i in range(start, end):
             if left is None or _dir_state() != left:
@@ -557,6 +581,8 @@ def _child(job, start, end, wfd, mapped, exprs):
             try:
                 if code is None:
                     code = compile(job["code"], "solution.py", "exec")
+                if isinstance(code, Exception):
+                    raise code
                 exec(code, module.__dict__)
                 expr = exprs[i % count]
                 if isinstance(expr, Exception):
@@ -712,6 +738,7 @@ def run_job(job, sandboxed, report):
     total = n * max(1, int(job.get("repeat", 1)))
     shared = bool(job.get("shared_process"))
     exprs = _compiled_tests(tests)
+    compiled = _compiled_trusted(job["code"]) if job.get("trusted_code") else None
     i = 0
     while i < total:
         run_end = total if shared else i - i % n + n  # a shared_process job's runs all go on in one child
@@ -720,7 +747,7 @@ def run_job(job, sandboxed, report):
         pid = _fork()
         if pid == 0:
             os.close(rfd)
-            _child(job, i, run_end, wfd, mapped, exprs)
+            _child(job, i, run_end, wfd, mapped, exprs, compiled)
         os.close(wfd)
         lines = _Lines(rfd, max_bytes)
         why = None

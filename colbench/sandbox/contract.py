@@ -8,7 +8,9 @@ Two operations, because scoring and conformance need different shapes:
   returning one ``TestOutcome`` per expression. Outcomes carry *claims* (type-tagged JSON) that the host decodes
   and compares; nothing a test does inside the sandbox can decide that it passed. ``repeat=N`` runs the whole list
   N times, each run in processes of its own after a full clean-up (as N calls would, in one round trip), and
-  returns the N runs' outcomes one after the other.
+  returns the N runs' outcomes one after the other. ``trusted_code=True`` says the module is colbench's own program
+  (the batch runner, whose untrusted sources travel inside the call expressions), which a runtime may compile once
+  outside the test processes; an agent answer or a task reference is never sent so.
 
 A runtime raises ``SandboxError`` (an ``InfraError``) when it cannot run the job at all; everything the untrusted
 code does to itself (crash, hang, kill its worker) becomes an outcome, never an exception.
@@ -113,6 +115,7 @@ class Sandbox(Protocol):
         pool: str = "answer",
         repeat: int = 1,
         shared_process: bool = False,
+        trusted_code: bool = False,
     ) -> list[TestOutcome]: ...
 
     def close(self) -> None: ...

@@ -225,7 +225,14 @@ class WorkerPool(ABC):
             self._discard(worker)
 
     def _job(
-        self, code: str, tests: Sequence[str], limits: Limits, seed: int, repeat: int = 1, shared_process: bool = False
+        self,
+        code: str,
+        tests: Sequence[str],
+        limits: Limits,
+        seed: int,
+        repeat: int = 1,
+        shared_process: bool = False,
+        trusted_code: bool = False,
     ) -> dict[str, Any]:
         job = {
             "id": next(self._ids),
@@ -238,6 +245,8 @@ class WorkerPool(ABC):
             "max_bytes": limits.max_output_bytes,
             "batch": True,  # outcomes come back together, not one message each
         }
+        if trusted_code:
+            job["trusted_code"] = True
         if repeat > 1:
             job["repeat"] = repeat
             if shared_process:
@@ -301,6 +310,7 @@ class WorkerPool(ABC):
         pool: str = "answer",
         repeat: int = 1,
         shared_process: bool = False,
+        trusted_code: bool = False,
     ) -> list[TestOutcome]:
         if pool not in POOLS:
             raise ValueError(f"unknown pool {pool!r}; expected one of {POOLS}")
@@ -309,7 +319,7 @@ class WorkerPool(ABC):
         limits = limits or self.limits
         results: dict[int, TestOutcome] = {}
         total = len(tests) * repeat
-        job = self._job(code, tests, limits, seed, repeat, shared_process)
+        job = self._job(code, tests, limits, seed, repeat, shared_process, trusted_code)
         if total and not self._run_on_worker(job, results, pool):
             # The worker died: re-run each unreported test alone, so only the test that kills its worker fails.
             for i in range(total):
@@ -317,7 +327,8 @@ class WorkerPool(ABC):
                     continue
                 single: dict[int, TestOutcome] = {}
                 test = tests[i % len(tests)]
-                if self._run_on_worker(self._job(code, [test], limits, seed), single, pool) and 0 in single:
+                alone = self._job(code, [test], limits, seed, trusted_code=trusted_code)
+                if self._run_on_worker(alone, single, pool) and 0 in single:
                     results[i] = single[0]
                 else:
                     results[i] = TestOutcome("crashed", error="the test killed its sandbox worker")

@@ -800,3 +800,29 @@ def test_a_worker_that_dies_before_its_handshake_is_started_again(monkeypatch: p
         fresh.close()
     finally:
         sandbox.close()
+
+
+def test_trusted_code_runs_as_code_the_tests_compile(sandbox: Sandbox) -> None:
+    """``trusted_code`` (colbench's own programs, compiled once outside the test processes) changes nothing a test
+    sees: a fresh module per test, the same values and seeding, a crash costs only its test, a compile error is each
+    test's exception; and a second job with other code is not given the first one's."""
+    code = (
+        "import os, random\n"
+        "count = 0\n"
+        "def f(x):\n    global count\n    count += 1\n"
+        "    if x < 0:\n        os._exit(3)\n    return (x, count, random.random(), __name__)\n"
+    )
+    tests = ["f(1)", "f(-1)", "f(2)"]
+    plain = sandbox.run_tests(code, tests, limits=FAST)
+    trusted = sandbox.run_tests(code, tests, limits=FAST, trusted_code=True)
+    assert [o.outcome for o in trusted] == ["value", "crashed", "value"]
+    assert [decode(o.value) for o in trusted if o.outcome == "value"] == [
+        decode(o.value) for o in plain if o.outcome == "value"
+    ]
+    assert decode(trusted[0].value)[1] == decode(trusted[2].value)[1] == 1  # a fresh module each test
+    other = sandbox.run_tests("def f(x):\n    return -x\n", ["f(4)"], limits=FAST, trusted_code=True)
+    assert decode(other[0].value) == -4
+    broken = sandbox.run_tests("def f(:\n", ["1", "2"], limits=FAST, trusted_code=True)
+    untrusted = sandbox.run_tests("def f(:\n", ["1", "2"], limits=FAST)
+    assert [(o.outcome, o.error) for o in broken] == [(o.outcome, o.error) for o in untrusted]
+    assert [o.error.split(":")[0] for o in broken] == ["builtins.SyntaxError"] * 2

@@ -37,7 +37,8 @@ class Budget:
 @dataclass(frozen=True)
 class CallOutcome:
     """What one call did: ``kind`` is ``value`` (then ``value`` and ``ops``), ``raised``, ``budget``, ``other``
-    (a value of a type not compared here), ``module`` (the module failed) or ``lost`` (the sandbox stopped it)."""
+    (a value of a type not compared here), ``opaque`` (a value the scorer holds equal to nothing, such as a
+    function), ``module`` (the module failed) or ``lost`` (the sandbox stopped it)."""
 
     kind: str
     value: Any = None
@@ -80,7 +81,7 @@ def _decoded(raw: Any) -> CallOutcome:
     if kind == "v" and len(raw) in (3, 4) and isinstance(raw[2], int):
         covered = frozenset(str(item) for item in raw[3]) if len(raw) == 4 and isinstance(raw[3], list) else frozenset()
         return CallOutcome("value", raw[1], raw[2], covered=covered)
-    if kind in ("raised", "budget", "other", "module") and len(raw) == 2:
+    if kind in ("raised", "budget", "other", "opaque", "module") and len(raw) == 2:
         return CallOutcome(kind, detail=str(raw[1]))
     return CallOutcome("lost", detail="malformed outcome")
 
@@ -152,7 +153,9 @@ def _settled(
     if not packs:
         return []
     expressions = [_expression([(p.source, p.calls) for p in pack], seed, budget, cover) for pack in packs]
-    outcomes = sandbox.run_tests(prelude(), expressions, limits=Limits(timeout_s=budget.backstop_s), pool=pool)
+    outcomes = sandbox.run_tests(
+        prelude(), expressions, limits=Limits(timeout_s=budget.backstop_s), pool=pool, trusted_code=True
+    )
     found: list[list[CallOutcome]] = []
     for pack, outcome in zip(packs, outcomes, strict=True):
         decoded = _pack(outcome.value, [len(p.calls) for p in pack]) if outcome.outcome == "value" else None
