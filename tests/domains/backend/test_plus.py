@@ -136,7 +136,13 @@ def test_instrumented_reference_computes_the_same_values() -> None:
 
 def test_batched_calls_in_the_sandbox(scorer: BackendScorer) -> None:
     source = "import time\nSEEN = []\ndef f(n):\n    SEEN.append(n)\n    return len(SEEN), n * 2\ndef loop():\n    while True:\n        pass\ndef deep(k):\n    return deep(k + 1)\ndef big():\n    return list(range(100000))\ndef obj():\n    return object()\ndef nap():\n    time.sleep(30)\n"
+    # A value the scorer holds equal to nothing (a function, a bare object) is "opaque", one it carries otherwise
+    # "other"; a class whose metaclass claims equality with every type is not taken for a function.
+    source += "import datetime\ndef when():\n    return datetime.date(2020, 1, 1)\ndef fn():\n    return [len]\n"
+    source += "class Meta(type):\n    __eq__ = lambda cls, other: True\n    __hash__ = type.__hash__\n"
+    source += "class Spoof(metaclass=Meta):\n    pass\n"
     calls = ["f(1)", "f(2)", "f('a')", "1 / 0", "loop()", "deep(0)", "big()", "obj()", "undefined()"]
+    calls += ["when()", "fn()", "Spoof()", "f"]
     got = run_calls(scorer.sandbox, source, calls, budget=Budget(max_ops=20_000))
     assert [o.kind for o in got] == [
         "value",
@@ -146,9 +152,14 @@ def test_batched_calls_in_the_sandbox(scorer: BackendScorer) -> None:
         "budget",
         "budget",
         "budget",
-        "other",
+        "opaque",
         "raised",
+        "other",
+        "opaque",
+        "other",
+        "opaque",
     ]
+    assert (got[7].detail, got[10].detail, got[11].detail) == ("object", "builtin_function_or_method", "Spoof")
     assert got[0].value == (1, 2) and got[1].value == (1, 4)  # each call in a fresh module: no state carried over
     assert got[2].value == (1, "aa") and got[0].ops > 0
     assert got[3].detail == "ZeroDivisionError" and got[4].detail == "ops" and got[5].detail == "depth"
@@ -214,16 +225,23 @@ def test_audit_reports_survivors_with_their_edits_and_witnesses(scorer: BackendS
     assert "mutation score" in summary.line()
 
 
-def test_a_gate_threshold_skips_the_equivalence_probes_only_where_the_kills_reach_it(scorer: BackendScorer) -> None:
+def test_a_gate_threshold_probes_only_as_far_as_its_question_needs(scorer: BackendScorer) -> None:
+    """Probing settles where the kills alone reach the threshold (none), where a few wrong survivors put it out of
+    reach (until they are found) and, between, probes every survivor as the full audit does."""
     full = audit_task(tiered_task(), scorer)
+    wrong = {s.mutant.index: s.witness for s in full.survivors if s.witness}
     least = full.killed / full.mutants
-    most = full.killed / (full.mutants - len(full.survivors))
-    assert full.survivors and least < most
+    assert full.score is not None and len(wrong) >= 2 and least < full.score < 0.99
     settled_low = audit_task(tiered_task(), scorer, threshold=least)  # every survivor wrong still reaches it
     assert not settled_low.witnessed and settled_low.score == least and settled_low.possibly_equivalent == 0
     assert settled_low.row()["witnessed"] is False and all(not s.witness for s in settled_low.survivors)
-    between = audit_task(tiered_task(), scorer, threshold=(least + most) / 2)  # only the probes can say
-    assert between.witnessed and between.row() == full.row()
+    between = audit_task(tiered_task(), scorer, threshold=(least + full.score) / 2)  # only the probes can say
+    assert between.witnessed and not between.upper_bound and between.row() == full.row()
+    above = audit_task(tiered_task(), scorer, threshold=0.99)  # one wrong survivor settles it
+    found = {s.mutant.index: s.witness for s in above.survivors if s.witness}
+    assert above.upper_bound and above.row()["upper_bound"] is True
+    assert 1 <= len(found) < len(wrong) and all(wrong[i] == w for i, w in found.items())
+    assert above.score is not None and full.score <= above.score < 0.99
 
 
 def test_many_sources_in_one_request_give_what_each_alone_gives(scorer: BackendScorer) -> None:

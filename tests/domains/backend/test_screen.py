@@ -22,8 +22,9 @@ from colbench.tasks import Task
 AT_THRESHOLDS = [f"shipping_cost({w}, {e})" for w, e in ((2, False), (5, True), (20, False), (21, True), (50, True))]
 RIGHT = "def shipping_cost(w, e):\n    c = 30 + (w - 20) * 2 if w > 20 else 15 if w >= 5 else 8\n    return round(c * 1.5 if e and w < 50 else c, 2)\n"
 # Answers of every outcome the batch runner has: right and wrong values, a wrong type, a raise, a module that fails,
-# a value it does not carry (a generator), a process it loses (os._exit), work over its budget, and the text forms
-# the scorer unwraps (a fenced block, an empty answer).
+# a value it does not carry (a generator, an object of the answer's class), values the scorer holds equal to
+# nothing (a function, a bare object, a tuple holding a builtin: settled in the batch), a process it loses
+# (os._exit), work over its budget, and the text forms the scorer unwraps (a fenced block, an empty answer).
 ODD_ANSWERS = {
     "right": RIGHT,
     "right, fenced in prose": f"Here it is:\n```python\n{RIGHT}```\n",
@@ -34,6 +35,11 @@ ODD_ANSWERS = {
     "raises": "def shipping_cost(w, e):\n    raise ValueError(w)\n",
     "module fails": "import no_such_module_here\n" + RIGHT,
     "a generator": "def shipping_cost(w, e):\n    yield 8\n",
+    "a function": "def shipping_cost(w, e):\n    return shipping_cost\n",
+    "a bare object": "def shipping_cost(w, e):\n    return object()\n",
+    "a pair holding a builtin": "def shipping_cost(w, e):\n    return (8, len)\n",
+    "a class equal to every type": "class M(type):\n    __eq__ = lambda c, o: True\n    __hash__ = type.__hash__\n"
+    "class C(metaclass=M):\n    pass\ndef shipping_cost(w, e):\n    return C()\n",
     "kills its process": "import os\ndef shipping_cost(w, e):\n    os._exit(3)\n",
     "loops a while, then right": RIGHT.replace("    c =", "    for _ in range(300_000):\n        pass\n    c ="),
     "empty": "",
@@ -66,7 +72,7 @@ def test_the_screen_gives_the_scorers_verdict_on_mutants_and_odd_answers(
     expected = [s.success for s in scorer.score_many([(task, a) for a in answers])]
     handed = left_to_the_scorer(scorer, monkeypatch)
     assert successes(task, scorer, answers) == expected
-    unsettled = {"a generator", "kills its process", "loops a while, then right"}
+    unsettled = {"a generator", "a class equal to every type", "kills its process", "loops a while, then right"}
     assert handed == [ODD_ANSWERS[k] for k in ODD_ANSWERS if k in unsettled]  # every mutant settled in the batch
     odd = dict(zip(ODD_ANSWERS, expected[-len(ODD_ANSWERS) :], strict=True))
     # "loops a while, then right" is over the batch runner's budget: the scorer settled it
@@ -110,13 +116,17 @@ def test_short_jobs_share_a_process_and_a_lost_one_is_rerun_job_by_job_then_call
     assert alone[0] == retried[0] and alone[2] == retried[2] and {o.kind for o in alone[1]} == {"lost"}
 
 
-def test_the_degenerate_gate_finds_what_tasks_check_finds(scorer: BackendScorer, bundled_tasks: list[Task]) -> None:
+def test_the_degenerate_gate_finds_what_tasks_check_finds(
+    scorer: BackendScorer, bundled_tasks: list[Task], monkeypatch: pytest.MonkeyPatch
+) -> None:
     weak = [
         make_task("def f(x):\n    return x * 2.5\n", ["isinstance(f(2), float)", "f(2) > 0", "f(3)"], task_id="weak"),
         make_task("def f(x):\n    return None\n", ["f(1)", "f(2) is None"], task_id="none"),
         make_task("def f(xs):\n    return sorted(xs)\n", ["len(f([3, 1])) == 2", "f([]) == []"], task_id="len"),
         make_task("def f(x):\n    return 1 / x\n", ["f(0)", "f(1)", "2 + 2 == 4"], task_id="raises"),
         tiered(),
+        # A callback argument: "returns its first argument" returns a function, which the batch settles.
+        make_task("def f(g, x):\n    return g(x) + 1\n", ["f(abs, -2)", "f(len, 'ab')", "f(str.upper, 'a')"], "call"),
     ]
     old_rules = BackendScorer(scorer.sandbox, limits=scorer.limits, rules=2)
     found = {}
@@ -127,6 +137,9 @@ def test_the_degenerate_gate_finds_what_tasks_check_finds(scorer: BackendScorer,
             found[judge.rules, task.task_id] = rows
     assert found[2, "weak"] and found[2, "len"]  # the old rules' holes, found by both
     assert not any(found[3, t.task_id] for t in [*bundled_tasks[:12], *weak])
+    fell_back: list[str] = []
+    monkeypatch.setattr(degenerate, "audit_task", lambda judge, task: fell_back.append(task.task_id))
+    assert degenerate.holes(scorer, weak[-1]) == [] and not fell_back
 
 
 def test_the_batch_program_runs_in_the_lean_parent_and_numpy_tasks_still_work(scorer: BackendScorer) -> None:

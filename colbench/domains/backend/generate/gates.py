@@ -96,7 +96,8 @@ def _run(verdict: Verdict, scorer: BackendScorer) -> None:
         why = audit.problem or (
             "no mutant tells the tests apart from the reference"
             if audit.score is None
-            else f"{audit.killed}/{judged} mutants killed ({audit.killed / judged:.2f} < {MUTATION_THRESHOLD})"
+            else f"{audit.killed}/{judged} mutants killed ({'at most ' if audit.upper_bound else ''}"
+            f"{audit.killed / judged:.2f} < {MUTATION_THRESHOLD})"
         )
         verdict.gate, verdict.reason = "mutation", why
         return

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench.domains.backend.plus.augment import MUTANT_LIMIT, reference_problem, seed_of
-from colbench.domains.backend.plus.calls import BATCH, mutant_budget, run_calls, run_sources
+from colbench.domains.backend.plus.calls import BATCH, CallOutcome, mutant_budget, run_calls, run_sources
 from colbench.domains.backend.plus.inputs import domain_of, random_calls, templates
 from colbench.domains.backend.plus.mutants import Mutant, mutants
 from colbench.domains.backend.plus.screen import TaskScreen
@@ -65,6 +65,9 @@ class TaskAudit:
     witnessed: bool = True
     """False when the survivors were not run on independent inputs (``audit_task``'s ``threshold`` was settled
     without): none is then counted possibly equivalent, so ``score`` is a lower bound."""
+    upper_bound: bool = False
+    """True when the probing stopped once enough survivors were wrong to leave ``audit_task``'s ``threshold`` out
+    of reach: the survivors it did not finish count as possibly equivalent, so ``score`` is an upper bound."""
 
     @property
     def possibly_equivalent(self) -> int:
@@ -94,6 +97,7 @@ class TaskAudit:
             "survivors": [s.row() for s in self.survivors],
             "problem": self.problem,
             **({} if self.witnessed else {"witnessed": False}),
+            **({"upper_bound": True} if self.upper_bound else {}),
         }
 
 
@@ -108,8 +112,9 @@ def audit_task(
     """The mutation analysis of one task with ``scorer``'s tests and rules. With ``threshold`` (a gate's), the
     survivors are not run on independent inputs where the tests' kills alone reach it: ``killed / mutants``, the
     score if every survivor is wrong, is the least it can be; the audit then says it did not witness them
-    (``TaskAudit.witnessed``) and its score is that lower bound. (A score below it is never settled early: were
-    every survivor equivalent, the score would be 1.) ``screen``: the task's, where the caller shares one."""
+    (``TaskAudit.witnessed``) and its score is that lower bound. Below it, the probing stops as soon as enough
+    survivors are wrong that the score stays under the threshold whatever the others are
+    (``TaskAudit.upper_bound``). ``screen``: the task's, where the caller shares one."""
     problem = reference_problem(task, scorer)
     if problem:
         return TaskAudit(task.task_id, problem=problem)
@@ -124,41 +129,83 @@ def audit_task(
     if threshold is not None and surviving and killed / len(made) >= threshold:  # reached with all of them wrong
         unwitnessed = tuple(Survivor(m) for m in surviving)
         return TaskAudit(task.task_id, len(made), killed, unwitnessed, tests, witnessed=False)
+    enough = None if threshold is None else _wrong_enough(killed, threshold)
+    survivors = tuple(witnessed(task, scorer, surviving, enough))
     return TaskAudit(
         task.task_id,
         mutants=len(made),
         killed=killed,
-        survivors=tuple(witnessed(task, scorer, surviving)),
+        survivors=survivors,
         tests=tests,
+        upper_bound=enough is not None and sum(not s.possibly_equivalent for s in survivors) >= enough,
     )
 
 
-def witnessed(task: Task, scorer: BackendScorer, surviving: Sequence[Mutant]) -> list[Survivor]:
-    """Each survivor with the first independent input on which it differs from the reference."""
+def _wrong_enough(killed: int, threshold: float) -> int:
+    """The fewest wrong survivors that keep ``killed / (killed + wrong)`` under ``threshold``."""
+    wrong = 0
+    while killed >= threshold * (killed + wrong):
+        wrong += 1
+    return wrong
+
+
+def witnessed(
+    task: Task, scorer: BackendScorer, surviving: Sequence[Mutant], enough: int | None = None
+) -> list[Survivor]:
+    """Each survivor with the first independent input on which it differs from the reference. With ``enough`` (a
+    gate's question: are this many survivors wrong?), probing stops once that many have a witness, the rest left
+    without one, and the reference runs on the inputs only as the rounds reach them."""
     if not surviving:
         return []
     families = templates(task.test_cases, task.ground_truth)
     rng = random.Random(f"audit:{seed_of(task)}:{AUDIT_VERSION}")
     calls = random_calls(families, domain_of(families, task.ground_truth), rng, PROBES)
-    expected = run_calls(scorer.sandbox, task.ground_truth, calls, seed=scorer.seed, pool="reference")
-    valid = [(c, o) for c, o in zip(calls, expected, strict=True) if o.is_value]
-    budget = mutant_budget([o for _, o in valid])
+    inputs = _ProbeInputs(task, scorer, calls, block=len(calls) if enough is None else 2 * BATCH)
     witness: dict[int, str] = {}
     pending, start, size = list(surviving), 0, BATCH
-    while pending and start < len(valid):  # in rounds of growing size: most wrong mutants show in the first
-        chunk = valid[start : start + size]
-        runs = run_sources(
-            scorer.sandbox, [(m.code, [c for c, _ in chunk]) for m in pending], seed=scorer.seed, budget=budget
-        )
+    while pending and inputs.reach(start + 1) > start:  # in rounds of growing size: most wrong mutants show early
+        chunk = inputs.valid[start : inputs.reach(start + size)]
+        budget = mutant_budget([o for _, o in inputs.valid])
+        first = len(pending) if enough is None else max(1, enough - len(witness))  # they may settle it alone
         still = []
-        for mutant, outcomes in zip(pending, runs, strict=True):
-            found = next((c for (c, e), got in zip(chunk, outcomes, strict=True) if not e.same(got)), "")
-            if found:
-                witness[mutant.index] = found
-            else:
-                still.append(mutant)
+        for group in (pending[:first], pending[first:]):
+            if not group or (enough is not None and len(witness) >= enough):
+                continue
+            runs = run_sources(
+                scorer.sandbox, [(m.code, [c for c, _ in chunk]) for m in group], seed=scorer.seed, budget=budget
+            )
+            for mutant, outcomes in zip(group, runs, strict=True):
+                found = next((c for (c, e), got in zip(chunk, outcomes, strict=True) if not e.same(got)), "")
+                if found:
+                    witness[mutant.index] = found
+                else:
+                    still.append(mutant)
+        if enough is not None and len(witness) >= enough:
+            break
         pending, start, size = still, start + size, 2 * size
     return [Survivor(m, witness.get(m.index, "")) for m in surviving]
+
+
+class _ProbeInputs:
+    """The probe calls on which the reference returns a value, with its outcomes: the reference runs on the first
+    ``block`` calls, then, if the rounds go further, on the rest. (A mutant may do ten times the reference's most
+    work on the calls run so far: with a first block smaller than all the calls, a slow mutant can meet a lower
+    budget.)"""
+
+    def __init__(self, task: Task, scorer: BackendScorer, calls: list[str], block: int) -> None:
+        self.task, self.scorer, self.calls, self.block = task, scorer, calls, block
+        self.ran = 0
+        self.valid: list[tuple[str, CallOutcome]] = []
+
+    def reach(self, needed: int) -> int:
+        """How many valid calls there are once the reference has run on enough calls for ``needed`` (or on all)."""
+        while len(self.valid) < needed and self.ran < len(self.calls):
+            block = self.calls[self.ran : self.ran + self.block] if not self.ran else self.calls[self.ran :]
+            scorer = self.scorer
+            outcomes = run_calls(scorer.sandbox, self.task.ground_truth, block, seed=scorer.seed, pool="reference")
+            self.valid += [(c, o) for c, o in zip(block, outcomes, strict=True) if o.is_value]
+            self.ran += len(block)
+        return min(needed, len(self.valid))
 
 
 @dataclass(frozen=True)

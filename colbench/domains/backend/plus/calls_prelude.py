@@ -8,7 +8,8 @@ in a fresh module (the source executed again in a new namespace, the generators 
 another's state. Each call is held to budgets that do not depend on the machine: Python line events (``max_ops``),
 call depth (``max_depth``) and the size of the value (``max_items``). Every call's outcome is a plain tuple the
 sandbox can encode: ``("v", value, ops)``, ``("raised", type)``, ``("budget", what)``, ``("other", type)`` for a
-value of a type the judge cannot compare here, or ``("module", type)`` when the module itself fails. Values are
+value of a type the judge cannot compare here, ``("opaque", type)`` for one the scorer holds equal to nothing (a
+function, a module: ``__COLBENCH_OPAQUE``), or ``("module", type)`` when the module itself fails. Values are
 made of built-in types only (NumPy arrays and scalars as lists and numbers).
 
 Standard library only; nothing here is trusted by the host, which decodes the outcomes as claims.
@@ -27,6 +28,20 @@ __COLBENCH_NP = "nump" + "y"
 class __ColbenchBudget(BaseException):
     """Raised into the traced code when a call goes over a budget (a BaseException: ``except Exception`` in the
     code under test does not swallow it)."""
+
+
+class __ColbenchOpaque(Exception):
+    """A value the scorer carries as opaque (a function, a method, a module, a bare object), equal to no value a
+    test expects."""
+
+
+__COLBENCH_OPAQUE = (
+    __colbench_types.FunctionType,
+    __colbench_types.BuiltinFunctionType,
+    __colbench_types.MethodType,
+    __colbench_types.ModuleType,
+    object,
+)
 
 
 def __colbench_plain(value, room):
@@ -53,6 +68,8 @@ def __colbench_plain(value, room):
     array = __colbench_sys.modules.get(__COLBENCH_NP)
     if array is not None and isinstance(value, (array.ndarray, array.generic)):
         return __colbench_plain(value.tolist(), room)
+    if any(type(value) is kind for kind in __COLBENCH_OPAQUE):
+        raise __ColbenchOpaque(type(value).__name__)
     raise TypeError(type(value).__name__)
 
 
@@ -157,6 +174,8 @@ def __colbench_calls__(source, calls, seed, max_ops, max_depth, max_items, cover
             results.append(("v", plain, state["ops"], sorted(covered)) if cover else ("v", plain, state["ops"]))
         except __ColbenchBudget:
             results.append(("budget", "size"))
+        except __ColbenchOpaque as exc:
+            results.append(("opaque", str(exc)))
         except BaseException as exc:
             results.append(("other", str(exc) or type(exc).__name__))
     return results

@@ -9,8 +9,9 @@ work, not seconds), so its verdict is taken only where it must be the scorer's:
 
 * the reference, run by the batch runner on the counted tests, must give the values the scorer expects, each one
   (the same types, the same values), else nothing is settled here and every answer is scored by the scorer;
-* a call that returns a value is judged with the scorer's tolerance; one that raises, or whose module fails to
-  run, fails its test, as in the scorer;
+* a call that returns a value is judged with the scorer's tolerance; one that raises, whose module fails to run,
+  or that returns what the scorer holds equal to nothing (a function, a module: ``opaque``), fails its test, as
+  in the scorer;
 * an answer with an outcome the batch runner cannot judge (over a budget, a value of a type it does not carry, a
   process the sandbox stopped) on a counted test, and no failed test besides, is scored by the scorer.
 
@@ -37,7 +38,7 @@ def judged(expected: Expected, got: CallOutcome, tolerance: Tolerance = EXACT) -
     """Whether ``got`` passes a counted test expecting ``expected`` (None: the batch runner cannot say)."""
     if got.is_value:
         return values_equal(expected.value, got.value, tolerance)
-    if got.kind in ("raised", "module"):
+    if got.kind in ("raised", "module", "opaque"):
         return False
     return None
 
