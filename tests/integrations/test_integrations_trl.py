@@ -98,6 +98,7 @@ def grpo(exported_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Grpo
             save_strategy="no",
             report_to=[],
             use_cpu=True,
+            bf16=False,  # TRL defaults to bf16, whose CPU matmuls are very slow without AVX512-BF16
             seed=0,
             generation_kwargs={"sequence_bias": [[[EOT], 4.0]]},
         ),

@@ -199,7 +199,8 @@ def failing_human(task: Task) -> Callable[[dict[str, Any]], str]:
     return reply
 
 
-# The fixture's two steps take about 60 s here; CI once took 400 s a step (a loaded machine): hence 1200 s below.
+# The fixture's two steps take about 60 s here. CI once took 400 s a step: TRL trains in bf16 by default, which a CPU
+# without AVX512-BF16 multiplies in a slow generic loop; the config now says fp32.
 @pytest.fixture(scope="module")
 def grpo_run(
     exported_model: Path, bundled_tasks: list[Task], tmp_path_factory: pytest.TempPathFactory
@@ -264,6 +265,7 @@ def grpo_run(
                 save_strategy="no",
                 report_to=[],
                 use_cpu=True,
+                bf16=False,  # TRL defaults to bf16, whose CPU matmuls are very slow without AVX512-BF16
                 seed=0,
             ),
         )
