@@ -125,14 +125,16 @@ def holes(scorer: BackendScorer, task: Task, screen: TaskScreen | None = None) -
     ]
     answers = degenerate_answers(task.ground_truth)
     codes = list(answers.values())
-    passes = screen.passes(codes) if screen.usable else None
-    if passes is None or any(None in row for row in passes):
+    outcomes = screen.outcomes(codes) if screen.usable else None
+    passes = screen.judge(outcomes) if outcomes is not None else None
+    if outcomes is None or passes is None or any(None in row for row in passes):
         return _checked(scorer, task)
     tried = [k for k, row in enumerate(passes) if any(row[c] for c, _ in counted)]
     tests = sorted({i for k in tried for c, i in counted if passes[k][c]})  # what a degenerate answer passes
     calls = [p for i in tests for p in probes[i]]
-    reference = screen.run_reference(calls) if tried else []
-    runs = dict(zip(tried, screen.run([(codes[k], calls) for k in tried]), strict=True))
+    reference = _reference_on(screen, calls)
+    had = [outcomes[k] for k in tried]
+    runs = dict(zip(tried, _answers_on(screen, [codes[k] for k in tried], had, calls), strict=True))
     for k, label in enumerate(answers):
         if k not in runs:
             continue
@@ -151,6 +153,30 @@ def holes(scorer: BackendScorer, task: Task, screen: TaskScreen | None = None) -
         if counted and all(passed.values()) and any(differs.get(i) for _, i in counted):
             rows.append(("*", "degenerate success", f"an answer that {label} passes every counted test"))
     return rows
+
+
+def _reference_on(screen: TaskScreen, calls: Sequence[str]) -> list[CallOutcome]:
+    """The reference's batch outcomes on ``calls``: those the screen ran already (a probe that is a test's judged
+    call, the usual case) taken from it, the rest run in one request."""
+    known = dict(zip(screen.calls, screen.reference, strict=True))
+    missing = [call for call in dict.fromkeys(calls) if call not in known]
+    if missing:
+        known.update(zip(missing, screen.run_reference(missing), strict=True))
+    return [known[call] for call in calls]
+
+
+def _answers_on(
+    screen: TaskScreen, codes: Sequence[str], outcomes: Sequence[Sequence[CallOutcome]], calls: Sequence[str]
+) -> list[list[CallOutcome]]:
+    """Each answer's batch outcomes on ``calls``: those it already has (``outcomes``, on the screen's judged calls)
+    reused, the rest run in one request."""
+    missing = [call for call in dict.fromkeys(calls) if call not in screen.calls]
+    extra = screen.run([(code, missing) for code in codes]) if missing else [[] for _ in codes]
+    found = []
+    for had, more in zip(outcomes, extra, strict=True):
+        known = {**dict(zip(screen.calls, had, strict=True)), **dict(zip(missing, more, strict=True))}
+        found.append([known[call] for call in calls])
+    return found
 
 
 def _checked(scorer: BackendScorer, task: Task) -> list[tuple[str, str, str]]:

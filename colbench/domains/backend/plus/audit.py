@@ -166,7 +166,8 @@ def witnessed(
     while pending and inputs.reach(start + 1) > start:  # in rounds of growing size: most wrong mutants show early
         chunk = inputs.valid[start : inputs.reach(start + size)]
         budget = mutant_budget([o for _, o in inputs.valid])
-        first = len(pending) if enough is None else max(1, enough - len(witness))  # they may settle it alone
+        # In the first round (where most wrong survivors show), the first few go alone: they may settle it.
+        first = len(pending) if enough is None or start else max(1, enough - len(witness))
         still = []
         for group in (pending[:first], pending[first:]):
             if not group or (enough is not None and len(witness) >= enough):

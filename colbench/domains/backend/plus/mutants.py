@@ -323,8 +323,7 @@ def mutants(source: str, *, limit: int | None = None, seed: str = "") -> list[Mu
             continue
         if changed is not node:
             _replace(copy_tree, node, changed)
-        ast.fix_missing_locations(copy_tree)
-        try:
+        try:  # (ast.unparse reads no locations: the edited tree needs none filled in)
             code = ast.unparse(copy_tree)
             compile(code, "mutant.py", "exec")
         except (SyntaxError, ValueError, TypeError, RecursionError):

@@ -87,12 +87,19 @@ class TaskScreen:
         )
         return run_sources(scorer.sandbox, jobs, seed=scorer.seed, budget=budget, retry=False)
 
-    def passes(self, codes: Sequence[str]) -> list[list[bool | None]]:
-        """Whether each code passes each counted test (None where the batch runner cannot say), in one request; call
-        only when ``usable``."""
-        runs = self.run([(code, self.calls) for code in codes])
+    def outcomes(self, codes: Sequence[str]) -> list[list[CallOutcome]]:
+        """Each code's batch outcomes on the counted tests' judged calls (``calls``), in one request."""
+        return self.run([(code, self.calls) for code in codes])
+
+    def judge(self, outcomes: Sequence[Sequence[CallOutcome]]) -> list[list[bool | None]]:
+        """Whether each code passes each counted test, from its ``outcomes`` (None where the batch runner cannot
+        say); only when ``usable``."""
         tolerance = self.scorer.tolerance
-        return [[judged(e, o, tolerance) for e, o in zip(self.expected, got, strict=True)] for got in runs]
+        return [[judged(e, o, tolerance) for e, o in zip(self.expected, got, strict=True)] for got in outcomes]
+
+    def passes(self, codes: Sequence[str]) -> list[list[bool | None]]:
+        """``judge(outcomes(codes))``; call only when ``usable``."""
+        return self.judge(self.outcomes(codes))
 
     def verdicts(self, codes: Sequence[str]) -> list[bool | None]:
         """Whether each code passes every counted test (None: not settled here)."""
