@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from hand_tasks import TIERED, TIERED_TESTS, make_task
 
-from colbench.domains.backend.plus.audit import audit_task, summarize
+from colbench.domains.backend.plus.audit import TaskAudit, audit_task, summarize
 from colbench.domains.backend.plus.augment import AUGMENTER_VERSION, MAX_TESTS, augment_task, is_fit
 from colbench.domains.backend.plus.calls import Budget, run_calls, run_sources
 from colbench.domains.backend.plus.coverage import instrument
@@ -226,22 +226,42 @@ def test_audit_reports_survivors_with_their_edits_and_witnesses(scorer: BackendS
 
 
 def test_a_gate_threshold_probes_only_as_far_as_its_question_needs(scorer: BackendScorer) -> None:
-    """Probing settles where the kills alone reach the threshold (none), where a few wrong survivors put it out of
-    reach (until they are found) and, between, probes every survivor as the full audit does."""
-    full = audit_task(tiered_task(), scorer)
+    """A gate's audit settles where the kills alone reach the threshold (no probes), where a few wrong survivors put
+    it out of reach, and where a few possibly equivalent ones reach it; each answer is the full audit's. (Two
+    unused lines give the reference mutants no input can tell apart.)"""
+    padded = TIERED.replace("    if weight > 20:", "    unused = weight * 3 + 1\n    label = 'parcel'\n    if weight > 20:", 1)
+    task = make_task(padded, TIERED_TESTS, task_id="tiered-padded")
+    full = audit_task(task, scorer)
     wrong = {s.mutant.index: s.witness for s in full.survivors if s.witness}
+    equivalent = {s.mutant.index for s in full.survivors if s.possibly_equivalent}
     least = full.killed / full.mutants
-    assert full.score is not None and len(wrong) >= 2 and least < full.score < 0.99
-    settled_low = audit_task(tiered_task(), scorer, threshold=least)  # every survivor wrong still reaches it
+    assert full.witnessed and full.score is not None and full.most == full.score
+    assert len(wrong) >= 2 and len(equivalent) >= 2 and least < full.score < 0.99
+
+    def agrees(gated: TaskAudit, threshold: float) -> None:
+        """Its answer is the full audit's, every witness it found is the full audit's, and its bounds hold."""
+        assert gated.score is not None and gated.most is not None and full.score is not None
+        assert (gated.score >= threshold) == (full.score >= threshold)
+        assert gated.score <= full.score <= gated.most
+        for s in gated.survivors:
+            assert s.witness == wrong.get(s.mutant.index, "") if s.settled else not s.witness
+
+    settled_low = audit_task(task, scorer, threshold=least)  # every survivor wrong still reaches it
     assert not settled_low.witnessed and settled_low.score == least and settled_low.possibly_equivalent == 0
-    assert settled_low.row()["witnessed"] is False and all(not s.witness for s in settled_low.survivors)
-    between = audit_task(tiered_task(), scorer, threshold=(least + full.score) / 2)  # only the probes can say
-    assert between.witnessed and not between.upper_bound and between.row() == full.row()
-    above = audit_task(tiered_task(), scorer, threshold=0.99)  # one wrong survivor settles it
-    found = {s.mutant.index: s.witness for s in above.survivors if s.witness}
-    assert above.upper_bound and above.row()["upper_bound"] is True
-    assert 1 <= len(found) < len(wrong) and all(wrong[i] == w for i, w in found.items())
-    assert above.score is not None and full.score <= above.score < 0.99
+    assert settled_low.row()["witnessed"] is False and not any(s.settled for s in settled_low.survivors)
+    agrees(settled_low, least)
+    above = audit_task(task, scorer, threshold=0.99)  # one wrong survivor settles it
+    assert not above.witnessed and above.row()["unsettled"] > 0 and 1 <= above.wrong < len(wrong)
+    agrees(above, 0.99)
+    # Just above the kills alone: one possibly equivalent survivor reaches it, the rest need not run every input.
+    low = next(t for t in (i / 1000 for i in range(1000)) if t > least and full.killed / (full.mutants - 1) >= t)
+    gated = audit_task(task, scorer, threshold=low)
+    assert not gated.witnessed and gated.possibly_equivalent < len(equivalent)
+    agrees(gated, low)
+    # At the full score itself, every possibly equivalent survivor must be found: the score is the full one.
+    exact = audit_task(task, scorer, threshold=full.score)
+    assert exact.score == full.score and exact.possibly_equivalent == len(equivalent)
+    agrees(exact, full.score)
 
 
 def test_many_sources_in_one_request_give_what_each_alone_gives(scorer: BackendScorer) -> None:

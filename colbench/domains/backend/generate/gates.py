@@ -45,8 +45,8 @@ class Verdict:
     passed: list[str] = field(default_factory=list)
     mutation_score: float | None = None
     mutation_witnessed: bool = True
-    """False: the survivors were not run on independent inputs (the tests' kills settled the gate), so
-    ``mutation_score`` is a lower bound (``TaskAudit.witnessed``)."""
+    """False: some survivors were left unsettled once the gate's question was answered, so ``mutation_score``
+    (counting them as wrong) is a lower bound (``TaskAudit.witnessed``)."""
     killed: frozenset[int] | None = None
     """The mutants the candidate's tests kill (the audit's), for ``add_plus_tests``."""
     solver: dict[str, Any] | None = None
@@ -92,12 +92,14 @@ def _run(verdict: Verdict, scorer: BackendScorer) -> None:
     audit = audit_task(task, scorer, threshold=MUTATION_THRESHOLD, screen=screen)
     verdict.mutation_score, verdict.mutation_witnessed = audit.score, audit.witnessed
     if audit.problem or audit.score is None or audit.score < MUTATION_THRESHOLD:
-        judged = audit.mutants - audit.possibly_equivalent
+        # Rejected: the score (a lower bound while survivors are unsettled) is under the threshold, and so is the
+        # most it can be, which the reason gives.
+        judged, most = audit.killed + audit.wrong, audit.most
         why = audit.problem or (
             "no mutant tells the tests apart from the reference"
-            if audit.score is None
-            else f"{audit.killed}/{judged} mutants killed ({'at most ' if audit.upper_bound else ''}"
-            f"{audit.killed / judged:.2f} < {MUTATION_THRESHOLD})"
+            if most is None
+            else f"{audit.killed}/{judged} mutants killed ({'' if audit.witnessed else 'at most '}"
+            f"{most:.2f} < {MUTATION_THRESHOLD})"
         )
         verdict.gate, verdict.reason = "mutation", why
         return

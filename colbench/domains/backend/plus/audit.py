@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench.domains.backend.plus.augment import MUTANT_LIMIT, reference_problem, seed_of
-from colbench.domains.backend.plus.calls import BATCH, CallOutcome, mutant_budget, run_calls, run_sources
+from colbench.domains.backend.plus.calls import BATCH, Budget, CallOutcome, mutant_budget, run_calls, run_sources
 from colbench.domains.backend.plus.inputs import domain_of, random_calls, templates
 from colbench.domains.backend.plus.mutants import Mutant, mutants
 from colbench.domains.backend.plus.screen import TaskScreen
@@ -33,14 +33,17 @@ AUDIT_VERSION = "1"
 
 @dataclass(frozen=True)
 class Survivor:
-    """A mutant that passed every test: its edit, and a call on which it is wrong ("" if none was found)."""
+    """A mutant that passed every test: its edit, and a call on which it is wrong ("" if none was found).
+    ``settled`` is False where a gate's question was answered before this survivor was either shown wrong or run
+    on every input: it is then neither wrong nor possibly equivalent."""
 
     mutant: Mutant
     witness: str = ""
+    settled: bool = True
 
     @property
     def possibly_equivalent(self) -> bool:
-        return not self.witness
+        return self.settled and not self.witness
 
     def row(self) -> dict[str, Any]:
         return {
@@ -49,6 +52,7 @@ class Survivor:
             "edit": self.mutant.edit,
             "possibly_equivalent": self.possibly_equivalent,
             "witness": self.witness,
+            **({} if self.settled else {"settled": False}),
         }
 
 
@@ -62,16 +66,20 @@ class TaskAudit:
     survivors: tuple[Survivor, ...] = field(default=())
     tests: int = 0
     problem: str = ""
-    witnessed: bool = True
-    """False when the survivors were not run on independent inputs (``audit_task``'s ``threshold`` was settled
-    without): none is then counted possibly equivalent, so ``score`` is a lower bound."""
-    upper_bound: bool = False
-    """True when the probing stopped once enough survivors were wrong to leave ``audit_task``'s ``threshold`` out
-    of reach: the survivors it did not finish count as possibly equivalent, so ``score`` is an upper bound."""
+
+    @property
+    def witnessed(self) -> bool:
+        """Whether every survivor is settled (shown wrong or run on every input): the score is then exact."""
+        return all(s.settled for s in self.survivors)
 
     @property
     def possibly_equivalent(self) -> int:
-        return sum(s.possibly_equivalent for s in self.survivors) if self.witnessed else 0
+        return sum(s.possibly_equivalent for s in self.survivors)
+
+    @property
+    def wrong(self) -> int:
+        """The survivors shown wrong (a witness found)."""
+        return sum(bool(s.witness) for s in self.survivors)
 
     @property
     def killed_indices(self) -> frozenset[int]:
@@ -81,11 +89,19 @@ class TaskAudit:
 
     @property
     def score(self) -> float | None:
-        """Killed over the mutants not possibly equivalent (None when there are none)."""
+        """Killed over the mutants not possibly equivalent (None when there are none); an unsettled survivor
+        counts as wrong, so with any the score is a lower bound."""
         judged = self.mutants - self.possibly_equivalent
         return self.killed / judged if judged else None
 
+    @property
+    def most(self) -> float | None:
+        """The score were every unsettled survivor equivalent: the most it can be (``score`` when all settled)."""
+        judged = self.killed + self.wrong
+        return self.killed / judged if judged else None
+
     def row(self) -> dict[str, Any]:
+        unsettled = sum(not s.settled for s in self.survivors)
         return {
             "task_id": self.task_id,
             "tests": self.tests,
@@ -96,9 +112,35 @@ class TaskAudit:
             "mutation_score": self.score,
             "survivors": [s.row() for s in self.survivors],
             "problem": self.problem,
-            **({} if self.witnessed else {"witnessed": False}),
-            **({"upper_bound": True} if self.upper_bound else {}),
+            **({} if self.witnessed else {"witnessed": False, "unsettled": unsettled}),
         }
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A gate's question about a task's tests: does the mutation score reach ``threshold``? With ``killed`` of
+    ``mutants`` killed by the tests, it is settled by a few survivors: enough of them wrong (the score stays under
+    the threshold even were the others equivalent) or enough possibly equivalent (it reaches it even were the
+    others wrong). Compared as ``TaskAudit.score`` and ``most`` compute it."""
+
+    killed: int
+    mutants: int
+    threshold: float
+
+    def rejects(self, wrong: int) -> bool:
+        return self.killed + wrong > 0 and self.killed / (self.killed + wrong) < self.threshold
+
+    def accepts(self, equivalent: int) -> bool:
+        judged = self.mutants - equivalent
+        return judged > 0 and self.killed / judged >= self.threshold
+
+    @property
+    def wrong_needed(self) -> int:
+        return next((w for w in range(self.mutants + 1) if self.rejects(w)), self.mutants + 1)
+
+    @property
+    def equivalent_needed(self) -> int:
+        return next((e for e in range(self.mutants + 1) if self.accepts(e)), self.mutants + 1)
 
 
 def audit_task(
@@ -110,11 +152,11 @@ def audit_task(
     screen: TaskScreen | None = None,
 ) -> TaskAudit:
     """The mutation analysis of one task with ``scorer``'s tests and rules. With ``threshold`` (a gate's), the
-    survivors are not run on independent inputs where the tests' kills alone reach it: ``killed / mutants``, the
-    score if every survivor is wrong, is the least it can be; the audit then says it did not witness them
-    (``TaskAudit.witnessed``) and its score is that lower bound. Below it, the probing stops as soon as enough
-    survivors are wrong that the score stays under the threshold whatever the others are
-    (``TaskAudit.upper_bound``). ``screen``: the task's, where the caller shares one."""
+    survivors are run on independent inputs only until the answer is certain (``Gate``): not at all where the
+    tests' kills alone reach it (``killed / mutants``, the score if every survivor is wrong), else until enough
+    survivors are wrong or possibly equivalent. The survivors left unsettled count as wrong in ``score`` (a lower
+    bound) and as equivalent in ``most``; the answer is ``score >= threshold`` either way. ``screen``: the task's,
+    where the caller shares one."""
     problem = reference_problem(task, scorer)
     if problem:
         return TaskAudit(task.task_id, problem=problem)
@@ -126,80 +168,60 @@ def audit_task(
     surviving = [m for m, success in zip(made, found, strict=True) if success]
     tests = sum(exp.judgeable for exp in scorer.expected(task)) if made else 0
     killed = len(made) - len(surviving)
-    if threshold is not None and surviving and killed / len(made) >= threshold:  # reached with all of them wrong
-        unwitnessed = tuple(Survivor(m) for m in surviving)
-        return TaskAudit(task.task_id, len(made), killed, unwitnessed, tests, witnessed=False)
-    enough = None if threshold is None else _wrong_enough(killed, threshold)
-    survivors = tuple(witnessed(task, scorer, surviving, enough))
-    return TaskAudit(
-        task.task_id,
-        mutants=len(made),
-        killed=killed,
-        survivors=survivors,
-        tests=tests,
-        upper_bound=enough is not None and sum(not s.possibly_equivalent for s in survivors) >= enough,
-    )
-
-
-def _wrong_enough(killed: int, threshold: float) -> int:
-    """The fewest wrong survivors that keep ``killed / (killed + wrong)`` under ``threshold``."""
-    wrong = 0
-    while killed >= threshold * (killed + wrong):
-        wrong += 1
-    return wrong
+    gate = None if threshold is None else Gate(killed, len(made), threshold)
+    if gate is not None and surviving and gate.accepts(0):  # reached with all of them wrong
+        return TaskAudit(task.task_id, len(made), killed, tuple(Survivor(m, settled=False) for m in surviving), tests)
+    survivors = tuple(witnessed(task, scorer, surviving, gate))
+    return TaskAudit(task.task_id, mutants=len(made), killed=killed, survivors=survivors, tests=tests)
 
 
 def witnessed(
-    task: Task, scorer: BackendScorer, surviving: Sequence[Mutant], enough: int | None = None
+    task: Task, scorer: BackendScorer, surviving: Sequence[Mutant], gate: Gate | None = None
 ) -> list[Survivor]:
-    """Each survivor with the first independent input on which it differs from the reference. With ``enough`` (a
-    gate's question: are this many survivors wrong?), probing stops once that many have a witness, the rest left
-    without one, and the reference runs on the inputs only as the rounds reach them."""
+    """Each survivor with the first independent input on which it differs from the reference. With ``gate``, the
+    probing stops once its question is answered (the rest left unsettled): after a first round for all (its first
+    few survivors alone, where their being wrong settles it), the others go on in waves of as many as could
+    settle it by being possibly equivalent; the reference runs on the inputs only as the rounds reach them."""
     if not surviving:
         return []
     families = templates(task.test_cases, task.ground_truth)
     rng = random.Random(f"audit:{seed_of(task)}:{AUDIT_VERSION}")
     calls = random_calls(families, domain_of(families, task.ground_truth), rng, PROBES)
-    inputs = _ProbeInputs(task, scorer, calls, block=len(calls) if enough is None else 2 * BATCH)
-    witness: dict[int, str] = {}
-    pending, start, size = list(surviving), 0, BATCH
-    while pending and inputs.reach(start + 1) > start:  # in rounds of growing size: most wrong mutants show early
-        chunk = inputs.valid[start : inputs.reach(start + size)]
-        budget = mutant_budget([o for _, o in inputs.valid])
-        # In the first round (where most wrong survivors show), the first few go alone: they may settle it.
-        first = len(pending) if enough is None or start else max(1, enough - len(witness))
-        still = []
-        for group in (pending[:first], pending[first:]):
-            if not group or (enough is not None and len(witness) >= enough):
-                continue
-            runs = run_sources(
-                scorer.sandbox, [(m.code, [c for c, _ in chunk]) for m in group], seed=scorer.seed, budget=budget
-            )
-            for mutant, outcomes in zip(group, runs, strict=True):
-                found = next((c for (c, e), got in zip(chunk, outcomes, strict=True) if not e.same(got)), "")
-                if found:
-                    witness[mutant.index] = found
-                else:
-                    still.append(mutant)
-        if enough is not None and len(witness) >= enough:
-            break
-        pending, start, size = still, start + size, 2 * size
-    return [Survivor(m, witness.get(m.index, "")) for m in surviving]
+    probes = _Probes(task, scorer, calls, block=len(calls) if gate is None else 2 * BATCH, gate=gate)
+    if gate is None:
+        probes.rounds(list(surviving), 0)
+    else:
+        left = probes.rounds(list(surviving), 0, once=True)
+        while left and not probes.answered():
+            size = max(1, gate.equivalent_needed - len(probes.through))
+            wave, left = left[:size], left[size:]
+            probes.rounds(wave, BATCH)
+    return [
+        Survivor(m, probes.witness.get(m.index, ""), m.index in probes.witness or m.index in probes.through)
+        for m in surviving
+    ]
 
 
-class _ProbeInputs:
-    """The probe calls on which the reference returns a value, with its outcomes: the reference runs on the first
-    ``block`` calls, then, if the rounds go further, on the rest. (A mutant may do ten times the reference's most
-    work on the calls run so far: with a first block smaller than all the calls, a slow mutant can meet a lower
-    budget.)"""
+class _Probes:
+    """The independent inputs on which the reference returns a value (the reference run on the first ``block``
+    inputs, then, if the rounds go further, on the rest), and what the survivors run on them showed: a witness
+    for each one shown wrong, and the survivors that ran every input without one (``through``). (A mutant may do
+    ten times the reference's most work on the inputs run so far: with a first block smaller than all, a slow
+    mutant can meet a lower budget.)"""
 
-    def __init__(self, task: Task, scorer: BackendScorer, calls: list[str], block: int) -> None:
-        self.task, self.scorer, self.calls, self.block = task, scorer, calls, block
+    def __init__(self, task: Task, scorer: BackendScorer, calls: list[str], block: int, gate: Gate | None) -> None:
+        self.task, self.scorer, self.calls, self.block, self.gate = task, scorer, calls, block, gate
         self.ran = 0
         self.valid: list[tuple[str, CallOutcome]] = []
+        self.witness: dict[int, str] = {}
+        self.through: set[int] = set()
+
+    def answered(self) -> bool:
+        gate = self.gate
+        return gate is not None and (gate.rejects(len(self.witness)) or gate.accepts(len(self.through)))
 
     def reach(self, needed: int) -> int:
-        """How many valid calls there are once the reference has run on enough calls for ``needed`` (or on all)."""
+        """How many valid inputs there are once the reference has run on enough for ``needed`` (or on all)."""
         while len(self.valid) < needed and self.ran < len(self.calls):
             block = self.calls[self.ran : self.ran + self.block] if not self.ran else self.calls[self.ran :]
             scorer = self.scorer
@@ -207,6 +229,40 @@ class _ProbeInputs:
             self.valid += [(c, o) for c, o in zip(block, outcomes, strict=True) if o.is_value]
             self.ran += len(block)
         return min(needed, len(self.valid))
+
+    def rounds(self, pending: list[Mutant], start: int, *, once: bool = False) -> list[Mutant]:
+        """Runs ``pending`` from input ``start`` in rounds of growing size (most wrong mutants show early) until
+        each is shown wrong or has run every input, or the gate's question is answered; with ``once``, one round,
+        returning those still to go on."""
+        size = BATCH if not start else 2 * start
+        while pending and self.reach(start + 1) > start:
+            chunk = self.valid[start : self.reach(start + size)]
+            budget = mutant_budget([o for _, o in self.valid])
+            first = len(pending) if self.gate is None or start else max(1, self.gate.wrong_needed - len(self.witness))
+            still: list[Mutant] = []
+            for part in (pending[:first], pending[first:]):
+                if part and not self.answered():
+                    still += self._run(part, chunk, budget)
+            if self.answered():
+                return []
+            pending, start, size = still, start + size, 2 * size
+            if once and self.reach(start + 1) > start:
+                return pending
+        self.through.update(m.index for m in pending)
+        return []
+
+    def _run(self, part: list[Mutant], chunk: list[tuple[str, CallOutcome]], budget: Budget) -> list[Mutant]:
+        """One request: each of ``part`` on ``chunk``; those shown wrong get their witness, the rest are returned."""
+        sandbox, seed = self.scorer.sandbox, self.scorer.seed
+        runs = run_sources(sandbox, [(m.code, [c for c, _ in chunk]) for m in part], seed=seed, budget=budget)
+        still = []
+        for mutant, outcomes in zip(part, runs, strict=True):
+            found = next((c for (c, e), got in zip(chunk, outcomes, strict=True) if not e.same(got)), "")
+            if found:
+                self.witness[mutant.index] = found
+            else:
+                still.append(mutant)
+        return still
 
 
 @dataclass(frozen=True)
