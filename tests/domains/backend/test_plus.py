@@ -229,7 +229,9 @@ def test_a_gate_threshold_probes_only_as_far_as_its_question_needs(scorer: Backe
     """A gate's audit settles where the kills alone reach the threshold (no probes), where a few wrong survivors put
     it out of reach, and where a few possibly equivalent ones reach it; each answer is the full audit's. (Two
     unused lines give the reference mutants no input can tell apart.)"""
-    padded = TIERED.replace("    if weight > 20:", "    unused = weight * 3 + 1\n    label = 'parcel'\n    if weight > 20:", 1)
+    padded = TIERED.replace(
+        "    if weight > 20:", "    unused = weight * 3 + 1\n    label = 'parcel'\n    if weight > 20:", 1
+    )
     task = make_task(padded, TIERED_TESTS, task_id="tiered-padded")
     full = audit_task(task, scorer)
     wrong = {s.mutant.index: s.witness for s in full.survivors if s.witness}
