@@ -15,6 +15,10 @@ work, not seconds), so its verdict is taken only where it must be the scorer's:
 * an answer with an outcome the batch runner cannot judge (over a budget, a value of a type it does not carry, a
   process the sandbox stopped) on a counted test, and no failed test besides, is scored by the scorer.
 
+One known difference errs one way only: the batch runner carries a NumPy array as the list it holds, so an answer
+returning an array where the reference returns a list passes here and fails in the scorer. Such a verdict can only
+count a mutant as surviving or a degenerate answer as passing, which makes the gates stricter, never laxer.
+
 The answers share test processes with each other (never with the reference): they must be of one trust, such as
 one candidate task's mutants.
 """
