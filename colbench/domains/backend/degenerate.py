@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -125,16 +125,21 @@ def holes(scorer: BackendScorer, task: Task, screen: TaskScreen | None = None) -
     ]
     answers = degenerate_answers(task.ground_truth)
     codes = list(answers.values())
-    outcomes = screen.outcomes(codes) if screen.usable else None
-    passes = screen.judge(outcomes) if outcomes is not None else None
-    if outcomes is None or passes is None or any(None in row for row in passes):
+    if not screen.usable:
+        return _checked(scorer, task)
+    outcomes = screen.outcomes(codes)
+    passes = screen.judge(outcomes)
+    if any(None in row for row in passes):
         return _checked(scorer, task)
     tried = [k for k, row in enumerate(passes) if any(row[c] for c, _ in counted)]
     tests = sorted({i for k in tried for c, i in counted if passes[k][c]})  # what a degenerate answer passes
     calls = [p for i in tests for p in probes[i]]
-    reference = _reference_on(screen, calls)
-    had = [outcomes[k] for k in tried]
-    runs = dict(zip(tried, _answers_on(screen, [codes[k] for k in tried], had, calls), strict=True))
+    (reference,) = _on_calls(screen, calls, [screen.reference], lambda missing: [screen.run_reference(missing)])
+    tried_codes = [codes[k] for k in tried]
+    found = _on_calls(
+        screen, calls, [outcomes[k] for k in tried], lambda missing: screen.run([(c, missing) for c in tried_codes])
+    )
+    runs = dict(zip(tried, found, strict=True))
     for k, label in enumerate(answers):
         if k not in runs:
             continue
@@ -155,27 +160,22 @@ def holes(scorer: BackendScorer, task: Task, screen: TaskScreen | None = None) -
     return rows
 
 
-def _reference_on(screen: TaskScreen, calls: Sequence[str]) -> list[CallOutcome]:
-    """The reference's batch outcomes on ``calls``: those the screen ran already (a probe that is a test's judged
-    call, the usual case) taken from it, the rest run in one request."""
-    known = dict(zip(screen.calls, screen.reference, strict=True))
-    missing = [call for call in dict.fromkeys(calls) if call not in known]
-    if missing:
-        known.update(zip(missing, screen.run_reference(missing), strict=True))
-    return [known[call] for call in calls]
-
-
-def _answers_on(
-    screen: TaskScreen, codes: Sequence[str], outcomes: Sequence[Sequence[CallOutcome]], calls: Sequence[str]
+def _on_calls(
+    screen: TaskScreen,
+    calls: Sequence[str],
+    had: Sequence[Sequence[CallOutcome]],
+    run: Callable[[list[str]], list[list[CallOutcome]]],
 ) -> list[list[CallOutcome]]:
-    """Each answer's batch outcomes on ``calls``: those it already has (``outcomes``, on the screen's judged calls)
-    reused, the rest run in one request."""
-    missing = [call for call in dict.fromkeys(calls) if call not in screen.calls]
-    extra = screen.run([(code, missing) for code in codes]) if missing else [[] for _ in codes]
+    """Each program's batch outcomes on ``calls``: those it has already (``had``, on the screen's judged calls; a
+    probe that is a test's judged call is the usual case) reused, the rest got from ``run(missing)`` in one
+    request (one list per program)."""
+    judged = set(screen.calls)
+    missing = [call for call in dict.fromkeys(calls) if call not in judged]
+    extra = run(missing) if missing else [[] for _ in had]
     found = []
-    for had, more in zip(outcomes, extra, strict=True):
-        known = {**dict(zip(screen.calls, had, strict=True)), **dict(zip(missing, more, strict=True))}
-        found.append([known[call] for call in calls])
+    for known, more in zip(had, extra, strict=True):
+        outcome = {**dict(zip(screen.calls, known, strict=True)), **dict(zip(missing, more, strict=True))}
+        found.append([outcome[call] for call in calls])
     return found
 
 
