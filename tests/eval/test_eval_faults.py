@@ -187,6 +187,13 @@ def wait_for_records(path: Path, count: int, proc: subprocess.Popen[str], deadli
     pytest.fail(f"no {count} records in {deadline_s}s")
 
 
+def default_sigint() -> None:
+    """Ctrl-C as a terminal's user sends it: a test run started in the background of a non-interactive shell
+    inherits SIGINT ignored, and a Python started so never raises KeyboardInterrupt (it ran all 20 episodes and
+    exited 0 in one such run)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture
 def secret_env() -> dict[str, str]:
     return {**os.environ, "COLBENCH_TEST_AGENT_KEY": "sk-kill-test-secret-42"}
@@ -248,7 +255,14 @@ def test_ctrl_c_keeps_finished_episodes_and_exits_130(
         args = [*eval_args(out, server.base_url), "--sandbox", "bwrap"]
         if not Path("/usr/bin/bwrap").exists():
             pytest.skip("bubblewrap is not installed")
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=secret_env)
+        proc = subprocess.Popen(
+            args,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=secret_env,
+            preexec_fn=default_sigint,
+        )
         wait_for_records(path, 3, proc)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)
