@@ -150,3 +150,39 @@ def test_the_batch_program_runs_in_the_lean_parent_and_numpy_tasks_still_work(sc
     source = "import numpy as np\ndef f(n):\n    np.random.seed(1)\n    return np.arange(n) * 2, np.int64(n), np.random.randint(0, 10**6)\n"
     first, again = run_sources(scorer.sandbox, [(source, ["f(3)", "f(0)"])] * 2)
     assert first == again and first[0].value == ([0, 2, 4], 3, first[0].value[2]) and first[1].value[0] == []
+
+
+def test_classes_are_carried_by_name_and_judged_as_the_scorer_judges_them(
+    scorer: BackendScorer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reference = "def kind(x):\n    return type(x)\n"
+    task = make_task(reference, ["kind(1)", "kind('a')", "kind([1])", "kind(None)"], task_id="classes-screen")
+    answers = [
+        reference,
+        "def kind(x):\n    return int\n",
+        "def kind(x):\n    return x.__class__\n",
+        "def kind(x):\n    return [type(x)][0] if x is not None else type(None)\n",
+        # a class whose metaclass says it equals everything: carried by its name, so equal to nothing expected
+        "class M(type):\n    __eq__ = lambda c, o: True\n    __hash__ = type.__hash__\n"
+        "class C(metaclass=M):\n    pass\ndef kind(x):\n    return C\n",
+        "def kind(x):\n    return (type(x), 1)[0]\n",
+    ]
+    expected = [s.success for s in scorer.score_many([(task, a) for a in answers])]
+    handed = left_to_the_scorer(scorer, monkeypatch)
+    assert successes(task, scorer, answers) == expected == [True, False, True, True, False, True]
+    assert handed == []  # all settled in the batch, where classes once sent the whole task to the scorer
+
+
+def test_each_call_is_compiled_once_a_process_with_evals_rules(scorer: BackendScorer) -> None:
+    source = "def f(x):\n    return x + 1\n"
+    calls = ["f(1)", "  f(2)", "f(", "f(1, x=1, x=2)", "f(1)"]
+    jobs = [(source, calls), (source.replace("+ 1", "+ 2"), calls)]
+    first, second = run_sources(scorer.sandbox, jobs)
+    assert [(o.kind, o.value, o.detail) for o in first] == [
+        ("value", 2, ""),
+        ("value", 3, ""),  # leading blanks dropped, as eval drops them
+        ("raised", None, "SyntaxError"),
+        ("raised", None, "SyntaxError"),
+        ("value", 2, ""),
+    ]
+    assert [o.value for o in second] == [3, 4, None, None, 3]  # the second job's calls ran its own module

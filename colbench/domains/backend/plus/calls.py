@@ -1,7 +1,7 @@
 """Many calls of one module judged in the sandbox, in batches (``calls_prelude.py`` runs them there).
 
 The augmenter runs a few hundred candidate calls against a reference and every one of its mutants; the audit runs
-its own inputs against every surviving mutant. :func:`run_calls` sends them ``BATCH`` calls to a test process and
+its own inputs against every surviving mutant. :func:`run_calls` sends them ``BATCH`` calls to a test expression and
 decodes each call's outcome into a :class:`CallOutcome`; :func:`run_sources` does it for many sources (mutants) in
 one request, a process running the calls of several short ones, so the sandbox's workers are never idle between two
 mutants. A process the sandbox stops as a whole (the wall-clock backstop, a crash) is run again job by job, then
@@ -19,8 +19,10 @@ from typing import Any
 from colbench.domains.backend.values import EXACT, DecodeError, decode, values_equal
 from colbench.sandbox.contract import Limits, Sandbox
 
-BATCH = 24
-"""Calls per test process."""
+BATCH = 96
+"""Calls per test expression. A request's expressions run one after another in one test process, so a larger
+batch costs only what a lost expression loses (it is run again, job by job, then call by call); a task's mutants
+in one expression share their compiled calls (``calls_prelude.py``)."""
 
 
 @dataclass(frozen=True)
@@ -111,11 +113,11 @@ def run_sources(
     cover: bool = False,
     retry: bool = True,
 ) -> list[list[CallOutcome]]:
-    """``run_calls`` of each ``(source, calls)`` job, all sent in one request: each test process runs up to
-    ``BATCH`` calls, of one job or of several short ones, so the sandbox's workers share the batches of many
-    mutants and a mutant with a few calls does not cost a process of its own. Where the sandbox stops a process as
-    a whole, each job in it runs again in a process of its own, and a job stopped alone runs again one call per
-    process (without ``retry``, its calls are ``lost``)."""
+    """``run_calls`` of each ``(source, calls)`` job, all sent in one request: each test expression runs up to
+    ``BATCH`` calls, of one job or of several short ones (the mutants of a task share their compiled calls). Where
+    the sandbox stops an expression (its backstop, a crash), each job in it runs again in an expression of its
+    own, and a job stopped alone runs again one call per expression (without ``retry``, its calls are
+    ``lost``)."""
     budget = budget or Budget()
     pieces = [
         _Piece(j, source, list(calls[i : i + BATCH]))

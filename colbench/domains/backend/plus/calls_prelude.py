@@ -10,7 +10,8 @@ call depth (``max_depth``) and the size of the value (``max_items``). Every call
 sandbox can encode: ``("v", value, ops)``, ``("raised", type)``, ``("budget", what)``, ``("other", type)`` for a
 value of a type the judge cannot compare here, ``("opaque", type)`` for one the scorer holds equal to nothing (a
 function, a module: ``__COLBENCH_OPAQUE``), or ``("module", type)`` when the module itself fails. Values are
-made of built-in types only (NumPy arrays and scalars as lists and numbers).
+made of built-in types only (NumPy arrays and scalars as lists and numbers), and classes, which the sandbox's
+runner carries by their names.
 
 Standard library only; nothing here is trusted by the host, which decodes the outcomes as claims.
 """
@@ -45,7 +46,8 @@ __COLBENCH_OPAQUE = (
 
 
 def __colbench_plain(value, room):
-    """``value`` as built-in types, with ``room[0]`` items of budget left; raises TypeError for other types."""
+    """``value`` as built-in types (and classes), with ``room[0]`` items of budget left; raises TypeError for
+    other types."""
     room[0] -= 1
     if room[0] < 0:
         raise __ColbenchBudget("size")
@@ -68,6 +70,8 @@ def __colbench_plain(value, room):
     array = __colbench_sys.modules.get(__COLBENCH_NP)
     if array is not None and isinstance(value, (array.ndarray, array.generic)):
         return __colbench_plain(value.tolist(), room)
+    if isinstance(value, type):  # a class: the sandbox's runner carries it by its name, as the scorer's tests do
+        return value
     if any(type(value) is kind for kind in __COLBENCH_OPAQUE):
         raise __ColbenchOpaque(type(value).__name__)
     raise TypeError(type(value).__name__)
@@ -103,17 +107,35 @@ def __colbench_relation(a, b, op):
     return ""
 
 
-def __colbench_calls__(source, calls, seed, max_ops, max_depth, max_items, cover=False):
+def __colbench_compiled(call, compiled):
+    """``call`` compiled as ``eval`` compiles a string (leading blanks dropped), or the error compiling raised;
+    kept in ``compiled``, which the jobs of one process share: the mutants of a task are called on the same
+    expressions, and compiling one cost about as much as running it."""
+    found = compiled.get(call)
+    if found is None:
+        try:
+            found = compile(call.lstrip(" \t"), "<string>", "eval")
+        except BaseException as exc:
+            found = exc
+        compiled[call] = found
+    return found
+
+
+def __colbench_calls__(source, calls, seed, max_ops, max_depth, max_items, cover=False, compiled=None):
     """The outcome of each call expression in ``calls``, each evaluated in a fresh module of ``source``. With
     ``cover``, a value's outcome also lists what the call covered: the lines of the task's code it ran (``L7``)
-    and how the operands of each instrumented comparison stood (``C3:eq``; see ``coverage.instrument``)."""
+    and how the operands of each instrumented comparison stood (``C3:eq``; see ``coverage.instrument``).
+    ``compiled``: the calls compiled so far in this process."""
+    compiled = {} if compiled is None else compiled
     try:
         code = compile(source, "task.py", "exec")
     except BaseException as exc:  # the module cannot run: as a module that raises, for every call
         return [("module", type(exc).__name__) for _ in calls]
     results = []
+    __colbench_random.seed(seed)
+    seeded = __colbench_random.getstate()  # restoring it is half the cost of seeding again, the same state
     for call in calls:
-        __colbench_random.seed(seed)
+        __colbench_random.setstate(seeded)
         array = __colbench_sys.modules.get(__COLBENCH_NP)
         if array is not None:
             array.random.seed(seed)
@@ -157,10 +179,14 @@ def __colbench_calls__(source, calls, seed, max_ops, max_depth, max_items, cover
                 raise __ColbenchBudget("depth")
             return local
 
+        expression = __colbench_compiled(call, compiled)
+        if isinstance(expression, BaseException):  # as ``eval`` raises it
+            results.append(("raised", type(expression).__name__))
+            continue
         try:
             __colbench_sys.settrace(on_call)
             try:
-                value = eval(call, module.__dict__)
+                value = eval(expression, module.__dict__)
             finally:
                 __colbench_sys.settrace(None)
         except BaseException as exc:
@@ -184,4 +210,5 @@ def __colbench_calls__(source, calls, seed, max_ops, max_depth, max_items, cover
 def __colbench_jobs__(jobs, seed, max_ops, max_depth, max_items, cover=False):
     """``__colbench_calls__`` of each ``(source, calls)`` job, one list each, in one process: the few calls of each
     of many short jobs (mutants, degenerate answers) share a fork instead of paying one each."""
-    return [__colbench_calls__(s, c, seed, max_ops, max_depth, max_items, cover) for s, c in jobs]
+    compiled = {}
+    return [__colbench_calls__(s, c, seed, max_ops, max_depth, max_items, cover, compiled) for s, c in jobs]

@@ -4,8 +4,8 @@ the batch runner, wherever the batch runner can give it.
 Scoring an answer (``BackendScorer.score``) costs a process per test. The mutation audit scores up to 80 mutants of
 a task and the degenerate check a dozen answers, so a generated candidate's gates cost tens of times scoring its
 reference. Here the answers' judged calls go to the batch runner (``calls.run_sources``), where the calls of many
-answers share a process. The batch runner is not the scorer (its values are built-in types only; its limits count
-work, not seconds), so its verdict is taken only where it must be the scorer's:
+answers share a process. The batch runner is not the scorer (its values are built-in types and classes only; its
+limits count work, not seconds), so its verdict is taken only where it must be the scorer's:
 
 * the reference, run by the batch runner on the counted tests, must give the values the scorer expects, each one
   (the same types, the same values), else nothing is settled here and every answer is scored by the scorer;
