@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from colbench.domains.backend import degenerate_outcomes
 from colbench.domains.backend.judging import degenerate_answers, plan
 from colbench.domains.backend.plus.calls import CallOutcome
 from colbench.domains.backend.plus.screen import TaskScreen
@@ -124,10 +125,16 @@ def holes(scorer: BackendScorer, task: Task, screen: TaskScreen | None = None) -
         (names[i], "hole", "it uses none of the task's code: every answer passes") for _, i in counted if not probes[i]
     ]
     answers = degenerate_answers(task.ground_truth)
-    codes = list(answers.values())
     if not screen.usable:
         return _checked(scorer, task)
-    outcomes = screen.outcomes(codes)
+
+    def run(labels: Sequence[str], calls: Sequence[str]) -> list[list[CallOutcome]]:
+        """The answers' outcomes on ``calls``: worked out on the host where that is exact, else in one request."""
+        known = degenerate_outcomes.outcomes(task.ground_truth, labels, calls)
+        return known if known is not None else screen.run([(answers[label], calls) for label in labels])
+
+    labels = list(answers)
+    outcomes = run(labels, screen.calls)
     passes = screen.judge(outcomes)
     if any(None in row for row in passes):
         return _checked(scorer, task)
@@ -135,10 +142,8 @@ def holes(scorer: BackendScorer, task: Task, screen: TaskScreen | None = None) -
     tests = sorted({i for k in tried for c, i in counted if passes[k][c]})  # what a degenerate answer passes
     calls = [p for i in tests for p in probes[i]]
     (reference,) = _on_calls(screen, calls, [screen.reference], lambda missing: [screen.run_reference(missing)])
-    tried_codes = [codes[k] for k in tried]
-    found = _on_calls(
-        screen, calls, [outcomes[k] for k in tried], lambda missing: screen.run([(c, missing) for c in tried_codes])
-    )
+    tried_labels = [labels[k] for k in tried]
+    found = _on_calls(screen, calls, [outcomes[k] for k in tried], lambda missing: run(tried_labels, missing))
     runs = dict(zip(tried, found, strict=True))
     for k, label in enumerate(answers):
         if k not in runs:
