@@ -11,6 +11,7 @@ Deduplication is the caller's (it depends on the tasks kept before), and it runs
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,8 @@ from colbench.domains.backend import degenerate
 from colbench.domains.backend.leaks import THRESHOLD as LEAK_THRESHOLD
 from colbench.domains.backend.leaks import leak_score
 from colbench.domains.backend.plus.audit import audit_task
-from colbench.domains.backend.plus.augment import augment_task
+from colbench.domains.backend.plus.augment import MUTANT_LIMIT, augment_task, seed_of
+from colbench.domains.backend.plus.mutants import mutants
 from colbench.domains.backend.plus.screen import TaskScreen
 from colbench.domains.backend.scorer import BackendScorer
 from colbench.errors import InfraError
@@ -29,6 +31,9 @@ MUTATION_THRESHOLD = 0.7
 reward wrong answers, so the candidate is rejected (not repaired). The test split's own tests reach it on 94.3% of
 its tasks (its 5th percentile is 0.68; ``bench/mutation_gate.py``, docs/generate.md): a kept task is tested about
 as well as the tasks agents are scored on."""
+_HOST = ThreadPoolExecutor(1, thread_name_prefix="colbench-gates")
+"""Runs a candidate's host work (its mutants) beside its sandbox requests; threads of its own, so a caller's pool
+never waits on itself."""
 GATES = (
     *("reply", "duplicate", "deterministic", "judgeable", "leak", "mutation", "degenerate", "solver", "augment"),
     "infra",
@@ -72,6 +77,8 @@ def signatures(code: str) -> str:
 
 def _run(verdict: Verdict, scorer: BackendScorer) -> None:
     task = verdict.task
+    # the mutants are host work (a few ms a task): made while this thread waits for the sandbox
+    made = _HOST.submit(mutants, task.ground_truth, limit=MUTANT_LIMIT, seed=seed_of(task))
     expected = scorer.expected(task)
     for (name, _), exp in zip(scorer.tests(task), expected, strict=True):
         if "nondeterministic" in exp.reason:
@@ -89,7 +96,7 @@ def _run(verdict: Verdict, scorer: BackendScorer) -> None:
         return
     verdict.passed.append("leak")
     screen = TaskScreen(task, scorer)  # the mutation and degenerate gates share the reference's batch run
-    audit = audit_task(task, scorer, threshold=MUTATION_THRESHOLD, screen=screen)
+    audit = audit_task(task, scorer, threshold=MUTATION_THRESHOLD, screen=screen, made=made.result())
     verdict.mutation_score, verdict.mutation_witnessed = audit.score, audit.witnessed
     if audit.problem or audit.score is None or audit.score < MUTATION_THRESHOLD:
         # Rejected: the score (a lower bound while survivors are unsettled) is under the threshold, and so is the

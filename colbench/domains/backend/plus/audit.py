@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench.domains.backend.plus.augment import MUTANT_LIMIT, reference_problem, seed_of
-from colbench.domains.backend.plus.calls import BATCH, Budget, CallOutcome, mutant_budget, run_calls, run_sources
+from colbench.domains.backend.plus.calls import Budget, CallOutcome, mutant_budget, run_calls, run_sources
 from colbench.domains.backend.plus.inputs import domain_of, random_calls, templates
 from colbench.domains.backend.plus.mutants import Mutant, mutants
 from colbench.domains.backend.plus.screen import TaskScreen
@@ -28,6 +28,9 @@ from colbench.types.task import Task
 
 PROBES = 200
 """Inputs the independent generator tries per task."""
+ROUND = 24
+"""Inputs of the survivors' first round (each later round twice the inputs run so far): most wrong mutants show
+early."""
 AUDIT_VERSION = "1"
 
 
@@ -150,17 +153,20 @@ def audit_task(
     limit: int = MUTANT_LIMIT,
     threshold: float | None = None,
     screen: TaskScreen | None = None,
+    made: Sequence[Mutant] | None = None,
 ) -> TaskAudit:
     """The mutation analysis of one task with ``scorer``'s tests and rules. With ``threshold`` (a gate's), the
     survivors are run on independent inputs only until the answer is certain (``Gate``): not at all where the
     tests' kills alone reach it (``killed / mutants``, the score if every survivor is wrong), else until enough
     survivors are wrong or possibly equivalent. The survivors left unsettled count as wrong in ``score`` (a lower
     bound) and as equivalent in ``most``; the answer is ``score >= threshold`` either way. ``screen``: the task's,
-    where the caller shares one."""
+    where the caller shares one; ``made``: the mutants as ``mutants`` makes them here, where the caller made them
+    already (the gates do, while the sandbox runs the reference)."""
     problem = reference_problem(task, scorer)
     if problem:
         return TaskAudit(task.task_id, problem=problem)
-    made = mutants(task.ground_truth, limit=limit, seed=seed_of(task))
+    if made is None:
+        made = mutants(task.ground_truth, limit=limit, seed=seed_of(task))
     try:
         found = (screen or TaskScreen(task, scorer)).successes([m.code for m in made])
     except InfraError as exc:
@@ -187,7 +193,7 @@ def witnessed(
     families = templates(task.test_cases, task.ground_truth)
     rng = random.Random(f"audit:{seed_of(task)}:{AUDIT_VERSION}")
     calls = random_calls(families, domain_of(families, task.ground_truth), rng, PROBES)
-    probes = _Probes(task, scorer, calls, block=len(calls) if gate is None else 2 * BATCH, gate=gate)
+    probes = _Probes(task, scorer, calls, block=len(calls) if gate is None else 2 * ROUND, gate=gate)
     if gate is None:
         probes.rounds(list(surviving), 0)
     else:
@@ -195,7 +201,7 @@ def witnessed(
         while left and not probes.answered():
             size = max(1, gate.equivalent_needed - len(probes.through))
             wave, left = left[:size], left[size:]
-            probes.rounds(wave, BATCH)
+            probes.rounds(wave, ROUND)
     return [
         Survivor(m, probes.witness.get(m.index, ""), m.index in probes.witness or m.index in probes.through)
         for m in surviving
@@ -234,7 +240,7 @@ class _Probes:
         """Runs ``pending`` from input ``start`` in rounds of growing size (most wrong mutants show early) until
         each is shown wrong or has run every input, or the gate's question is answered; with ``once``, one round,
         returning those still to go on."""
-        size = BATCH if not start else 2 * start
+        size = ROUND if not start else 2 * start
         while pending and self.reach(start + 1) > start:
             chunk = self.valid[start : self.reach(start + size)]
             budget = mutant_budget([o for _, o in self.valid])
