@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from hand_tasks import TIERED, make_task
 from paths import REPO
 
 from colbench.domains.backend import degenerate
-from colbench.domains.backend.plus.calls import prelude, run_sources
+from colbench.domains.backend.plus.calls import BATCH, mutant_budget, prelude, run_beside, run_calls, run_sources
 from colbench.domains.backend.plus.mutants import mutants
-from colbench.domains.backend.plus.screen import successes
+from colbench.domains.backend.plus.screen import REFERENCE_BUDGET, successes
 from colbench.domains.backend.scorer import BackendScore, BackendScorer
+from colbench.sandbox import contract
 from colbench.sandbox.contract import Limits
 from colbench.tasks import Task
 
@@ -186,3 +188,37 @@ def test_each_call_is_compiled_once_a_process_with_evals_rules(scorer: BackendSc
         ("value", 2, ""),
     ]
     assert [o.value for o in second] == [3, 4, None, None, 3]  # the second job's calls ran its own module
+
+
+def test_the_reference_runs_beside_its_mutants_with_the_budgets_two_requests_would_give(
+    scorer: BackendScorer,
+) -> None:
+    loops = "def shipping_cost(w, e):\n    while w > 0:\n        pass\n"
+    jobs = [(m.code, AT_THRESHOLDS) for m in mutants(TIERED)] + [(loops, AT_THRESHOLDS)]
+    many = jobs * (2 * BATCH // (len(jobs) * len(AT_THRESHOLDS)) + 1)  # more than one test expression
+    reference = run_calls(scorer.sandbox, TIERED, AT_THRESHOLDS, budget=REFERENCE_BUDGET, pool="reference")
+    apart = run_sources(scorer.sandbox, many, budget=mutant_budget(reference))
+    both = run_beside(scorer.sandbox, TIERED, AT_THRESHOLDS, many, budget=REFERENCE_BUDGET)
+    assert both is not None and both == (reference, apart)
+    assert {o.kind for o in apart[len(jobs) - 1]} == {"budget"}  # the loop met the budget the reference's work set
+    killer = "import os\ndef shipping_cost(w, e):\n    os._exit(3)\n"
+    assert run_beside(scorer.sandbox, TIERED, AT_THRESHOLDS, [(killer, AT_THRESHOLDS)], budget=REFERENCE_BUDGET) is None
+
+
+def test_the_screen_runs_the_reference_and_the_mutants_in_one_request(
+    scorer: BackendScorer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = make_task(TIERED, AT_THRESHOLDS, task_id="tiered-one-request")
+    answers = [m.code for m in mutants(TIERED)]
+    expected = [s.success for s in scorer.score_many([(task, a) for a in answers])]
+    scorer.expected(task)  # the scorer's own runs, before the screen is watched
+    requests: list[str] = []
+    run_tests = scorer.sandbox.run_tests
+
+    def counted(code: str, tests: Sequence[str], **options: Any) -> list[contract.TestOutcome]:
+        requests.append(options.get("pool", "answer"))
+        return run_tests(code, tests, **options)
+
+    monkeypatch.setattr(scorer.sandbox, "run_tests", counted)
+    assert successes(task, scorer, answers) == expected
+    assert requests == ["reference"]

@@ -59,10 +59,16 @@ class CallOutcome:
         return self.kind == other.kind and self.detail == other.detail and not self.is_value
 
 
+MUTANT_SCALE = (10, 10_000, 1_000_000)
+"""A mutant's work budget from its reference's: ``min(cap, factor * most + floor)``, as ``(factor, floor, cap)``
+(``mutant_budget`` on the host, the batch program's ``scale`` in the sandbox)."""
+
+
 def mutant_budget(reference_outcomes: Sequence[CallOutcome]) -> Budget:
     """A mutant may take ten times the reference's work on the same calls (a mutant that loops is killed)."""
+    factor, floor, cap = MUTANT_SCALE
     most = max((o.ops for o in reference_outcomes if o.is_value), default=0)
-    return Budget(max_ops=min(1_000_000, 10 * most + 10_000))
+    return Budget(max_ops=min(cap, factor * most + floor))
 
 
 @cache
@@ -71,9 +77,15 @@ def prelude() -> str:
     return Path(__file__).with_name("calls_prelude.py").read_text(encoding="utf-8")
 
 
-def _expression(pieces: Sequence[tuple[str, Sequence[str]]], seed: int, budget: Budget, cover: bool) -> str:
+def _expression(
+    pieces: Sequence[tuple[str, Sequence[str]]], seed: int, budget: Budget, cover: bool, scale: bool = False
+) -> str:
     jobs = [(source, list(calls)) for source, calls in pieces]
-    return f"__colbench_jobs__({jobs!r}, {seed}, {budget.max_ops}, {budget.max_depth}, {budget.max_items}, {cover})"
+    scaled = MUTANT_SCALE if scale else None
+    return (
+        f"__colbench_jobs__({jobs!r}, {seed}, {budget.max_ops}, {budget.max_depth}, {budget.max_items}, {cover}, "
+        f"{scaled!r})"
+    )
 
 
 def _decoded(raw: Any) -> CallOutcome:
@@ -119,17 +131,52 @@ def run_sources(
     own, and a job stopped alone runs again one call per expression (without ``retry``, its calls are
     ``lost``)."""
     budget = budget or Budget()
-    pieces = [
-        _Piece(j, source, list(calls[i : i + BATCH]))
-        for j, (source, calls) in enumerate(jobs)
-        for i in range(0, len(calls), BATCH)
-    ]
+    pieces = _pieces(jobs)
     found: list[list[CallOutcome]] = [[] for _ in jobs]
     for piece, outcomes in zip(
         pieces, _settled(sandbox, _packed(pieces), seed, budget, pool, cover, retry), strict=True
     ):
         found[piece.job] += outcomes
     return found
+
+
+def run_beside(
+    sandbox: Sandbox,
+    reference: str,
+    calls: Sequence[str],
+    jobs: Sequence[tuple[str, Sequence[str]]],
+    *,
+    seed: int = 0,
+    budget: Budget,
+    pool: str = "reference",
+) -> tuple[list[CallOutcome], list[list[CallOutcome]]] | None:
+    """The reference's outcomes on ``calls`` (under ``budget``) and each job's, in one request where
+    ``run_calls`` then ``run_sources`` would make two: every test expression runs the reference first, then up to
+    ``BATCH`` calls of the jobs under the budget its work sets (``mutant_budget``), in the same process. Only for
+    jobs of the reference's own trust (its mutants, answers that compute nothing). None where the sandbox lost an
+    expression: the caller runs them apart, as the two calls would."""
+    packs = _packed(_pieces(jobs)) or [[]]
+    first = [(reference, list(calls))]
+    expressions = [
+        _expression(first + [(p.source, p.calls) for p in pack], seed, budget, False, scale=True) for pack in packs
+    ]
+    outcomes = sandbox.run_tests(
+        prelude(), expressions, limits=Limits(timeout_s=budget.backstop_s), pool=pool, trusted_code=True
+    )
+    found: list[list[CallOutcome]] = [[] for _ in jobs]
+    references: list[list[CallOutcome]] = []
+    for pack, outcome in zip(packs, outcomes, strict=True):
+        sizes = [len(calls), *(len(p.calls) for p in pack)]
+        decoded = _pack(outcome.value, sizes) if outcome.outcome == "value" else None
+        if decoded is None:
+            return None
+        references.append(decoded[0])
+        for piece, got in zip(pack, decoded[1:], strict=True):
+            found[piece.job] += got
+    for other in references[1:]:
+        if not all(a.same(b) and a.ops == b.ops for a, b in zip(references[0], other, strict=True)):
+            return None  # the reference did not do the same in every expression, so neither did the budgets
+    return references[0], found
 
 
 @dataclass(frozen=True)
@@ -172,6 +219,15 @@ def _settled(
         else:
             found.append([CallOutcome("lost", detail=outcome.outcome) for _ in pack[0].calls])
     return found
+
+
+def _pieces(jobs: Sequence[tuple[str, Sequence[str]]]) -> list[_Piece]:
+    """Each job's calls, ``BATCH`` at a time."""
+    return [
+        _Piece(j, source, list(calls[i : i + BATCH]))
+        for j, (source, calls) in enumerate(jobs)
+        for i in range(0, len(calls), BATCH)
+    ]
 
 
 def _packed(pieces: list[_Piece]) -> list[list[_Piece]]:

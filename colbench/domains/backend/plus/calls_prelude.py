@@ -207,8 +207,17 @@ def __colbench_calls__(source, calls, seed, max_ops, max_depth, max_items, cover
     return results
 
 
-def __colbench_jobs__(jobs, seed, max_ops, max_depth, max_items, cover=False):
+def __colbench_jobs__(jobs, seed, max_ops, max_depth, max_items, cover=False, scale=None):
     """``__colbench_calls__`` of each ``(source, calls)`` job, one list each, in one process: the few calls of each
-    of many short jobs (mutants, degenerate answers) share a fork instead of paying one each."""
+    of many short jobs (mutants, degenerate answers) share a fork instead of paying one each. With ``scale``, a
+    ``(factor, floor, cap)``, job 0 is a reference run under ``max_ops`` and the others under ``min(cap, factor *
+    most + floor)``, ``most`` the most work one of its calls that returned did (``calls.mutant_budget``)."""
     compiled = {}
-    return [__colbench_calls__(s, c, seed, max_ops, max_depth, max_items, cover, compiled) for s, c in jobs]
+    found = []
+    for s, c in jobs:
+        found.append(__colbench_calls__(s, c, seed, max_ops, max_depth, max_items, cover, compiled))
+        if scale is not None and len(found) == 1:
+            factor, floor, cap = scale
+            most = max([r[2] for r in found[0] if r[0] == "v"], default=0)
+            max_ops = min(cap, factor * most + floor)
+    return found

@@ -19,8 +19,9 @@ One known difference errs one way only: the batch runner carries a NumPy array a
 returning an array where the reference returns a list passes here and fails in the scorer. Such a verdict can only
 count a mutant as surviving or a degenerate answer as passing, which makes the gates stricter, never laxer.
 
-The answers share test processes with each other (never with the reference): they must be of one trust, such as
-one candidate task's mutants.
+The answers share test processes with each other and, in the request that runs the reference beside them (the
+first, ``calls.run_beside``), with the reference, after it: they must be of the reference's own trust, such as its
+mutants or answers that compute nothing, and they run in its pool.
 """
 
 from __future__ import annotations
@@ -28,7 +29,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cached_property
 
-from colbench.domains.backend.plus.calls import Budget, CallOutcome, mutant_budget, run_calls, run_sources
+from colbench.domains.backend.plus.calls import (
+    Budget,
+    CallOutcome,
+    mutant_budget,
+    run_beside,
+    run_calls,
+    run_sources,
+)
 from colbench.domains.backend.scorer import BackendScorer, Expected, extract_code
 from colbench.domains.backend.values import EXACT, Tolerance, values_equal
 from colbench.errors import InfraError
@@ -92,8 +100,19 @@ class TaskScreen:
         return run_sources(scorer.sandbox, jobs, seed=scorer.seed, budget=budget, retry=False)
 
     def outcomes(self, codes: Sequence[str]) -> list[list[CallOutcome]]:
-        """Each code's batch outcomes on the counted tests' judged calls (``calls``), in one request."""
-        return self.run([(code, self.calls) for code in codes])
+        """Each code's batch outcomes on the counted tests' judged calls (``calls``), in one request: the one that
+        also runs the reference, where it has not run yet (``calls.run_beside``), else (or where that request lost
+        an expression) one of their own."""
+        jobs = [(code, self.calls) for code in codes]
+        if "reference" not in self.__dict__ and jobs:  # cached_property: not computed yet
+            scorer = self.scorer
+            both = run_beside(
+                scorer.sandbox, self.task.ground_truth, self.calls, jobs, seed=scorer.seed, budget=REFERENCE_BUDGET
+            )
+            if both is not None:
+                self.__dict__["reference"], found = both
+                return found
+        return self.run(jobs)
 
     def judge(self, outcomes: Sequence[Sequence[CallOutcome]]) -> list[list[bool | None]]:
         """Whether each code passes each counted test, from its ``outcomes`` (None where the batch runner cannot
@@ -102,14 +121,17 @@ class TaskScreen:
         return [[judged(e, o, tolerance) for e, o in zip(self.expected, got, strict=True)] for got in outcomes]
 
     def passes(self, codes: Sequence[str]) -> list[list[bool | None]]:
-        """``judge(outcomes(codes))``; call only when ``usable``."""
+        """``judge(outcomes(codes))``; what it says counts only when ``usable``."""
         return self.judge(self.outcomes(codes))
 
     def verdicts(self, codes: Sequence[str]) -> list[bool | None]:
         """Whether each code passes every counted test (None: not settled here)."""
+        if not codes or ("reference" in self.__dict__ and not self.usable):
+            return [None for _ in codes]
+        rows = self.passes(codes)  # the reference runs beside them, where it has not run yet
         if not self.usable:
             return [None for _ in codes]
-        return [False if False in row else None if None in row else True for row in self.passes(codes)]
+        return [False if False in row else None if None in row else True for row in rows]
 
     def successes(self, answers: Sequence[str]) -> list[bool]:
         """``scorer.score(task, answer).success`` for each answer (see the module docstring for how); an answer the
