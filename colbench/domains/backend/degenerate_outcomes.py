@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
+from functools import cache
+from types import CodeType
 from typing import Any
 
 from colbench.domains.backend.judging import DEGENERATE_RESULTS
@@ -80,8 +82,13 @@ def _outcome(result: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call
     arguments plain data."""
     if result == "_raise()":
         return CallOutcome("raised", detail="RuntimeError")
-    value = eval(result, {"__builtins__": _HELPERS}, {"args": args, "kwargs": kwargs})
+    value = eval(_compiled(result), {"__builtins__": _HELPERS}, {"args": args, "kwargs": kwargs})
     return CallOutcome("value", _as_decoded(value))
+
+
+@cache
+def _compiled(result: str) -> CodeType:
+    return compile(result, "<degenerate>", "eval")
 
 
 def _as_decoded(value: Any) -> Any:

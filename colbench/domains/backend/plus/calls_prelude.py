@@ -212,7 +212,10 @@ def __colbench_jobs__(jobs, seed, max_ops, max_depth, max_items, cover=False, sc
     of many short jobs (mutants, degenerate answers) share a fork instead of paying one each. With ``scale``, a
     ``(factor, floor, cap)``, job 0 is a reference run under ``max_ops`` and the others under ``min(cap, factor *
     most + floor)``, ``most`` the most work one of its calls that returned did (``calls.mutant_budget``)."""
-    compiled = {}
+    # Kept on the sys module, which outlives this module: a request's test expressions all run in one process, and
+    # its jobs are of one trust (one task's mutants, say), so the survivors of a task run on the same inputs in
+    # expressions of their own share one compile of each call.
+    compiled = __colbench_sys.__dict__.setdefault("__colbench_compiled__", {})
     found = []
     for s, c in jobs:
         found.append(__colbench_calls__(s, c, seed, max_ops, max_depth, max_items, cover, compiled))

@@ -24,8 +24,9 @@ from __future__ import annotations
 import ast
 import math
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from colbench.domains.backend.judging import CURRENT_RULES, plan
@@ -388,48 +389,94 @@ def mutated_calls(families: Sequence[Family], domain: Domain, rng: random.Random
 
 
 # -- the audit's inputs: every slot drawn afresh ------------------------------------------------------------
-def fresh_value(like: Any, rng: random.Random, domain: Domain, seen: Sequence[Any]) -> Any:
-    """A value of ``like``'s shape drawn uniformly from the domain (the audit's generator)."""
+def fresh_value(
+    like: Any, rng: random.Random, domain: Domain, seen: Sequence[Any], memo: dict[Any, Any] | None = None
+) -> Any:
+    """A value of ``like``'s shape drawn uniformly from the domain (the audit's generator). ``memo``: what was
+    worked out from the ``seen`` lists so far, for a caller drawing many values from the same ones (the draws are
+    the same with or without it)."""
+    memo = {} if memo is None else memo
     if isinstance(like, bool):
         return rng.random() < 0.5
     if isinstance(like, int | float):
-        numbers = [v for v in seen if _is_number(v)] or [like]
-        top = max(10.0, min(domain.largest, max(abs(v) for v in numbers) * 3))
+        known = _derived(memo, "numbers", seen, lambda: [v for v in seen if _is_number(v)])
+        # the largest size, least and most of the numbers seen (or of ``like`` alone where none is)
+        size, least, most = (
+            _derived(memo, "span", seen, lambda: (max(abs(v) for v in known), min(known), max(known)))
+            if known
+            else (abs(like), like, like)
+        )
+        top = max(10.0, min(domain.largest, size * 3))
         low = -top if domain.negative else (0 if domain.zero else 1)
-        held = [c for c in domain.boundaries + domain.numbers if low <= c <= top]
-        held = [c for c in held if isinstance(like, float) or float(c).is_integer()]
+        key = ("held", low, top, isinstance(like, float))
+        if key not in memo:
+            held = [c for c in domain.boundaries + domain.numbers if low <= c <= top]
+            memo[key] = [c for c in held if isinstance(like, float) or float(c).is_integer()]
+        held = memo[key]
         if held and rng.random() < 0.25:  # a value the code holds: a key, a threshold, a rate
             return type(like)(rng.choice(held))
         if rng.random() < 0.5:  # half the draws in the range the tests use, where thresholds tend to be
-            low, top = max(low, min(numbers) - 2), max(numbers) + 2
+            low, top = max(low, least - 2), most + 2
         number = rng.uniform(low, top)
         return round(number) or (1 if not domain.zero else 0) if isinstance(like, int) else round(number, 2)
     if isinstance(like, str):
-        strings = [s for s in seen if isinstance(s, str)] + domain.strings
+        strings = _derived(memo, "strings", seen, lambda: [s for s in seen if isinstance(s, str)] + domain.strings)
         if strings and rng.random() < 0.6:
             return str(rng.choice(strings))
         size = rng.randint(0 if domain.empty else 1, 8)
         return "".join(rng.choice("abcdefghij klmnop0123") for _ in range(size)) or "a"
     if isinstance(like, list | set | frozenset):
-        elements = [e for s in seen if isinstance(s, list | set | frozenset) for e in s] or list(like)
+        elements = _derived(
+            memo, "elements", seen, lambda: [e for s in seen if isinstance(s, list | set | frozenset) for e in s]
+        ) or list(like)
         if not elements:
             return type(like)()
-        size = rng.randint(
-            0 if domain.empty else 1, max(len(s) for s in seen if isinstance(s, list | set | frozenset)) + 2
+        longest = _derived(
+            memo, "longest", seen, lambda: max(len(s) for s in seen if isinstance(s, list | set | frozenset))
         )
-        items = [fresh_value(rng.choice(elements), rng, domain, elements) for _ in range(size)]
+        size = rng.randint(0 if domain.empty else 1, longest + 2)
+        items = [fresh_value(rng.choice(elements), rng, domain, elements, memo) for _ in range(size)]
         return items if isinstance(like, list) else type(like)(items)
     if isinstance(like, tuple):
         return tuple(
-            fresh_value(v, rng, domain, [s[k] for s in seen if isinstance(s, tuple) and len(s) > k])
+            fresh_value(
+                v,
+                rng,
+                domain,
+                _derived(memo, ("tuple", k), seen, partial(_tuple_slot, seen, k)),
+                memo,
+            )
             for k, v in enumerate(like)
         )
     if isinstance(like, dict) and like:
         return {
-            k: fresh_value(v, rng, domain, [s[k] for s in seen if isinstance(s, dict) and k in s])
+            k: fresh_value(
+                v,
+                rng,
+                domain,
+                _derived(memo, ("dict", k), seen, partial(_dict_slot, seen, k)),
+                memo,
+            )
             for k, v in like.items()
         }
     return like
+
+
+def _tuple_slot(seen: Sequence[Any], k: int) -> list[Any]:
+    return [s[k] for s in seen if isinstance(s, tuple) and len(s) > k]
+
+
+def _dict_slot(seen: Sequence[Any], k: Any) -> list[Any]:
+    return [s[k] for s in seen if isinstance(s, dict) and k in s]
+
+
+def _derived(memo: dict[Any, Any], what: Any, seen: Sequence[Any], make: Callable[[], Any]) -> Any:
+    """``make()``, worked out once per ``seen`` list in ``memo`` (which holds the list, so its id stays its own)."""
+    key = (what, id(seen))
+    found = memo.get(key)
+    if found is None or found[0] is not seen:
+        found = memo[key] = (seen, make())
+    return found[1]
 
 
 def _is_number(value: Any) -> bool:
@@ -440,11 +487,12 @@ def random_calls(families: Sequence[Family], domain: Domain, rng: random.Random,
     """Up to ``count`` calls with every slot drawn afresh (see :func:`fresh_value`), in the domain."""
     made: dict[str, None] = {}
     pool = [(f, t) for f in families for t in f.templates]
+    memo: dict[Any, Any] = {}
     tries = 0
     while pool and len(made) < count and tries < count * 10:
         tries += 1
         family, tmpl = rng.choice(pool)
-        values = {i: fresh_value(v, rng, domain, family.seen[i]) for i, v in enumerate(tmpl.values)}
+        values = {i: fresh_value(v, rng, domain, family.seen[i], memo) for i, v in enumerate(tmpl.values)}
         if all(domain.allows(v) for v in values.values()):
             made.setdefault(tmpl.fill(values), None)
     return list(made)
