@@ -88,16 +88,35 @@ def _expression(
     )
 
 
-def _decoded(raw: Any) -> CallOutcome:
-    if not isinstance(raw, tuple) or not raw or not isinstance(raw[0], str):
-        return CallOutcome("lost", detail="malformed outcome")
-    kind = raw[0]
-    if kind == "v" and len(raw) in (3, 4) and isinstance(raw[2], int):
-        covered = frozenset(str(item) for item in raw[3]) if len(raw) == 4 and isinstance(raw[3], list) else frozenset()
-        return CallOutcome("value", raw[1], raw[2], covered=covered)
-    if kind in ("raised", "budget", "other", "opaque", "module") and len(raw) == 2:
-        return CallOutcome(kind, detail=str(raw[1]))
-    return CallOutcome("lost", detail="malformed outcome")
+_KINDS = {"v": "value", "r": "raised", "b": "budget", "o": "other", "q": "opaque", "m": "module"}
+"""The batch program's one-letter kinds (``calls_prelude.__colbench_packed``)."""
+
+
+def _job(raw: Any, n: int) -> list[CallOutcome] | None:
+    """One job's ``n`` outcomes from the batch program's packed claim, or None when it is not that shape (the
+    process's claims are checked, never trusted: a letter it should not send is a ``lost`` call)."""
+    if not (isinstance(raw, tuple) and len(raw) == 4):
+        return None
+    kinds, payloads, ops, covered = raw
+    if not (isinstance(kinds, str) and isinstance(payloads, list) and isinstance(ops, str)):
+        return None
+    counts = ops.split(",") if n else []
+    if not (len(kinds) == len(payloads) == len(counts) == n) or (covered is not None and not isinstance(covered, list)):
+        return None
+    if covered is not None and len(covered) != n:
+        return None
+    found = []
+    for i, (letter, payload, count) in enumerate(zip(kinds, payloads, counts, strict=True)):
+        kind = _KINDS.get(letter)
+        if kind == "value" and count.isascii() and count.isdigit() and len(count) <= 12:
+            got = covered[i] if covered is not None else None
+            cover = frozenset(str(item) for item in got) if isinstance(got, list) else frozenset()
+            found.append(CallOutcome("value", payload, int(count), covered=cover))
+        elif kind is not None and kind != "value":
+            found.append(CallOutcome(kind, detail=str(payload)))
+        else:
+            found.append(CallOutcome("lost", detail="malformed outcome"))
+    return found
 
 
 def run_calls(
@@ -251,6 +270,10 @@ def _pack(value: Any, sizes: Sequence[int]) -> list[list[CallOutcome]] | None:
         return None
     if not isinstance(items, list) or len(items) != len(sizes):
         return None
-    if not all(isinstance(job, list) and len(job) == n for job, n in zip(items, sizes, strict=True)):
-        return None
-    return [[_decoded(item) for item in job] for job in items]
+    jobs = []
+    for job, n in zip(items, sizes, strict=True):
+        outcomes = _job(job, n)
+        if outcomes is None:
+            return None
+        jobs.append(outcomes)
+    return jobs

@@ -6,10 +6,11 @@ The augmenter and the audit judge thousands of candidate calls against a referen
 per call (how the scorer runs a test) would cost a fork each; here one test expression runs a batch of calls, each
 in a fresh module (the source executed again in a new namespace, the generators seeded again), so no call sees
 another's state. Each call is held to budgets that do not depend on the machine: Python line events (``max_ops``),
-call depth (``max_depth``) and the size of the value (``max_items``). Every call's outcome is a plain tuple the
-sandbox can encode: ``("v", value, ops)``, ``("raised", type)``, ``("budget", what)``, ``("other", type)`` for a
-value of a type the judge cannot compare here, ``("opaque", type)`` for one the scorer holds equal to nothing (a
-function, a module: ``__COLBENCH_OPAQUE``), or ``("module", type)`` when the module itself fails. Values are
+call depth (``max_depth``) and the size of the value (``max_items``). Every call's outcome is one of
+``("v", value, ops)``, ``("raised", type)``, ``("budget", what)``, ``("other", type)`` for a value of a type the
+judge cannot compare here, ``("opaque", type)`` for one the scorer holds equal to nothing (a function, a module:
+``__COLBENCH_OPAQUE``), or ``("module", type)`` when the module itself fails; a job's outcomes travel packed
+(``__colbench_packed``). Values are
 made of built-in types only (NumPy arrays and scalars as lists and numbers), and classes, which the sandbox's
 runner carries by their names.
 
@@ -130,7 +131,7 @@ def __colbench_calls__(source, calls, seed, max_ops, max_depth, max_items, cover
     try:
         code = compile(source, "task.py", "exec")
     except BaseException as exc:  # the module cannot run: as a module that raises, for every call
-        return [("module", type(exc).__name__) for _ in calls]
+        return __colbench_packed([("module", type(exc).__name__) for _ in calls], cover)
     results = []
     __colbench_random.seed(seed)
     seeded = __colbench_random.getstate()  # restoring it is half the cost of seeding again, the same state
@@ -204,7 +205,21 @@ def __colbench_calls__(source, calls, seed, max_ops, max_depth, max_items, cover
             results.append(("opaque", str(exc)))
         except BaseException as exc:
             results.append(("other", str(exc) or type(exc).__name__))
-    return results
+    return __colbench_packed(results, cover)
+
+
+__COLBENCH_KINDS = {"v": "v", "raised": "r", "budget": "b", "other": "o", "opaque": "q", "module": "m"}
+
+
+def __colbench_packed(results, cover):
+    """One job's outcomes as the host reads them (``calls._job``): a string of kinds, the payloads (a value, or what
+    went wrong), the work counted as one string, and with ``cover`` what each call covered. Four nodes a job and one
+    a call, where a tuple a call cost four: the sandbox's encoder and the host's decoder walk every node."""
+    kinds = "".join(__COLBENCH_KINDS[r[0]] for r in results)
+    payloads = [r[1] for r in results]
+    ops = ",".join(str(r[2]) if r[0] == "v" else "0" for r in results)
+    covered = [r[3] if r[0] == "v" else [] for r in results] if cover else None
+    return (kinds, payloads, ops, covered)
 
 
 def __colbench_jobs__(jobs, seed, max_ops, max_depth, max_items, cover=False, scale=None):
@@ -221,6 +236,8 @@ def __colbench_jobs__(jobs, seed, max_ops, max_depth, max_items, cover=False, sc
         found.append(__colbench_calls__(s, c, seed, max_ops, max_depth, max_items, cover, compiled))
         if scale is not None and len(found) == 1:
             factor, floor, cap = scale
-            most = max([r[2] for r in found[0] if r[0] == "v"], default=0)
+            kinds, _, ops, _ = found[0]
+            # (no calls: ops is "", one empty count, and no kind)
+            most = max([int(n) for kind, n in zip(kinds, ops.split(","), strict=False) if kind == "v"], default=0)
             max_ops = min(cap, factor * most + floor)
     return found
