@@ -165,6 +165,32 @@ def holes(scorer: BackendScorer, task: Task, screen: TaskScreen | None = None) -
     return rows
 
 
+def constant_successes(scorer: BackendScorer, task: Task, screen: TaskScreen | None = None) -> list[str]:
+    """The degenerate answers (by label) that pass every counted test of ``task``, as the scorer would score them.
+
+    Unlike ``holes``, this counts an answer the reference agrees with: a reference that returns one value on every
+    test (or hands back its argument) is as easy to match as it is, so a task it makes rewards computing nothing,
+    which ``colbench tasks generate`` must not keep. Judged on the host where the calls are literal
+    (``degenerate_outcomes``), else by the batch runner, else by the scorer."""
+    screen = screen or TaskScreen(task, scorer)
+    if not screen.counted:
+        return []
+    answers = degenerate_answers(task.ground_truth)
+    labels = list(answers)
+    verdicts: list[bool | None] = [None for _ in labels]
+    if screen.usable:
+        known = degenerate_outcomes.outcomes(task.ground_truth, labels, screen.calls)
+        outcomes = known if known is not None else screen.run([(answers[label], screen.calls) for label in labels])
+        for k, row in enumerate(screen.judge(outcomes)):
+            verdicts[k] = False if False in row else None if None in row else True
+    unsettled = [k for k, verdict in enumerate(verdicts) if verdict is None]
+    for k, score in zip(unsettled, scorer.score_many([(task, answers[labels[k]]) for k in unsettled]), strict=True):
+        if score.success is None:
+            raise InfraError(score.error)
+        verdicts[k] = score.success
+    return [label for label, verdict in zip(labels, verdicts, strict=True) if verdict]
+
+
 def _on_calls(
     screen: TaskScreen,
     calls: Sequence[str],

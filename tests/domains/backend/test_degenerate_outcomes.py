@@ -102,3 +102,22 @@ def test_the_degenerate_gate_asks_the_sandbox_nothing_for_literal_calls(
         and found
         and found == [r for r in degenerate.audit_task(rules, old).rows if r[1] in ("hole", "degenerate success")]
     )
+
+
+def test_an_answer_that_computes_nothing_and_passes_every_test_is_found_even_where_the_reference_agrees(
+    scorer: BackendScorer, bundled_tasks: list[Task]
+) -> None:
+    constant = make_task(
+        'def total(prices, code):\n    rate = {"A": 0.1}.get(code.lower(), 0)\n    return sum(p * rate for p in prices)\n',
+        ["total([1, 2], 'A') == 0", "total([5], 'a') == 0", "total([], 'B') == 0"],
+        task_id="always-zero",
+    )
+    echo = make_task("def tidy(s):\n    return s.strip() if s else s\n", ["tidy('a')", "tidy('b c')"], task_id="echo")
+    assert degenerate.constant_successes(scorer, constant)[:1] == ["returns 0"]
+    assert degenerate.constant_successes(scorer, echo) == ["returns its first argument"]
+    assert degenerate.holes(scorer, constant) == []  # tasks check's holes need a call the reference answers otherwise
+    for task in [*bundled_tasks[:10], constant, echo]:  # the scorer's own verdicts, answer by answer
+        answers = degenerate_answers(task.ground_truth)
+        scores = scorer.score_many([(task, code) for code in answers.values()])
+        direct = [label for label, score in zip(answers, scores, strict=True) if score.success]
+        assert degenerate.constant_successes(scorer, task) == direct, task.task_id

@@ -116,6 +116,10 @@ def _run(verdict: Verdict, scorer: BackendScorer) -> None:
     if holes:
         verdict.gate, verdict.reason = "degenerate", holes[0][:300]
         return
+    passing = degenerate.constant_successes(scorer, task, screen)
+    if passing:  # the reference computes what an answer that computes nothing gives, on every test
+        verdict.gate, verdict.reason = "degenerate", f"an answer that {passing[0]} passes every test"
+        return
     verdict.passed.append("degenerate")
 
 
