@@ -70,11 +70,12 @@ def _mix(copied: Task | None) -> list[tuple[str, str]]:
             ),
         ),
         (
-            "mutation",
+            "mutation",  # its tests see only the top and the bottom grade
             _reply(
-                "Keep a number in a range.",
-                "def clamp(x, lo, hi):\n    if x < lo:\n        return lo\n    if x > hi:\n        return hi\n    return x\n",
-                {"test1": "clamp(5, 0, 10) == 5"},
+                "Turn a score into a letter grade.",
+                'def grade(score):\n    if score >= 90:\n        return "A"\n    if score >= 80:\n        return "B"\n'
+                '    if score >= 70:\n        return "C"\n    return "F"\n',
+                {"test1": 'grade(95) == "A"', "test2": 'grade(50) == "F"'},
             ),
         ),
         (

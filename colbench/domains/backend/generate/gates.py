@@ -2,9 +2,9 @@
 names the reject's gate and reason (docs/generate.md, "Gates").
 
 Cheap gates come first, so a bad candidate costs little: the reference's own tests (which the scorer runs twice,
-one sandbox exec, to see nondeterminism), the request leak (no sandbox), the mutation score, which stops at what
-its kills settle (``audit_task``'s ``threshold``), then the degenerate answers (weak tests are the mutation gate's
-to name: an answer computing nothing passes them too). Only a candidate that passed every
+one sandbox exec, to see nondeterminism), the request leak (no sandbox), an answer computing nothing that passes
+every test (the degenerate gate's cheap half), the mutation score, which stops at what its kills settle
+(``audit_task``'s ``threshold``), then the degenerate answers' holes, test by test. Only a candidate that passed every
 gate is augmented (its plus tests, as ``colbench tasks augment`` makes them), reusing the audit's mutant scores.
 Deduplication is the caller's (it depends on the tasks kept before), and it runs before these gates.
 """
@@ -96,6 +96,13 @@ def _run(verdict: Verdict, scorer: BackendScorer) -> None:
         return
     verdict.passed.append("leak")
     screen = TaskScreen(task, scorer)  # the mutation and degenerate gates share the reference's batch run
+    # The degenerate gate's cheap half first: an answer that computes nothing and passes every test (mostly worked
+    # out on the host) rejects a candidate before the mutation gate's probing, which such a reference, its code
+    # mostly dead, makes long: its mutants are equivalent.
+    passing = degenerate.constant_successes(scorer, task, screen)
+    if passing:
+        verdict.gate, verdict.reason = "degenerate", f"an answer that {passing[0]} passes every test"
+        return
     audit = audit_task(task, scorer, threshold=MUTATION_THRESHOLD, screen=screen, made=made.result())
     verdict.mutation_score, verdict.mutation_witnessed = audit.score, audit.witnessed
     if audit.problem or audit.score is None or audit.score < MUTATION_THRESHOLD:
@@ -115,10 +122,6 @@ def _run(verdict: Verdict, scorer: BackendScorer) -> None:
     holes = [f"{name}: {detail}" for name, _, detail in degenerate.holes(scorer, task, screen)]
     if holes:
         verdict.gate, verdict.reason = "degenerate", holes[0][:300]
-        return
-    passing = degenerate.constant_successes(scorer, task, screen)
-    if passing:  # the reference computes what an answer that computes nothing gives, on every test
-        verdict.gate, verdict.reason = "degenerate", f"an answer that {passing[0]} passes every test"
         return
     verdict.passed.append("degenerate")
 
