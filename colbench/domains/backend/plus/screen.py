@@ -20,8 +20,8 @@ returning an array where the reference returns a list passes here and fails in t
 count a mutant as surviving or a degenerate answer as passing, which makes the gates stricter, never laxer.
 
 The answers share test processes with each other and, in the request that runs the reference beside them (the
-first, ``calls.run_beside``), with the reference, after it: they must be of the reference's own trust, such as its
-mutants or answers that compute nothing, and they run in its pool.
+first, ``calls.run_beside``, made in the reference's pool), with the reference, after it: they must be of the
+reference's own trust, such as its mutants or answers that compute nothing.
 """
 
 from __future__ import annotations
