@@ -27,6 +27,8 @@ from colbench.domains.backend.plus.calls import CallOutcome
 LARGEST_ARGUMENT = 1000
 """Characters of an argument's repr: far below every size budget of the batch runner (10,000 items, an int of
 4,096 bits), so a value worked out here is one the runner would have carried."""
+DEEPEST_ARGUMENT = 50
+"""Nesting of an argument: far below the depth the sandbox's runner encodes (a short repr can nest deep)."""
 _HELPERS = {"len": len, "next": next, "iter": iter}
 """All the built-ins the results of ``DEGENERATE_RESULTS`` use."""
 
@@ -49,9 +51,19 @@ def literal_arguments(call: str, functions: frozenset[str]) -> tuple[tuple[Any, 
         kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg is not None}
     except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
         return None
-    if any(len(repr(v)) > LARGEST_ARGUMENT for v in (*args, *kwargs.values())):
+    values = (*args, *kwargs.values())
+    if any(len(repr(v)) > LARGEST_ARGUMENT or _depth(v) > DEEPEST_ARGUMENT for v in values):
         return None
     return args, kwargs
+
+
+def _depth(value: Any) -> int:
+    """How deep ``value``'s containers nest (a scalar: 0)."""
+    if isinstance(value, dict):
+        return 1 + max((max(_depth(k), _depth(v)) for k, v in value.items()), default=0)
+    if isinstance(value, list | tuple | set | frozenset):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
 
 
 def module_functions(reference: str) -> frozenset[str]:

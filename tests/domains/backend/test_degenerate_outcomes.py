@@ -44,6 +44,7 @@ NOT_LITERAL = [
     "f(1)[0]",
     "h(1)",  # not a function of the reference
     "f(" + repr("x" * 2000) + ")",  # larger than any argument claimed on the host
+    "f(" + "[" * 60 + "]" * 60 + ")",  # short, but nested deeper than any claimed on the host
     "f(1, a=1, a=2)",  # does not compile
     "f(lambda: 1)",
 ]
