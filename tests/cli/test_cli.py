@@ -152,4 +152,5 @@ def test_tasks_check_runs_references() -> None:
     res = colbench("tasks", "check", "backend-sample", "--sandbox", "bwrap")
     assert res.returncode == 0, res.stderr
     assert "reference passes all counted tests on 20/20; 200/200 tests counted" in res.stdout
-    assert "hole 0, degenerate success 0" in res.stdout
+    assert "hole 0, degenerate success 0, constant success 2" in res.stdout  # two sample references return {} / []
+    assert "02293756f991\t*\tconstant success\tan answer that returns {} passes every counted test" in res.stdout

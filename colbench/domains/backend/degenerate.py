@@ -12,9 +12,13 @@ expressions and against each test's probes (the task's calls in it). A finding i
 - ``judged on its calls``: the scorer judges the test's calls instead of the test as written (rule 3);
 - ``hole``: a degenerate answer passes the test while its calls give values unlike the reference's, or the test
   uses none of the task's code and is counted (the old rules): any answer can pass it;
-- ``degenerate success``: a degenerate answer passes every counted test of the task while some call differs.
+- ``degenerate success``: a degenerate answer passes every counted test of the task while some call differs;
+- ``constant success``: a degenerate answer passes every counted test and every call gives the reference's value:
+  the reference itself returns what computing nothing returns on these tests (dead code, a bug, or tests that see
+  one value), so the task rewards a constant answer.
 
-The last two are what the judging rules exist to prevent: with the current rules they should not occur.
+``hole`` and ``degenerate success`` are what the judging rules exist to prevent: with the current rules they should
+not occur. ``constant success`` is the task's, not the rules': 8 of the 300 test-sample tasks have one.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ KINDS = (
     "judged on its calls",
     "hole",
     "degenerate success",
+    "constant success",
 )
 
 
@@ -107,8 +112,12 @@ def audit_task(scorer: BackendScorer, task: Task) -> Findings:
         for i in counted:
             if passed[i] and differs[i]:
                 found.rows.append((reference.plans[i].name, "hole", f"an answer that {label} passes it"))
-        if counted and all(passed[i] for i in counted) and any(differs[i] for i in counted):
-            found.rows.append(("*", "degenerate success", f"an answer that {label} passes every counted test"))
+        if counted and all(passed[i] for i in counted):
+            if any(differs[i] for i in counted):
+                found.rows.append(("*", "degenerate success", f"an answer that {label} passes every counted test"))
+            else:
+                why = f"an answer that {label} passes every counted test, as the reference's values"
+                found.rows.append(("*", "constant success", why))
     return found
 
 
