@@ -33,7 +33,7 @@ from typing import Any
 from colbench.domains.backend import degenerate_outcomes
 from colbench.domains.backend.judging import degenerate_answers, plan
 from colbench.domains.backend.plus.calls import CallOutcome
-from colbench.domains.backend.plus.screen import TaskScreen
+from colbench.domains.backend.plus.screen import TaskScreen, verdict
 from colbench.domains.backend.scorer import BackendScorer, same_outcome
 from colbench.domains.backend.values import EXACT, values_equal
 from colbench.errors import InfraError
@@ -136,14 +136,8 @@ def holes(scorer: BackendScorer, task: Task, screen: TaskScreen | None = None) -
     answers = degenerate_answers(task.ground_truth)
     if not screen.usable:
         return _checked(scorer, task)
-
-    def run(labels: Sequence[str], calls: Sequence[str]) -> list[list[CallOutcome]]:
-        """The answers' outcomes on ``calls``: worked out on the host where that is exact, else in one request."""
-        known = degenerate_outcomes.outcomes(task.ground_truth, labels, calls)
-        return known if known is not None else screen.run([(answers[label], calls) for label in labels])
-
     labels = list(answers)
-    outcomes = run(labels, screen.calls)
+    outcomes = _answer_outcomes(screen, answers, labels, screen.calls)
     passes = screen.judge(outcomes)
     if any(None in row for row in passes):
         return _checked(scorer, task)
@@ -152,7 +146,8 @@ def holes(scorer: BackendScorer, task: Task, screen: TaskScreen | None = None) -
     calls = [p for i in tests for p in probes[i]]
     (reference,) = _on_calls(screen, calls, [screen.reference], lambda missing: [screen.run_reference(missing)])
     tried_labels = [labels[k] for k in tried]
-    found = _on_calls(screen, calls, [outcomes[k] for k in tried], lambda missing: run(tried_labels, missing))
+    had = [outcomes[k] for k in tried]
+    found = _on_calls(screen, calls, had, lambda missing: _answer_outcomes(screen, answers, tried_labels, missing))
     runs = dict(zip(tried, found, strict=True))
     for k, label in enumerate(answers):
         if k not in runs:
@@ -188,16 +183,19 @@ def constant_successes(scorer: BackendScorer, task: Task, screen: TaskScreen | N
     labels = list(answers)
     verdicts: list[bool | None] = [None for _ in labels]
     if screen.usable:
-        known = degenerate_outcomes.outcomes(task.ground_truth, labels, screen.calls)
-        outcomes = known if known is not None else screen.run([(answers[label], screen.calls) for label in labels])
-        for k, row in enumerate(screen.judge(outcomes)):
-            verdicts[k] = False if False in row else None if None in row else True
-    unsettled = [k for k, verdict in enumerate(verdicts) if verdict is None]
-    for k, score in zip(unsettled, scorer.score_many([(task, answers[labels[k]]) for k in unsettled]), strict=True):
-        if score.success is None:
-            raise InfraError(score.error)
-        verdicts[k] = score.success
-    return [label for label, verdict in zip(labels, verdicts, strict=True) if verdict]
+        rows = screen.judge(_answer_outcomes(screen, answers, labels, screen.calls))
+        verdicts = [verdict(row) for row in rows]
+    passed = screen.settle(list(answers.values()), verdicts)
+    return [label for label, success in zip(labels, passed, strict=True) if success]
+
+
+def _answer_outcomes(
+    screen: TaskScreen, answers: dict[str, str], labels: Sequence[str], calls: Sequence[str]
+) -> list[list[CallOutcome]]:
+    """The degenerate answers' (``labels`` of ``answers``) outcomes on ``calls``: worked out on the host where that
+    is exact (``degenerate_outcomes``), else in one request of the screen's."""
+    known = degenerate_outcomes.outcomes(screen.task.ground_truth, labels, calls)
+    return known if known is not None else screen.run([(answers[label], calls) for label in labels])
 
 
 def _on_calls(

@@ -18,9 +18,8 @@ from typing import Any
 from colbench.domains.backend import degenerate
 from colbench.domains.backend.leaks import THRESHOLD as LEAK_THRESHOLD
 from colbench.domains.backend.leaks import leak_score
-from colbench.domains.backend.plus.audit import audit_task
-from colbench.domains.backend.plus.augment import MUTANT_LIMIT, augment_task, seed_of
-from colbench.domains.backend.plus.mutants import mutants
+from colbench.domains.backend.plus.audit import audit_task, task_mutants
+from colbench.domains.backend.plus.augment import augment_task
 from colbench.domains.backend.plus.screen import TaskScreen
 from colbench.domains.backend.scorer import BackendScorer
 from colbench.errors import InfraError
@@ -78,7 +77,7 @@ def signatures(code: str) -> str:
 def _run(verdict: Verdict, scorer: BackendScorer) -> None:
     task = verdict.task
     # the mutants are host work (a few ms a task): made while this thread waits for the sandbox
-    made = _HOST.submit(mutants, task.ground_truth, limit=MUTANT_LIMIT, seed=seed_of(task))
+    made = _HOST.submit(task_mutants, task)
     expected = scorer.expected(task)
     for (name, _), exp in zip(scorer.tests(task), expected, strict=True):
         if "nondeterministic" in exp.reason:

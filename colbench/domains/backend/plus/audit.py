@@ -160,13 +160,13 @@ def audit_task(
     tests' kills alone reach it (``killed / mutants``, the score if every survivor is wrong), else until enough
     survivors are wrong or possibly equivalent. The survivors left unsettled count as wrong in ``score`` (a lower
     bound) and as equivalent in ``most``; the answer is ``score >= threshold`` either way. ``screen``: the task's,
-    where the caller shares one; ``made``: the mutants as ``mutants`` makes them here, where the caller made them
-    already (the gates do, while the sandbox runs the reference)."""
+    where the caller shares one; ``made``: ``task_mutants(task, limit)``, where the caller made them already (the
+    gates do, while the sandbox runs the reference)."""
     problem = reference_problem(task, scorer)
     if problem:
         return TaskAudit(task.task_id, problem=problem)
     if made is None:
-        made = mutants(task.ground_truth, limit=limit, seed=seed_of(task))
+        made = task_mutants(task, limit)
     try:
         found = (screen or TaskScreen(task, scorer)).successes([m.code for m in made])
     except InfraError as exc:
@@ -179,6 +179,11 @@ def audit_task(
         return TaskAudit(task.task_id, len(made), killed, tuple(Survivor(m, settled=False) for m in surviving), tests)
     survivors = tuple(witnessed(task, scorer, surviving, gate))
     return TaskAudit(task.task_id, mutants=len(made), killed=killed, survivors=survivors, tests=tests)
+
+
+def task_mutants(task: Task, limit: int = MUTANT_LIMIT) -> list[Mutant]:
+    """The mutants the audit judges for ``task`` (seeded by its content, as the augmenter's)."""
+    return mutants(task.ground_truth, limit=limit, seed=seed_of(task))
 
 
 def witnessed(

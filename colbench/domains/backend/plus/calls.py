@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench.domains.backend.values import EXACT, DecodeError, decode, values_equal
-from colbench.sandbox.contract import Limits, Sandbox
+from colbench.sandbox.contract import Limits, Sandbox, TestOutcome
 
 BATCH = 96
 """Calls per test expression. A request's expressions run one after another in one test process, so a larger
@@ -101,9 +101,9 @@ def _job(raw: Any, n: int) -> list[CallOutcome] | None:
     if not (isinstance(kinds, str) and isinstance(payloads, list) and isinstance(ops, str)):
         return None
     counts = ops.split(",") if n else []
-    if not (len(kinds) == len(payloads) == len(counts) == n) or (covered is not None and not isinstance(covered, list)):
+    if not len(kinds) == len(payloads) == len(counts) == n:
         return None
-    if covered is not None and len(covered) != n:
+    if covered is not None and not (isinstance(covered, list) and len(covered) == n):
         return None
     found = []
     for i, (letter, payload, count) in enumerate(zip(kinds, payloads, counts, strict=True)):
@@ -179,9 +179,7 @@ def run_beside(
     expressions = [
         _expression(first + [(p.source, p.calls) for p in pack], seed, budget, False, scale=True) for pack in packs
     ]
-    outcomes = sandbox.run_tests(
-        prelude(), expressions, limits=Limits(timeout_s=budget.backstop_s), pool=pool, trusted_code=True
-    )
+    outcomes = _send(sandbox, expressions, budget, pool)
     found: list[list[CallOutcome]] = [[] for _ in jobs]
     references: list[list[CallOutcome]] = []
     for pack, outcome in zip(packs, outcomes, strict=True):
@@ -221,9 +219,7 @@ def _settled(
     if not packs:
         return []
     expressions = [_expression([(p.source, p.calls) for p in pack], seed, budget, cover) for pack in packs]
-    outcomes = sandbox.run_tests(
-        prelude(), expressions, limits=Limits(timeout_s=budget.backstop_s), pool=pool, trusted_code=True
-    )
+    outcomes = _send(sandbox, expressions, budget, pool)
     found: list[list[CallOutcome]] = []
     for pack, outcome in zip(packs, outcomes, strict=True):
         decoded = _pack(outcome.value, [len(p.calls) for p in pack]) if outcome.outcome == "value" else None
@@ -238,6 +234,12 @@ def _settled(
         else:
             found.append([CallOutcome("lost", detail=outcome.outcome) for _ in pack[0].calls])
     return found
+
+
+def _send(sandbox: Sandbox, expressions: list[str], budget: Budget, pool: str) -> list[TestOutcome]:
+    """The batch program's test expressions in one request (the program is colbench's own: ``trusted_code``)."""
+    limits = Limits(timeout_s=budget.backstop_s)
+    return sandbox.run_tests(prelude(), expressions, limits=limits, pool=pool, trusted_code=True)
 
 
 def _pieces(jobs: Sequence[tuple[str, Sequence[str]]]) -> list[_Piece]:

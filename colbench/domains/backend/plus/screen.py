@@ -55,6 +55,11 @@ def judged(expected: Expected, got: CallOutcome, tolerance: Tolerance = EXACT) -
     return None
 
 
+def verdict(row: Sequence[bool | None]) -> bool | None:
+    """Whether an answer passes every counted test, from whether it passes each (None: not settled here)."""
+    return False if False in row else None if None in row else True
+
+
 def agrees(expected: Sequence[Expected], reference: Sequence[CallOutcome]) -> bool:
     """Whether the batch runner's reference outcomes are the scorer's expected values, exactly."""
     return all(r.is_value and values_equal(e.value, r.value, EXACT) for e, r in zip(expected, reference, strict=True))
@@ -78,6 +83,11 @@ class TaskScreen:
     def reference(self) -> list[CallOutcome]:
         """The batch runner's outcomes of the reference on ``calls`` (its own request, in the ``reference`` pool)."""
         return self.run_reference(self.calls)
+
+    @property
+    def reference_ran(self) -> bool:
+        """Whether ``reference`` is known (a cached property: set once computed, or by ``outcomes``)."""
+        return "reference" in self.__dict__
 
     @cached_property
     def usable(self) -> bool:
@@ -104,7 +114,7 @@ class TaskScreen:
         also runs the reference, where it has not run yet (``calls.run_beside``), else (or where that request lost
         an expression) one of their own."""
         jobs = [(code, self.calls) for code in codes]
-        if "reference" not in self.__dict__ and jobs:  # cached_property: not computed yet
+        if not self.reference_ran and jobs:
             scorer = self.scorer
             both = run_beside(
                 scorer.sandbox, self.task.ground_truth, self.calls, jobs, seed=scorer.seed, budget=REFERENCE_BUDGET
@@ -126,12 +136,12 @@ class TaskScreen:
 
     def verdicts(self, codes: Sequence[str]) -> list[bool | None]:
         """Whether each code passes every counted test (None: not settled here)."""
-        if not codes or ("reference" in self.__dict__ and not self.usable):
+        if not codes or (self.reference_ran and not self.usable):
             return [None for _ in codes]
         rows = self.passes(codes)  # the reference runs beside them, where it has not run yet
         if not self.usable:
             return [None for _ in codes]
-        return [False if False in row else None if None in row else True for row in rows]
+        return [verdict(row) for row in rows]
 
     def successes(self, answers: Sequence[str]) -> list[bool]:
         """``scorer.score(task, answer).success`` for each answer (see the module docstring for how); an answer the
@@ -141,15 +151,21 @@ class TaskScreen:
         codes = [extract_code(answer) for answer in answers]
         present = [k for k, code in enumerate(codes) if code.strip()]
         verdicts: list[bool | None] = [False] * len(answers)  # the scorer fails every test of an empty answer
-        for k, verdict in zip(present, self.verdicts([codes[k] for k in present]), strict=True):
-            verdicts[k] = verdict
-        unsettled = [k for k, verdict in enumerate(verdicts) if verdict is None]
+        for k, found in zip(present, self.verdicts([codes[k] for k in present]), strict=True):
+            verdicts[k] = found
+        return self.settle(answers, verdicts)
+
+    def settle(self, answers: Sequence[str], verdicts: Sequence[bool | None]) -> list[bool]:
+        """``verdicts``, each None in it the scorer's verdict on its answer (all scored in one call); an answer the
+        sandbox could not run is an InfraError."""
+        settled = list(verdicts)
+        unsettled = [k for k, found in enumerate(settled) if found is None]
         scores = self.scorer.score_many([(self.task, answers[k]) for k in unsettled])
         for k, score in zip(unsettled, scores, strict=True):
             if score.success is None:
                 raise InfraError(score.error)
-            verdicts[k] = score.success
-        return [bool(verdict) for verdict in verdicts]
+            settled[k] = score.success
+        return [bool(found) for found in settled]
 
 
 def successes(task: Task, scorer: BackendScorer, answers: Sequence[str]) -> list[bool]:
