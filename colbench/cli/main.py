@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from colbench import __version__
 from colbench.cli import (
+    claims_command,
     compare_command,
     eval_command,
     leaks_command,
@@ -41,6 +42,7 @@ COMMANDS: tuple[Callable[[Subcommands], None], ...] = (
     eval_command.add_parser,
     score_command.add_parser,
     leaks_command.add_parser,
+    claims_command.add_parser,
     probe_command.add_parser,
     specs_command.add_parser,
     report_command.add_parser,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from colbench._util.prompts import fill, template_text
 from colbench._util.storage import sha256_text
+from colbench.env.claim_check import ClaimChecker, NoClaims
 from colbench.errors import ConfigError
 from colbench.tasks.domain_registry import DOMAINS, domain_names, task_schema
 from colbench.types.dialogue import ANSWER_MARKER
@@ -232,6 +233,12 @@ class Domain(ABC):
             Labelled(task.problem_description, False, "description"),
             Labelled("I don't know, whatever you think is best.", False, "preference"),
         ]
+
+    # -- claims: what the human says that the reference can settle (colbench/types/claims.py) ----------------------
+    def claim_checker(self, scorer: Scorer) -> ClaimChecker:
+        """The checker of this domain's claims, settling them with what ``scorer`` runs or renders (its sandbox, its
+        browser): one per scorer is enough, it is thread-safe. By default the domain has no checkable claims."""
+        return NoClaims()
 
     # -- scoring --------------------------------------------------------------------------------------------
     scoring_kwargs: ClassVar[Mapping[str, Any]] = {}

@@ -24,6 +24,7 @@ from colbench.types.task import PlusTests, Task
 
 if TYPE_CHECKING:
     from colbench.domains.backend.plus.plus_cache import PlusCache
+    from colbench.env.claim_check import ClaimChecker
     from colbench.sandbox import Sandbox
     from colbench.types.leaks import Labelled
 
@@ -187,6 +188,17 @@ class BackendDomain(Domain):
         calls = [call for _, call in task.test_cases]
         foil = other.hidden_information if other is not None else ""
         return labelled_replies(task.hidden_information, task.problem_description, calls, foil, seed)
+
+    # -- claims ---------------------------------------------------------------------------------------------
+    def claim_checker(self, scorer: Scorer) -> ClaimChecker:
+        """Claims about what the function returns, settled by running the reference with ``scorer`` (``claims``); a
+        scorer that runs no reference (a test's stand-in) settles none."""
+        # on first use: the registry loads the domain for its task schema alone
+        from colbench.domains.backend.claims import BackendClaimChecker
+        from colbench.domains.backend.scorer import BackendScorer
+        from colbench.env.claim_check import NoClaims
+
+        return BackendClaimChecker(scorer) if isinstance(scorer, BackendScorer) else NoClaims()
 
     # -- checks ---------------------------------------------------------------------------------------------
     def check_tasks(self, tasks: Sequence[Task], options: Mapping[str, Any]) -> Iterable[str]:

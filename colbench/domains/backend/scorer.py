@@ -285,6 +285,8 @@ class BackendScorer:
         self._computing_lock = threading.Lock()
         self._plus_made: LRUCache[str, PlusTests] = LRUCache(maxsize=50_000)
         self._plus_lock = threading.Lock()
+        self._calls_seen: LRUCache[tuple[str, str], Expected] = LRUCache(maxsize=100_000)
+        self._calls_lock = threading.Lock()
 
     def describe(self) -> dict[str, Any]:
         """run.json's ``scoring``: the runtime (not compared on resume: both pass one conformance suite), the
@@ -396,6 +398,23 @@ class BackendScorer:
     def expected(self, task: Task) -> list[Expected]:
         """The reference's judged outcome per test."""
         return self.reference(task).expected()
+
+    def reference_values(self, task: Task, calls: Sequence[str]) -> list[Expected]:
+        """What the reference gives on ``calls`` beyond its tests (the claims checker, a grounded human): each run
+        as the reference's tests are (``reference_runs`` times, so a nondeterministic call is not judgeable), the
+        calls not seen before in one sandbox request, and kept per reference and call."""
+        base = sha256_text(json.dumps([task.ground_truth, self.seed, self.reference_runs, self.limits.timeout_s]))
+        with self._calls_lock:
+            known = {call: self._calls_seen.get((base, call)) for call in calls}
+        missing = list(dict.fromkeys(call for call, found in known.items() if found is None))
+        if missing:
+            runs = self._reference_runs(task.ground_truth, missing)
+            made = {call: expected_from([run[i] for run in runs]) for i, call in enumerate(missing)}
+            with self._calls_lock:
+                for call, expected in made.items():
+                    self._calls_seen[base, call] = expected
+            known.update(made)
+        return [known[call] or Expected(False, reason="not run") for call in calls]
 
     def run(self, code: str, tests: Sequence[str], pool: str) -> list[TestOutcome]:
         """``tests`` evaluated after ``code`` in the sandbox's ``pool`` (``answer`` or ``reference``)."""

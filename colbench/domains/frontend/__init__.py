@@ -16,6 +16,7 @@ from colbench.types.dialogue import ANSWER_MARKER
 from colbench.types.task import Task
 
 if TYPE_CHECKING:
+    from colbench.env.claim_check import ClaimChecker
     from colbench.humans.simulator import Simulator
     from colbench.llm.client import LLMClient
     from colbench.render import Renderer
@@ -116,6 +117,15 @@ class FrontendDomain(Domain):
 
         foil = other.hidden_information if other is not None else ""
         return labelled_replies(task.hidden_information, task.problem_description, foil, seed)
+
+    # -- claims ---------------------------------------------------------------------------------------------
+    def claim_checker(self, scorer: Scorer) -> ClaimChecker:
+        """Quoted visible text, checked against the reference page's (``claims``; the markup is read, nothing is
+        rendered, so any scorer will do)."""
+        # on first use: the registry loads the domain for its task schema alone
+        from colbench.domains.frontend.claims import FrontendClaimChecker
+
+        return FrontendClaimChecker()
 
     # -- scoring --------------------------------------------------------------------------------------------
     def metrics_for(self, env_id: str | None) -> Metrics:

@@ -1,0 +1,192 @@
+"""What the simulated human claims, whether it is true, and what an episode does about a false claim.
+
+A *claim* is something the human said that running the reference can settle: backend, a call of the task's
+function with literal arguments and a stated value (``f(2, 3) should return 5``, or "It should be 3." answering
+"What should f(1, 2) return?"); frontend, text the human quotes as shown on the page it wants. Each domain finds
+and settles its claims (``Domain.claim_checker``); this module holds the records every domain shares and the
+policy an env applies to a reply holding a false claim.
+
+A verdict comes only from running the reference (or reading the reference page), never from a model's opinion:
+
+- ``true``: the reference gives the stated value (by the scorer's own equality);
+- ``false``: it gives another value;
+- ``unchecked``: the reference raised, timed out or is nondeterministic there, the call is not literal, or the
+  stated value cannot be read: never ``false``.
+
+Policies (``--truth-policy``, env kwarg ``truth_policy``):
+
+- ``off``: not checked;
+- ``flag`` (default): checked and recorded, the agent sees the reply;
+- ``resample`` / ``resample:N``: while a reply holds a false claim, the human is asked again (``RESAMPLE_NOTE``
+  added to its instructions for this turn), up to N more draws (default 3); every draw is recorded, and the agent
+  sees the first draw without a false claim, else the last one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from colbench.errors import ConfigError
+
+Verdict = Literal["true", "false", "unchecked"]
+VERDICTS: tuple[Verdict, ...] = ("true", "false", "unchecked")
+TRUTH_HELP = "off | flag (default: check and record) | resample[:N] (ask again while a reply says something false)"
+GROUNDING = ("off", "exec")
+GROUNDING_HELP = "off (default) | exec (the human is told the reference's results for a few calls of the agent's turn)"
+GROUNDED_CALLS = 3
+"""Calls of one agent turn a grounded human is told the results of: a human answers a few examples, not a table
+an agent could fit."""
+DEFAULT_RESAMPLES = 3
+RESAMPLE_NOTE = (
+    "In your last answer you stated what the function returns for a call, and that is not what it returns: {wrong}. "
+    "Answer the same message again: say only what you are sure of from the code, or say you are not sure."
+)
+_RESAMPLE = re.compile(r"resample(?::(\d+))?")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One checkable statement of a reply: ``span`` (``[start, end)`` in the reply) is where it was said, ``call``
+    the call it is about (backend) or the page it is about (frontend: ``page``), ``stated`` what the human said it
+    gives (as written, or as read: a value's ``repr``), ``actual`` what the reference gives (``repr``, cut; None when
+    it gave nothing comparable), ``verdict`` ``true`` | ``false`` | ``unchecked``, ``why`` in a few words."""
+
+    span: tuple[int, int]
+    call: str
+    stated: str
+    actual: str | None
+    verdict: Verdict
+    why: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "span": list(self.span),
+            "call": self.call,
+            "stated": self.stated,
+            "actual": self.actual,
+            "verdict": self.verdict,
+            "why": self.why,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Claim:
+        span = raw.get("span") or (0, 0)
+        verdict = raw.get("verdict")
+        if verdict not in VERDICTS:
+            raise ValueError(f"claim verdict {verdict!r}: expected one of {', '.join(VERDICTS)}")
+        return cls(
+            (int(span[0]), int(span[1])),
+            str(raw.get("call", "")),
+            str(raw.get("stated", "")),
+            None if raw.get("actual") is None else str(raw["actual"]),
+            verdict,
+            str(raw.get("why", "")),
+        )
+
+
+def untrue(claims: Sequence[Claim]) -> bool:
+    """Whether any claim is false (an unchecked claim is never held against the human)."""
+    return any(c.verdict == "false" for c in claims)
+
+
+def checked(claims: Sequence[Claim]) -> int:
+    """Claims the reference settled (true or false)."""
+    return sum(c.verdict != "unchecked" for c in claims)
+
+
+def claims_json(claims: Sequence[Claim]) -> list[dict[str, Any]]:
+    return [c.as_dict() for c in claims]
+
+
+@dataclass(frozen=True)
+class TruthPolicy:
+    """What an env does with a human reply that holds a false claim (see the module docstring)."""
+
+    mode: str = "flag"
+    retries: int = 0
+
+    @classmethod
+    def parse(cls, text: str | TruthPolicy | None) -> TruthPolicy:
+        """``off``, ``flag``, ``resample`` or ``resample:N`` (N from 1 to 10); ``None`` is the default."""
+        if isinstance(text, TruthPolicy):
+            return text
+        if text is None:
+            return cls()
+        spec = str(text).strip().lower()
+        if spec in ("off", "flag"):
+            return cls(spec)
+        match = _RESAMPLE.fullmatch(spec)
+        if match and 1 <= int(match.group(1) or DEFAULT_RESAMPLES) <= 10:
+            return cls("resample", int(match.group(1) or DEFAULT_RESAMPLES))
+        raise ConfigError(f"truth policy {text!r}: expected one of off, flag, resample, resample:N (N from 1 to 10)")
+
+    @property
+    def checked(self) -> bool:
+        return self.mode != "off"
+
+    def __str__(self) -> str:
+        return f"resample:{self.retries}" if self.mode == "resample" else self.mode
+
+
+def parse_grounding(value: object, where: str = "human_grounding") -> str:
+    """``off`` or ``exec`` (None is ``off``): a ConfigError naming ``where`` otherwise."""
+    if value is None:
+        return "off"
+    if isinstance(value, str) and value.strip().lower() in GROUNDING:
+        return value.strip().lower()
+    raise ConfigError(f"{where} {value!r}: expected one of {', '.join(GROUNDING)}")
+
+
+@dataclass(frozen=True)
+class Grounded:
+    """One call of the agent's turn run on the reference for a grounded human: what the human was privately told."""
+
+    call: str
+    result: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"call": self.call, "result": self.result}
+
+
+@dataclass(frozen=True)
+class TruthCheck:
+    """What the truth policy found and did for one human turn (kept in the dialogue and the run record).
+
+    ``draws``: each reply asked for, in order, with its claims (more than one under ``resample``); ``untrue``: the
+    first draw, the human's answer to what the agent said, held a false claim; ``claims``: those of the draw the
+    agent saw (its spans index the turn's text); ``action``: ``shown`` (the agent saw the first draw) or
+    ``resampled`` (a later draw was shown); ``shown``: the index of the draw the agent saw;
+    ``grounding``: what a grounded human was told before replying (never shown to the agent)."""
+
+    draws: tuple[tuple[str, tuple[Claim, ...]], ...]
+    shown: int = 0
+    grounding: tuple[Grounded, ...] = ()
+
+    @property
+    def claims(self) -> tuple[Claim, ...]:
+        """The claims of the reply the agent saw."""
+        return self.draws[self.shown][1]
+
+    @property
+    def untrue(self) -> bool:
+        return untrue(self.draws[0][1])
+
+    @property
+    def action(self) -> str:
+        return "resampled" if self.shown else "shown"
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "claims": claims_json(self.claims),
+            "untrue": self.untrue,
+            "truth_action": self.action,
+        }
+        if len(self.draws) > 1:
+            out["truth_draws"] = [{"reply": text, "claims": claims_json(claims)} for text, claims in self.draws]
+            out["truth_shown"] = self.shown
+        if self.grounding:
+            out["grounding"] = [g.as_dict() for g in self.grounding]
+        return out
