@@ -89,7 +89,7 @@ def cmd_claims_check(args: argparse.Namespace) -> int:
                 if args.extractor:
                     from colbench.env.claim_extractor import with_extractor
 
-                    checker = with_extractor(checker, args.extractor, domain)
+                    checker = with_extractor(checker, args.extractor)
                 checkers[task.domain] = checker
             return checkers[task.domain]
 

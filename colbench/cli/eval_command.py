@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from colbench.cli.arguments import SANDBOX_HELP, add_endpoint_arguments, add_ray_arguments, endpoint_options
 from colbench.errors import ConfigError
+from colbench.types.claims import GROUNDING, GROUNDING_HELP, TRUTH_HELP
 from colbench.types.leaks import POLICY_HELP
 
 if TYPE_CHECKING:
@@ -31,6 +32,8 @@ def add_parser(commands: Subcommands) -> None:
         help="openai:MODEL | llamacpp[:PATH.gguf] | scripted | scripted:leaky (always pastes the hidden answer)",
     )
     ev.add_argument("--leak-policy", default="flag", metavar="POLICY", help=POLICY_HELP)
+    ev.add_argument("--truth-policy", default="flag", metavar="POLICY", help=TRUTH_HELP)
+    ev.add_argument("--human-grounding", default="off", choices=GROUNDING, help=GROUNDING_HELP)
     ev.add_argument(
         "--tasks", metavar="FILE_OR_SPLIT", help="a task JSONL file or split (default: the env's test split)"
     )
@@ -112,6 +115,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         sandbox=args.sandbox,
         embedder=args.embedder,
         leak_policy=args.leak_policy,
+        truth_policy=args.truth_policy,
+        human_grounding=args.human_grounding,
         agent_options=agent_options,
         simulator_options=simulator_options,
         agent_limits=EndpointLimits(args.agent_rpm, args.agent_max_concurrency),

@@ -29,6 +29,7 @@ from colbench.env.arg_checks import (
     check_tasks,
     fail,
 )
+from colbench.env.claim_check import ClaimChecker
 from colbench.env.domain import Domain, Scorer, get_domain
 from colbench.env.simulators import make_simulator
 from colbench.env.spaces import UnicodeText
@@ -36,6 +37,8 @@ from colbench.env.versions import env_id_for
 from colbench.errors import ColbenchError, ConfigError
 from colbench.humans.simulator import SimReply, Simulator
 from colbench.types.chat import Message, Usage
+from colbench.types.claims import RESAMPLE_NOTE as TRUTH_NOTE
+from colbench.types.claims import Claim, Grounded, TruthCheck, TruthPolicy, parse_grounding, untrue
 from colbench.types.dialogue import MAX_TURNS, Turn, is_answer
 from colbench.types.leaks import REDACTED, RESAMPLE_NOTE, LeakCheck, LeakPolicy
 from colbench.types.task import Task
@@ -56,6 +59,11 @@ class Episode:
     def leaks(self) -> int:
         """Human replies flagged as leaks so far (whatever the policy then did)."""
         return sum(bool(t.leak and t.leak.leak) for t in self.dialogue)
+
+    @property
+    def untrue_replies(self) -> int:
+        """Human replies whose first draw held a false claim so far (whatever the policy then did)."""
+        return sum(bool(t.truth and t.truth.untrue) for t in self.dialogue)
 
 
 @dataclass(frozen=True)
@@ -196,6 +204,11 @@ class ColbenchEnv(TextEnv):
     the simulator needs more than the dialogue, ``_human_reply``. ``scorer``: the domain's scorer to use (default:
     the process's shared one, ``Domain.shared_scorer``). ``leak_policy``: what happens to a human reply that gives
     the hidden information away, before the agent sees it (:mod:`colbench.types.leaks`; default ``flag``).
+    ``truth_policy``: what happens to a human reply that says something false about the reference (its claims
+    are checked by running it, :mod:`colbench.types.claims`; default ``flag``: recorded only).
+    ``human_grounding``: ``off`` (default) or ``exec``: before the human answers, the reference's results on a few
+    literal calls of the agent's turn are put in the human's instructions for that turn (never shown to the
+    agent). Neither changes how answers are scored.
     """
 
     domain_name: ClassVar[str]
@@ -210,6 +223,8 @@ class ColbenchEnv(TextEnv):
         expose_hidden: bool = False,
         scorer: Scorer | None = None,
         leak_policy: str | LeakPolicy = "flag",
+        truth_policy: str | TruthPolicy = "flag",
+        human_grounding: str = "off",
         render_mode: str | None = None,
     ) -> None:
         where = type(self).__name__
@@ -220,6 +235,10 @@ class ColbenchEnv(TextEnv):
         if not isinstance(leak_policy, str | LeakPolicy):
             fail(where, "leak_policy", leak_policy, "'off', 'flag', 'redact', 'resample:N' or a LeakPolicy")
         self.leak_policy = LeakPolicy.parse(leak_policy)
+        if not isinstance(truth_policy, str | TruthPolicy):
+            fail(where, "truth_policy", truth_policy, "'off', 'flag', 'resample', 'resample:N' or a TruthPolicy")
+        self.truth_policy = TruthPolicy.parse(truth_policy)
+        self.human_grounding = parse_grounding(human_grounding, f"{where}: human_grounding")
         options = check_options(where, "simulator_options", simulator_options)
         check_endpoint_options(where, "simulator_options", options)
         if not isinstance(simulator, str):
@@ -237,6 +256,11 @@ class ColbenchEnv(TextEnv):
     def domain(self) -> Domain:
         """The env's domain, looked up once (its info and leak checks ask it on every step)."""
         return get_domain(self.domain_name)
+
+    @cached_property
+    def claim_checker(self) -> ClaimChecker:
+        """The domain's claims checker, settling claims with this env's scorer (made only when a claim needs it)."""
+        return self.domain.claim_checker(lambda: self.scorer)
 
     async def _aclose_models(self) -> None:
         await self.simulator.aclose()  # every client behind it (the spec human's writer's too)
@@ -299,20 +323,28 @@ class ColbenchEnv(TextEnv):
         turn = self._agent_turn(episode, action)
         if self._is_final(episode, action):
             return self._ended(episode, turn, self._finish(episode, turn))
-        replies = [self._human_reply(episode, turn)]
-        while (note := self._resample_note(episode, replies)) is not None:
-            replies.append(self._human_reply(episode, replace(turn, text=f"{turn.text}\n\n{note}")))
-        return self._answered(episode, turn, replies)
+        grounding = self._grounding(episode, turn)
+        asked = self._asked(turn, grounding)
+        replies = [self._human_reply(episode, asked)]
+        claims = [self._claims(episode, turn, replies[-1])]
+        while (note := self._resample_note(episode, replies, claims)) is not None:
+            replies.append(self._human_reply(episode, replace(asked, text=f"{asked.text}\n\n{note}")))
+            claims.append(self._claims(episode, turn, replies[-1]))
+        return self._answered(episode, turn, replies, claims, grounding)
 
     async def astep(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         episode = self._check_step(action)
         turn = await self._aagent_turn(episode, action)
         if self._is_final(episode, action):
             return self._ended(episode, turn, await asyncio.to_thread(self._finish, episode, turn))
-        replies = [await self._ahuman_reply(episode, turn)]
-        while (note := self._resample_note(episode, replies)) is not None:
-            replies.append(await self._ahuman_reply(episode, replace(turn, text=f"{turn.text}\n\n{note}")))
-        return self._answered(episode, turn, replies)
+        grounding = await self._agrounding(episode, turn)
+        asked = self._asked(turn, grounding)
+        replies = [await self._ahuman_reply(episode, asked)]
+        claims = [await self._aclaims(episode, turn, replies[-1])]
+        while (note := self._resample_note(episode, replies, claims)) is not None:
+            replies.append(await self._ahuman_reply(episode, replace(asked, text=f"{asked.text}\n\n{note}")))
+            claims.append(await self._aclaims(episode, turn, replies[-1]))
+        return self._answered(episode, turn, replies, claims, grounding)
 
     def _check_step(self, action: str) -> Episode:
         episode = self._require_episode()
@@ -336,11 +368,20 @@ class ColbenchEnv(TextEnv):
         return self._stepped(turn.text, ("", reward, True, False, info))
 
     def _answered(
-        self, episode: Episode, turn: Turn, replies: list[SimReply]
+        self,
+        episode: Episode,
+        turn: Turn,
+        replies: list[SimReply],
+        claims: list[tuple[Claim, ...] | None],
+        grounding: tuple[Grounded, ...],
     ) -> tuple[str, float, bool, bool, dict[str, Any]]:
         for reply in replies:
             episode.usage.add(reply.usage)
         human = self._screened(episode, replies)
+        if self.truth_policy.checked:
+            draws = tuple((r.text, c or ()) for r, c in zip(replies, claims, strict=True))
+            shown = len(replies) - 1 if human.text == replies[-1].text else None
+            human = replace(human, truth=TruthCheck(draws, shown, grounding))
         episode.dialogue += [turn, human]
         self._turn_done(episode, turn)
         return self._stepped(turn.text, (human.text, 0.0, False, False, self._info()))
@@ -349,14 +390,64 @@ class ColbenchEnv(TextEnv):
     def _leak_scores(self, episode: Episode, replies: Sequence[SimReply]) -> list[float]:
         return [self.domain.leak_score(episode.task, reply.text) for reply in replies]
 
-    def _resample_note(self, episode: Episode, replies: Sequence[SimReply]) -> str | None:
-        """The note to ask the human again with, when the policy resamples and the last reply leaked."""
+    def _resample_note(
+        self, episode: Episode, replies: Sequence[SimReply], claims: Sequence[tuple[Claim, ...] | None]
+    ) -> str | None:
+        """The note to ask the human again with: when the leak policy resamples and the last reply leaked, or the
+        truth policy resamples and it said something false (each policy counts every draw of the turn)."""
         policy = self.leak_policy
-        if policy.mode != "resample" or len(replies) > policy.retries:
+        if (
+            policy.mode == "resample"
+            and len(replies) <= policy.retries
+            and self.domain.leak_score(episode.task, replies[-1].text) >= self.domain.leak_threshold
+        ):
+            return f"({RESAMPLE_NOTE} Try {len(replies)} of {policy.retries}.)"
+        truth = self.truth_policy
+        last = claims[-1] or ()
+        if truth.mode == "resample" and len(replies) <= truth.retries and untrue(last):
+            wrong = "; ".join(f"you said {c.call} gives {c.stated}" for c in last if c.verdict == "false")
+            return f"({TRUTH_NOTE.format(wrong=wrong)} Try {len(replies)} of {truth.retries}.)"
+        return None
+
+    # -- claims: checked on every reply (the reference settles them), grounding before the human answers ---------
+    def _claims(self, episode: Episode, turn: Turn, reply: SimReply) -> tuple[Claim, ...] | None:
+        """The reply's claims (None when not checked); the reference runs only when the reply makes a claim."""
+        if not self.truth_policy.checked:
             return None
-        if self.domain.leak_score(episode.task, replies[-1].text) < self.domain.leak_threshold:
+        found = self.claim_checker.find(episode.task, reply.text, turn.text)
+        return self.claim_checker.settle(episode.task, [found])[0] if found else ()
+
+    async def _aclaims(self, episode: Episode, turn: Turn, reply: SimReply) -> tuple[Claim, ...] | None:
+        if not self.truth_policy.checked:
             return None
-        return f"({RESAMPLE_NOTE} Try {len(replies)} of {policy.retries}.)"
+        found = self.claim_checker.find(episode.task, reply.text, turn.text)  # on the host, cheap
+        if not found:
+            return ()
+        settled = await asyncio.to_thread(self.claim_checker.settle, episode.task, [found])
+        return settled[0]
+
+    def _grounding(self, episode: Episode, turn: Turn) -> tuple[Grounded, ...]:
+        if self.human_grounding != "exec":
+            return ()
+        return self.claim_checker.ground(episode.task, turn.text)
+
+    async def _agrounding(self, episode: Episode, turn: Turn) -> tuple[Grounded, ...]:
+        if self.human_grounding != "exec":
+            return ()
+        return await asyncio.to_thread(self.claim_checker.ground, episode.task, turn.text)
+
+    @staticmethod
+    def _asked(turn: Turn, grounding: Sequence[Grounded]) -> Turn:
+        """The agent's turn as the human reads it: with a grounded human's private note (the dialogue keeps the turn
+        as the agent wrote it; the agent never sees the note)."""
+        if not grounding:
+            return turn
+        told = "; ".join(f"{g.call} {g.result}" for g in grounding)
+        note = (
+            "(A private note for you alone; the assistant cannot see it: running your function on the calls in this "
+            f"message gives: {told}. If you talk about these calls, these are their true results.)"
+        )
+        return replace(turn, text=f"{turn.text}\n\n{note}")
 
     def _screened(self, episode: Episode, replies: Sequence[SimReply]) -> Turn:
         """The human turn the agent gets: the reply as it came, a clean resample, or the redaction notice."""
@@ -414,6 +505,15 @@ class ColbenchEnv(TextEnv):
                 leak=bool(check and check.leak),
                 leak_action=check.action if check else None,
                 leaks=episode.leaks,
+            )
+        if self.truth_policy.checked:
+            last = episode.dialogue[-1] if episode.dialogue else None
+            truth = last.truth if last is not None and last.role == "human" else None
+            info.update(
+                claims=[c.as_dict() for c in truth.claims] if truth else [],
+                untrue=bool(truth and truth.untrue),
+                truth_action=truth.action if truth else None,
+                untrue_replies=episode.untrue_replies,
             )
         if self.expose_hidden:
             info["hidden_information"] = episode.task.hidden_information

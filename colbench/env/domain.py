@@ -235,9 +235,10 @@ class Domain(ABC):
         ]
 
     # -- claims: what the human says that the reference can settle (colbench/types/claims.py) ----------------------
-    def claim_checker(self, scorer: Scorer) -> ClaimChecker:
+    def claim_checker(self, scorer: Scorer | Callable[[], Scorer]) -> ClaimChecker:
         """The checker of this domain's claims, settling them with what ``scorer`` runs or renders (its sandbox, its
-        browser): one per scorer is enough, it is thread-safe. By default the domain has no checkable claims."""
+        browser; a function giving it, where making it would start what a reply without claims never needs): one
+        per scorer is enough, it is thread-safe. By default the domain has no checkable claims."""
         return NoClaims()
 
     # -- scoring --------------------------------------------------------------------------------------------

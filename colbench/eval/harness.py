@@ -62,6 +62,7 @@ from colbench.runs import (
     RoleSection,
     RunConfig,
     TasksSection,
+    TruthSection,
     check_out_dir,
     counted,
     final_records,
@@ -331,6 +332,11 @@ class _Runner:
             scoring=domain.describe_scoring(player.env_kwargs["scorer"], selected),
             leaks=LeaksSection(
                 policy=str(config.leak_policy), detector=domain.leak_detector, threshold=domain.leak_threshold
+            ),
+            truth=TruthSection(
+                policy=str(config.truth_policy),
+                checker=player.claim_checker_name(),
+                human_grounding=config.human_grounding,
             ),
             runtime={
                 "concurrency": config.concurrency,

@@ -19,6 +19,7 @@ from colbench.eval.progress import ProgressMode
 from colbench.llm.limits import EndpointLimits
 from colbench.llm.specs import ModelSpec, parse_spec, with_environment_endpoint
 from colbench.report.costs import Prices
+from colbench.types.claims import TruthPolicy, parse_grounding
 from colbench.types.dialogue import MAX_TURNS
 from colbench.types.leaks import LeakPolicy
 
@@ -44,6 +45,8 @@ class RunPlan:
     sandbox: str = "auto"  # scoring option of the backend domain
     embedder: str = "clip"  # scoring option of the frontend domain
     leak_policy: LeakPolicy = field(default_factory=lambda: LeakPolicy.parse("flag"))
+    truth_policy: TruthPolicy = field(default_factory=TruthPolicy)
+    human_grounding: str = "off"  # "exec": the human is told the reference's results on the agent's literal calls
     agent_options: Mapping[str, Any] = field(default_factory=dict)
     simulator_options: Mapping[str, Any] = field(default_factory=dict)
     agent_limits: EndpointLimits = field(default_factory=EndpointLimits)
@@ -66,6 +69,8 @@ class RunPlan:
         simulator: str | ModelSpec,
         out: str | Path,
         leak_policy: str | LeakPolicy = "flag",
+        truth_policy: str | TruthPolicy = "flag",
+        human_grounding: str = "off",
         agent_options: Mapping[str, Any] | None = None,
         simulator_options: Mapping[str, Any] | None = None,
         **settings: Any,
@@ -81,12 +86,18 @@ class RunPlan:
                 policy = LeakPolicy.parse(leak_policy)
             except ConfigError as exc:
                 raise ConfigError(f"--leak-policy: {exc}") from None
+        try:
+            truth = TruthPolicy.parse(truth_policy)
+        except ConfigError as exc:
+            raise ConfigError(f"--truth-policy: {exc}") from None
         plan = cls(
             env_id=env_id,
             agent=agent_spec,
             simulator=simulator_spec,
             out=Path(out),
             leak_policy=policy,
+            truth_policy=truth,
+            human_grounding=parse_grounding(human_grounding, "--human-grounding"),
             agent_options=with_environment_endpoint(agent_spec, "agent", agent_options or {}),
             simulator_options=with_environment_endpoint(simulator_spec, "simulator", simulator_options or {}),
             **settings,

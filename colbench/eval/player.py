@@ -81,8 +81,14 @@ class EpisodePlayer:
                 "max_turns": config.max_turns,
                 "scorer": scorer if scorer is not None else domain.shared_scorer(config.scoring_options),
                 "leak_policy": config.leak_policy,
+                "truth_policy": config.truth_policy,
+                "human_grounding": config.human_grounding,
             },
         )
+
+    def claim_checker_name(self) -> str:
+        """What names the checker of the human's claims in run.json (the domain's, over this player's scorer)."""
+        return self.domain.claim_checker(self.env_kwargs["scorer"]).name
 
     def make_env(self, task: Task) -> ColbenchEnv:
         # made from the spec, not the id: Gymnasium warns that an id older than the newest of its name is "out of
@@ -232,6 +238,7 @@ class EpisodePlayer:
                     "text": turn.text,
                     **turn_record(turn.text),  # the ids an agent sampled: types.sampled.turn_text reads them
                     **(turn.leak.as_dict() if turn.leak else {}),
+                    **(turn.truth.as_dict() if turn.truth else {}),
                 }
                 if turn.role == "agent" and self.domain.renders_pages:
                     agent_turns += 1

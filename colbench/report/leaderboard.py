@@ -19,6 +19,7 @@ from colbench.env.domain import all_domains, get_domain
 from colbench.errors import ConfigError
 from colbench.report import stats
 from colbench.report.costs import LIST_PRICES, Prices, RoleCost, role_costs
+from colbench.report.truth import episode_truth, simulator_label, truth_config
 from colbench.runs import Run
 
 NA = "-"
@@ -46,6 +47,14 @@ class Row:
     """The mean of each part of the reward (``Metrics.subscores``, from each record's ``score["subscores"]``) and, for
     a frontend run scored with real CLIP weights, ``CLIP >= 0.8``: HAL's success rule on the plain similarity."""
     rank: int = 0
+    untrue: stats.Estimate | None = None
+    """The share of the human's checked replies whose first draw held a false claim (``colbench.report.truth``),
+    pooled over replies with a cluster bootstrap over tasks (``stats.ratio_estimate``); None: nothing checked."""
+    untrue_replies: int = 0
+    """How many checked replies ``untrue`` is over."""
+    failed_untrue: tuple[int, int] | None = None
+    """(failed episodes with an untrue reply, failed episodes with a checked reply); None where nothing was checked
+    or the env id has no success rule."""
 
     @property
     def domain(self) -> str:
@@ -84,6 +93,39 @@ def _task_leaks(run: Run) -> dict[str, list[bool]]:
     return leaks
 
 
+def _task_truth(run: Run) -> dict[str, list[tuple[int, int]]]:
+    """Per task, each scored episode's (untrue replies, checked replies), for the episodes with a checked reply."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    for task, eps in run.scored().items():
+        for episode in eps:
+            found = episode_truth(episode.dialogue)
+            if found is not None:
+                out.setdefault(task, []).append((found.untrue, found.checked))
+    return out
+
+
+def failed_untrue(run: Run) -> tuple[int, int] | None:
+    """(failed episodes whose human made a false claim in some reply, failed episodes with a checked reply), failure
+    by the env id's own success rule (``Domain.success_of``); None when no episode was checked or the env id has no
+    success rule."""
+    metrics = run.metrics
+    if not metrics.has_success and metrics.success_threshold is None:
+        return None
+    domain = run.domain
+    measured = hits = 0
+    checked = False
+    for eps in run.scored().values():
+        for episode in eps:
+            found = episode_truth(episode.dialogue)
+            if found is None or episode.reward is None:
+                continue
+            checked = True
+            if not domain.success_of(episode.reward, episode.success, run.env_id):
+                measured += 1
+                hits += found.untrue > 0
+    return (hits, measured) if checked else None
+
+
 def summarize(run: Run, label: str, reference: Run | None = None) -> Row:
     """The scores of one run (comparability notes are added per table by ``build_report``)."""
     values = _task_values(run)
@@ -110,8 +152,17 @@ def summarize(run: Run, label: str, reference: Run | None = None) -> Row:
     if leak is not None and leak.n != primary.n:
         notes.append(f"leak % over {leak.n} tasks that measured it")
     pass_k = [stats.pass_hat_k(successes, k) for k in range(1, run.trials + 1)] if run.trials >= 2 else []
+    truth = _task_truth(run)
+    untrue = stats.ratio_estimate(truth) if truth else None
+    checked = sum(total for pairs in truth.values() for _, total in pairs)
+    replies = sum(1 for eps in run.scored().values() for e in eps for t in e.dialogue or [] if t.get("role") == "human")
+    if untrue is not None and checked < replies:
+        notes.append(f"untrue % over the {checked} of {replies} human replies that were checked")
     row = Row(run, label, primary.n, run.infra_errors, not_run, primary, secondary, flip, flip_n, leak, notes, pass_k)
     row.parts = _parts(run, reference)
+    row.untrue = untrue
+    row.untrue_replies = checked
+    row.failed_untrue = failed_untrue(run)
     return row
 
 
@@ -177,7 +228,15 @@ def _vs(base: Any) -> str:
 
 
 def _simulator_name(run: Run) -> Any:
-    return _simulator(run, "model") or _simulator(run, "spec")
+    """The simulated human as runs are told apart by: its model (else spec) and, where it had any, its grounding."""
+    return simulator_label(_simulator(run, "model") or _simulator(run, "spec"), run.config)
+
+
+def _truth_shown(run: Run) -> str:
+    """What the agent saw of a reply holding a false claim: ``resample:N`` changes it; ``flag``, ``off`` and runs
+    written before claims were checked all show the human's first draw."""
+    policy = truth_config(run.config).policy
+    return policy if policy is not None and policy.startswith("resample") else "first draw"
 
 
 # (name, value, note for a row whose value differs from the baseline). A missing task set is never comparable. The
@@ -199,6 +258,11 @@ _PROPERTIES: list[tuple[str, Callable[[Run], Any], Callable[[Run, Any], str]]] =
     ("simulator", _simulator_name, lambda r, base: f"simulator {_simulator_name(r)}, {_vs(base)}"),
     ("simulator prompt", lambda r: _simulator(r, "prompt_sha256"), lambda r, base: "other simulator prompt"),
     ("leak policy", lambda r: _leaks(r, "policy"), lambda r, base: f"leak policy {_leaks(r, 'policy')}, {_vs(base)}"),
+    (
+        "truth policy",
+        _truth_shown,
+        lambda r, base: f"truth policy {_truth_shown(r)}, not {'flag or off' if base == 'first draw' else base}",
+    ),
 ]
 
 
@@ -264,6 +328,8 @@ class Report:
     costs: list[tuple[str, list[RoleCost]]]
     prices: Prices
     reference: Run | None = None
+    runs: dict[str, Run] = field(default_factory=dict)
+    """Each run by its label (the cost table's first column)."""
 
     def row_of(self, run: Run) -> Row | None:
         for table in self.tables:
@@ -323,7 +389,7 @@ def build_report(runs: Sequence[Run], *, reference: Run | None = None, prices: P
             tables.append(Table(domain.name, env_id, rows, reference_label if against is not None else None))
     prices = prices if prices is not None else LIST_PRICES
     costs = [(label, role_costs(run, prices)) for run, label in zip(unique, labels, strict=True)]
-    return Report(tables, costs, prices, reference)
+    return Report(tables, costs, prices, reference, dict(zip(labels, unique, strict=True)))
 
 
 # -- formatting -------------------------------------------------------------------------------------------------
@@ -353,7 +419,8 @@ def leaderboard_columns(table: Table) -> tuple[list[str], list[list[str]]]:
     metrics = [spec.reward_label, "success %"] if spec.has_success else [spec.reward_label]
     if table.reference_label is not None and not spec.has_success:  # with successes: among the reward's parts
         metrics.append(f"win % vs {table.reference_label}")
-    header = ["#", "run", "agent", *metrics, "leak %", "tasks", "trials", "infra", "flip %", "note"]
+    header = ["#", "run", "agent", *metrics, "leak %", "untrue %", "failed untrue", "tasks", "trials", "infra"]
+    header += ["flip %", "note"]
     body = []
     for row in table.rows:
         if spec.has_success:
@@ -370,6 +437,8 @@ def leaderboard_columns(table: Table) -> tuple[list[str], list[list[str]]]:
                 row.run.role_model("agent") or NA,
                 *cells,
                 estimate_cell(row.leak),
+                estimate_cell(row.untrue),
+                failed_untrue_cell(row.failed_untrue),
                 str(row.n_tasks),
                 str(row.run.trials),
                 str(row.infra),
@@ -378,6 +447,14 @@ def leaderboard_columns(table: Table) -> tuple[list[str], list[list[str]]]:
             ]
         )
     return header, body
+
+
+def failed_untrue_cell(value: tuple[int, int] | None) -> str:
+    """``k/n (share %)``: k of the n failed episodes with a checked reply had an untrue one; ``-``: not checked."""
+    if value is None:
+        return NA
+    hits, failed = value
+    return f"{hits}/{failed}" + (f" ({pct(hits / failed)})" if failed else "")
 
 
 def parts_columns(table: Table) -> tuple[list[str], list[list[str]]] | None:
@@ -425,15 +502,20 @@ def pass_k_columns(table: Table) -> tuple[list[str], list[list[str]]] | None:
 
 
 def cost_columns(report: Report) -> tuple[list[str], list[list[str]]]:
+    """One line per run and role; the simulator's model with its grounding where it had one."""
     header = ["run", "role", "model", "calls", "input tok", "output tok", "input/ep", "output/ep", "cost", "cost/ep"]
     body = []
     for label, costs in report.costs:
+        run = report.runs.get(label)
         for c in costs:
+            model = c.model or NA
+            if c.role == "simulator" and run is not None:
+                model = simulator_label(model, run.config)
             body.append(
                 [
                     label,
                     c.role,
-                    c.model or NA,
+                    model,
                     f"{c.usage.calls:,}",
                     _tokens(c.usage.prompt_tokens),
                     _tokens(c.usage.completion_tokens),
@@ -490,7 +572,18 @@ def legend(report: Report) -> list[str]:
         "leak % = share of scored episodes where the simulated human gave the hidden answer away at least once "
         "(flagged by the domain's leak detector, docs/leaks.md; under --leak-policy redact the agent did not see "
         "it); - = not measured.",
+        "untrue % = share of the simulated human's checked replies whose first draw said something false about the "
+        "task (a claim the reference contradicts when run, colbench claims check; whatever the truth policy then did), "
+        "pooled over replies, 95% CI by the same bootstrap over tasks; failed untrue = failed episodes (the env id's "
+        "success rule) with such a reply / failed episodes with a checked reply; - = not checked (--truth-policy off "
+        "or a run made before claims were checked).",
     ]
+    grounded = sorted({str(_simulator_name(row.run)) for t in report.tables for row in t.rows if _grounded(row.run)})
+    if grounded:
+        lines.append(
+            "(grounding exec) = the simulated human was privately told the reference's results for a few calls of the "
+            f"agent's turn ({', '.join(grounded)}): another human than the same model without it, never ranked as one."
+        )
     by_domain: dict[str, list[Table]] = {}
     for table in report.tables:
         by_domain.setdefault(table.domain, []).append(table)
@@ -512,6 +605,10 @@ def legend(report: Report) -> list[str]:
             no_win = "; no --reference-run, so no win rate (the paper's is vs GPT-4o)" if spec.win_rate else ""
             lines.append(f"{domain} rows sorted by {spec.reward_name}{no_win}.")
     return lines
+
+
+def _grounded(run: Run) -> bool:
+    return truth_config(run.config).grounded
 
 
 def _title(table: Table) -> str:

@@ -11,6 +11,10 @@ anything here sees the data.
 - Success with exactly one scored trial per task: the Wilson score interval (a binomial proportion; unlike the
   bootstrap it does not collapse to a point at 0% or 100%).
 - Win rate: the per-task outcome (1 win, 0.5 tie, 0 loss) over the tasks both runs scored, bootstrapped the same way.
+- A share of items that come in clusters (the simulated human's replies: several per episode, episodes per task):
+  the pooled ratio (items hit / items counted over the whole run), its interval the percentile bootstrap that
+  resamples tasks with all their items (``ratio_estimate``), so replies of one episode or task are never treated as
+  independent draws.
 - Fewer than two tasks: no interval.
 - pass^k (tau2-bench's reliability metric): per task with ``n >= k`` scored trials and ``c`` successes, the unbiased
   estimate ``C(c, k) / C(n, k)`` of "all of k fresh trials succeed", averaged over those tasks; tasks with fewer than
@@ -120,6 +124,48 @@ def success_estimate(per_task: Mapping[str, Sequence[bool]]) -> Estimate:
         k = sum(bool(values[0]) for values in scored.values())
         return _estimate(k / n, wilson_ci(k, n), n, "wilson")
     return mean_estimate({task: [float(v) for v in values] for task, values in scored.items()})
+
+
+def ratio_ci(
+    hits: Sequence[float],
+    totals: Sequence[float],
+    *,
+    confidence: float = CONFIDENCE,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[float, float] | None:
+    """Percentile cluster-bootstrap interval of ``sum(hits) / sum(totals)``: clusters (tasks) are resampled with
+    their counts. Every total must be positive; ``None`` below two clusters."""
+    num = np.asarray(hits, dtype=float)
+    den = np.asarray(totals, dtype=float)
+    n = len(num)
+    if n < 2:
+        return None
+    if len(den) != n or not (den > 0).all():
+        raise ValueError("ratio_ci needs one positive total per cluster")
+    rng = np.random.default_rng(seed)
+    ratios = np.empty(resamples)
+    for start in range(0, resamples, _CHUNK):
+        size = min(_CHUNK, resamples - start)
+        drawn = rng.integers(0, n, size=(size, n))
+        ratios[start : start + size] = num[drawn].sum(axis=1) / den[drawn].sum(axis=1)
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def ratio_estimate(per_task: Mapping[str, Sequence[tuple[int, int]]]) -> Estimate:
+    """The pooled share ``hits / total`` over every item of the run, from per-task ``(hits, total)`` pairs (one per
+    episode), with the cluster bootstrap of :func:`ratio_ci` over the tasks that counted any item; ``n`` is the
+    number of those tasks. ``Estimate(None)`` when nothing was counted."""
+    sums = {task: (sum(h for h, _ in pairs), sum(t for _, t in pairs)) for task, pairs in per_task.items()}
+    counted = [(h, t) for h, t in sums.values() if t > 0]
+    if not counted:
+        return Estimate(None, method="bootstrap")
+    hits = [h for h, _ in counted]
+    totals = [t for _, t in counted]
+    value = math.fsum(hits) / math.fsum(totals)
+    return _estimate(value, ratio_ci(hits, totals), len(counted), "bootstrap")
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from colbench.runs.run_json import (
     RoleSection,
     RunConfig,
     TasksSection,
+    TruthSection,
     first_difference,
 )
 from colbench.runs.task_snapshot import read_task_snapshot, write_task_snapshot
@@ -66,6 +67,7 @@ __all__ = [
     "Run",
     "RunConfig",
     "TasksSection",
+    "TruthSection",
     "check_out_dir",
     "counted",
     "final_records",

@@ -87,6 +87,16 @@ class LeaksSection(_Section):
     threshold: int | float | None = None
 
 
+class TruthSection(_Section):
+    """What was done about the human's claims: the truth policy, the checker that settled them, and whether the
+    human was grounded (``exec``: told the reference's results on the agent's literal calls; a human option, shown
+    with the simulator: runs with and without it are different humans)."""
+
+    policy: str | None = None
+    checker: str | None = None
+    human_grounding: str | None = None
+
+
 class RunConfig(BaseModel):
     """``run.json``: one run's whole configuration, written by ``colbench eval`` and read back by resume, report,
     show and compare through this one model. ``scoring``, ``runtime`` and ``forecast`` are each domain's or tool's
@@ -108,6 +118,7 @@ class RunConfig(BaseModel):
     simulator: RoleSection | None = None
     scoring: dict[str, Any] | None = None
     leaks: LeaksSection | None = None
+    truth: TruthSection | None = None
     runtime: dict[str, Any] | None = None
     forecast: dict[str, Any] | None = None
     rescored_from: dict[str, Any] | None = None  # ``colbench rescore``: the run whose answers this one scored again

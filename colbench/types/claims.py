@@ -157,18 +157,18 @@ class TruthCheck:
 
     ``draws``: each reply asked for, in order, with its claims (more than one under ``resample``); ``untrue``: the
     first draw, the human's answer to what the agent said, held a false claim; ``claims``: those of the draw the
-    agent saw (its spans index the turn's text); ``action``: ``shown`` (the agent saw the first draw) or
-    ``resampled`` (a later draw was shown); ``shown``: the index of the draw the agent saw;
-    ``grounding``: what a grounded human was told before replying (never shown to the agent)."""
+    agent saw (its spans index the turn's text); ``shown``: the index of that draw (None: the leak policy withheld
+    it); ``action``: ``shown`` (the first draw), ``resampled`` (a later one) or ``withheld``; ``grounding``: what a
+    grounded human was told before replying (never shown to the agent)."""
 
     draws: tuple[tuple[str, tuple[Claim, ...]], ...]
-    shown: int = 0
+    shown: int | None = 0
     grounding: tuple[Grounded, ...] = ()
 
     @property
     def claims(self) -> tuple[Claim, ...]:
-        """The claims of the reply the agent saw."""
-        return self.draws[self.shown][1]
+        """The claims of the reply the agent saw (none when the leak policy withheld every draw)."""
+        return () if self.shown is None else self.draws[self.shown][1]
 
     @property
     def untrue(self) -> bool:
@@ -176,7 +176,7 @@ class TruthCheck:
 
     @property
     def action(self) -> str:
-        return "resampled" if self.shown else "shown"
+        return "withheld" if self.shown is None else "resampled" if self.shown else "shown"
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from colbench.types.claims import TruthCheck
     from colbench.types.leaks import LeakCheck
 
 MAX_TURNS = 10
@@ -17,12 +18,14 @@ ANSWER_MARKER = "I WANT TO ANSWER:"
 @dataclass(frozen=True)
 class Turn:
     """One message of the dialogue. ``image`` is the PNG of the page an agent turn produced (frontend only);
-    ``leak`` is what the leak policy found and did on a human turn (None when not measured)."""
+    ``leak`` is what the leak policy found and did on a human turn (None when not measured); ``truth``, what the
+    claims checker found in it and what the truth policy did (None when not checked)."""
 
     role: Literal["agent", "human"]
     text: str
     image: bytes | None = field(default=None, repr=False)
     leak: LeakCheck | None = None
+    truth: TruthCheck | None = None
 
 
 def is_answer(text: str) -> bool:

@@ -190,15 +190,12 @@ class BackendDomain(Domain):
         return labelled_replies(task.hidden_information, task.problem_description, calls, foil, seed)
 
     # -- claims ---------------------------------------------------------------------------------------------
-    def claim_checker(self, scorer: Scorer) -> ClaimChecker:
-        """Claims about what the function returns, settled by running the reference with ``scorer`` (``claims``); a
-        scorer that runs no reference (a test's stand-in) settles none."""
+    def claim_checker(self, scorer: Scorer | Callable[[], Scorer]) -> ClaimChecker:
+        """Claims about what the function returns, settled by running the reference with ``scorer`` (``claims``)."""
         # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.claims import BackendClaimChecker
-        from colbench.domains.backend.scorer import BackendScorer
-        from colbench.env.claim_check import NoClaims
 
-        return BackendClaimChecker(scorer) if isinstance(scorer, BackendScorer) else NoClaims()
+        return BackendClaimChecker(scorer)
 
     # -- checks ---------------------------------------------------------------------------------------------
     def check_tasks(self, tasks: Sequence[Task], options: Mapping[str, Any]) -> Iterable[str]:

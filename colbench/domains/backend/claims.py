@@ -32,6 +32,7 @@ from colbench.domains.backend.claim_finder import (
     normal_call,
 )
 from colbench.domains.backend.values import Array, Opaque, Record, values_equal
+from colbench.errors import ConfigError
 from colbench.types.claims import GROUNDED_CALLS, Claim, Grounded, Verdict
 
 if TYPE_CHECKING:
@@ -49,12 +50,22 @@ def _short(value: Any, limit: int = 200) -> str:
 
 class BackendClaimChecker:
     """Finds a reply's claims on the host and settles them with the reference run by ``scorer`` (its sandbox, its
-    limits, its seed): see the module docstring."""
+    limits, its seed; given as a function where making it would start a sandbox that a reply without claims never
+    needs): see the module docstring."""
 
     name = CHECKER
 
-    def __init__(self, scorer: BackendScorer) -> None:
-        self.scorer = scorer
+    def __init__(self, scorer: object) -> None:
+        self._scorer = scorer
+
+    @property
+    def scorer(self) -> BackendScorer:
+        from colbench.domains.backend.scorer import BackendScorer
+
+        scorer = self._scorer() if callable(self._scorer) else self._scorer
+        if not isinstance(scorer, BackendScorer):
+            raise ConfigError(f"claims are settled by running the reference: {type(scorer).__name__} runs none")
+        return scorer
 
     def find(self, task: Task, reply: str, question: str | None = None) -> list[Found]:
         names, single = _names(task)
@@ -90,7 +101,7 @@ def _told(expected: Expected) -> str:
     if "timeout" in reason:
         return "does not finish in time"
     if "raised" in reason:
-        return "raises an error: " + reason.split(":", 1)[-1].strip()[:120]
+        return "raises an error: " + reason.split(":", 1)[-1].strip().removeprefix("builtins.")[:120]
     return "gives no usable result"
 
 

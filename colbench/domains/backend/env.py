@@ -14,6 +14,7 @@ from colbench.env.core import ColbenchEnv, Episode
 from colbench.env.vector import ColbenchVectorEnv
 from colbench.humans.simulator import Simulator
 from colbench.sandbox import KINDS, Sandbox
+from colbench.types.claims import TruthPolicy
 from colbench.types.dialogue import MAX_TURNS, Turn
 from colbench.types.leaks import LeakPolicy
 from colbench.types.task import Task
@@ -34,6 +35,10 @@ class BackendEnv(ColbenchEnv):
     the current ones). ``plus_tests``: also judge the task's ColBench+ tests (v2; a combination of the two that no
     env id stands for is a ConfigError). ``leak_policy``: ``off``, ``flag`` (default), ``redact`` or
     ``resample:N``, applied to each human reply before the agent sees it (``colbench.types.leaks``).
+    ``truth_policy``: ``off``, ``flag`` (default) or ``resample[:N]``: each human reply's claims about what the
+    function returns are checked by running the reference (``colbench.types.claims``); ``human_grounding``:
+    ``off`` (default) or ``exec`` (the human is told the reference's results on up to 3 literal calls of the
+    agent's turn). Neither changes the scoring.
     """
 
     domain_name = "backend"
@@ -51,6 +56,8 @@ class BackendEnv(ColbenchEnv):
         rules: int = CURRENT_RULES,
         plus_tests: bool = False,
         leak_policy: str | LeakPolicy = "flag",
+        truth_policy: str | TruthPolicy = "flag",
+        human_grounding: str = "off",
         render_mode: str | None = None,
     ) -> None:
         where = type(self).__name__
@@ -76,6 +83,8 @@ class BackendEnv(ColbenchEnv):
             expose_hidden=expose_hidden,
             scorer=scorer,
             leak_policy=leak_policy,
+            truth_policy=truth_policy,
+            human_grounding=human_grounding,
             render_mode=render_mode,
         )
 

@@ -119,7 +119,7 @@ class FrontendDomain(Domain):
         return labelled_replies(task.hidden_information, task.problem_description, foil, seed)
 
     # -- claims ---------------------------------------------------------------------------------------------
-    def claim_checker(self, scorer: Scorer) -> ClaimChecker:
+    def claim_checker(self, scorer: Scorer | Callable[[], Scorer]) -> ClaimChecker:
         """Quoted visible text, checked against the reference page's (``claims``; the markup is read, nothing is
         rendered, so any scorer will do)."""
         # on first use: the registry loads the domain for its task schema alone

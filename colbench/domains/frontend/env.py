@@ -17,6 +17,7 @@ from colbench.env.vector import ColbenchVectorEnv
 from colbench.errors import ConfigError, InfraError
 from colbench.humans.simulator import SimReply, Simulator
 from colbench.render import Renderer, RenderResult
+from colbench.types.claims import TruthPolicy
 from colbench.types.dialogue import MAX_TURNS, Turn
 from colbench.types.leaks import LeakPolicy
 from colbench.types.task import Task
@@ -62,6 +63,8 @@ class FrontendEnv(ColbenchEnv):
         max_turns: int = MAX_TURNS,
         expose_hidden: bool = False,
         leak_policy: str | LeakPolicy = "flag",
+        truth_policy: str | TruthPolicy = "flag",
+        human_grounding: str = "off",
         render_mode: str | None = None,
     ) -> None:
         where = type(self).__name__
@@ -87,6 +90,8 @@ class FrontendEnv(ColbenchEnv):
             expose_hidden=expose_hidden,
             scorer=scorer,
             leak_policy=leak_policy,
+            truth_policy=truth_policy,
+            human_grounding=human_grounding,
             render_mode=render_mode,
         )
         self._embedder = embedder
