@@ -11,7 +11,9 @@ cold reference cache, the next rounds warm. Modes, all measured in this run:
   one simulator client; the process's shared scorer: one sandbox pool, one reference cache);
 - ``sync-shared``: Gymnasium's sync vector env over the same envs (one sub-env after the other, shared scorer);
 - ``sync-private``: Gymnasium's sync vector env where each sub-env has its own scorer and so its own reference cache
-  (colbench's default before 0.3: the baseline).
+  (colbench's default before 0.3: the baseline);
+- ``vector-truth-off`` (ask for it with ``--modes``): ``vector`` with the human's claims not checked
+  (``truth_policy="off"``): ``claims`` prints what checking them (the default) costs, in this run.
 
 Humans: ``scripted`` (instant canned replies: the CPU cost of the env and of scoring) and ``stub`` (an
 OpenAI-compatible server in its own process answering after exactly ``--latency`` seconds, through the real openai
@@ -51,6 +53,8 @@ def make(mode: str, n: int, tasks: list[Task], human: dict[str, Any]) -> Any:
     sandbox = shared_sandbox("bwrap")
     if mode == "vector":
         return gym.make_vec(ENV_ID, num_envs=n, tasks=tasks, scorer=BackendScorer(sandbox), **human)
+    if mode == "vector-truth-off":  # the human's claims not checked: what checking them costs, in the same run
+        return gym.make_vec(ENV_ID, num_envs=n, tasks=tasks, scorer=BackendScorer(sandbox), truth_policy="off", **human)
     if mode == "sync-shared":
         scorer = BackendScorer(sandbox)
         return gym.make_vec(ENV_ID, num_envs=n, vectorization_mode="sync", tasks=tasks, scorer=scorer, **human)
@@ -129,7 +133,7 @@ def main() -> int:
             for n in sizes:
                 measured: dict[str, tuple[float, float]] = {}
                 for mode in modes:
-                    if human_name == "stub" and mode != "vector" and n > args.sync_max_n:
+                    if human_name == "stub" and not mode.startswith("vector") and n > args.sync_max_n:
                         print(f"{human_name:>8} {n:>4} {mode:>12} skipped (--sync-max-n {args.sync_max_n})")
                         continue
                     human = stub_human if human_name == "stub" else {"simulator": ScriptedSimulator(["Return 0."])}
@@ -145,6 +149,11 @@ def main() -> int:
                     per_reply = 1000 * sum(c for _, _, c in warm_times) / len(warm_times) / n
                     print(f"{human_name:>8} {n:>4} {mode:>12} {cold:>10.1f} {warm:>10.1f} {ideal} {per_reply:>12.2f}")
                     sys.stdout.flush()
+                unchecked = measured.get("vector-truth-off")
+                if unchecked is not None and "vector" in measured:
+                    print(
+                        f"{'':>8} {n:>4} {'claims':>12}  checked / not checked: {measured['vector'][1] / unchecked[1]:.3f}x warm"
+                    )
                 base = measured.get("sync-private")
                 if base is not None and len(measured) > 1:
                     ratios = ", ".join(
