@@ -109,7 +109,7 @@ def test_the_domain_switch_detector_sees_one() -> None:
 
 def test_one_basename_one_role() -> None:
     """Two modules share a name only as the same role in parallel domain packages (each domain's ``env``,
-    ``scorer``, ``leaks``), the env layer's package itself, and ``python -m`` entry points."""
+    ``scorer``, ``leaks``, ``claims``), the env layer's package itself, and ``python -m`` entry points."""
     seen: dict[str, list[str]] = {}
     for name in modules():
         seen.setdefault(name.rpartition(".")[2], []).append(name)
@@ -118,6 +118,7 @@ def test_one_basename_one_role() -> None:
         "env": ["colbench.domains.backend.env", "colbench.domains.frontend.env", "colbench.env"],
         "leaks": ["colbench.domains.backend.leaks", "colbench.domains.frontend.leaks", "colbench.types.leaks"],
         "scorer": ["colbench.domains.backend.scorer", "colbench.domains.frontend.scorer"],
+        "claims": ["colbench.domains.backend.claims", "colbench.domains.frontend.claims", "colbench.types.claims"],
         "__main__": ["colbench.__main__", "colbench.llm.llamacpp.__main__"],  # python -m entry points, by definition
     }
 

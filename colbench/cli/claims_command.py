@@ -87,7 +87,7 @@ def cmd_claims_check(args: argparse.Namespace) -> int:
                 stack.callback(scorer.close)
                 checker = domain.claim_checker(scorer)
                 if args.extractor:
-                    from colbench.env.claim_extractor import with_extractor
+                    from colbench.env.claim_extractor import with_extractor  # a model client only when asked for
 
                     checker = with_extractor(checker, args.extractor)
                 checkers[task.domain] = checker

@@ -31,12 +31,13 @@ from colbench.domains.backend.claim_finder import (
     function_names,
     normal_call,
 )
+from colbench.domains.backend.scorer import BackendScorer
 from colbench.domains.backend.values import Array, Opaque, Record, values_equal
 from colbench.errors import ConfigError
 from colbench.types.claims import GROUNDED_CALLS, Claim, Grounded, Verdict
 
 if TYPE_CHECKING:
-    from colbench.domains.backend.scorer import BackendScorer, Expected
+    from colbench.domains.backend.scorer import Expected
     from colbench.types.task import Task
 
 CHECKER = "exec-claims/1"
@@ -60,8 +61,6 @@ class BackendClaimChecker:
 
     @property
     def scorer(self) -> BackendScorer:
-        from colbench.domains.backend.scorer import BackendScorer
-
         scorer = self._scorer() if callable(self._scorer) else self._scorer
         if not isinstance(scorer, BackendScorer):
             raise ConfigError(f"claims are settled by running the reference: {type(scorer).__name__} runs none")
