@@ -21,6 +21,15 @@ from colbench.errors import ConfigError
 from colbench.report.costs import forecast_against_actual
 from colbench.report.leaderboard import Report, Table, cost_columns, leaderboard_columns, legend
 from colbench.report.plots import plots_section
+from colbench.report.truth import (
+    claim_note,
+    claims_of,
+    episode_truth,
+    is_checked,
+    simulator_label,
+    truth_config,
+    turn_untrue,
+)
 from colbench.runs import EpisodeRecord, Run, reference_screenshot_name
 
 REPORT_NAME = "report.html"
@@ -37,6 +46,8 @@ vertical-align:top}th{background:#f2f4f8}td.num{text-align:right;font-variant-nu
 pre{white-space:pre-wrap;word-break:break-word;background:#f7f8fa;border:1px solid #e3e6ec;padding:.6em;margin:.3em 0}
 .meta,.legend{color:#59616e}.turn{margin:.6em 0}.role{font-weight:600;font-size:.9em}
 .agent pre{border-left:4px solid #3b6fd8}.human pre{border-left:4px solid #2f9e62}
+.claims{margin:.2em 0 .2em 1.2em;padding:0;font-size:.9em}.claims .false{color:#b42318}.claims .true{color:#59616e}
+.claims .unchecked{color:#8a8f98}.private{color:#6941c6;font-size:.9em}
 .ok{color:#1d7a46}.bad{color:#b42318}.infra{color:#b54708;font-weight:600}.skip{color:#8a8f98}
 section.episode{border-top:2px solid #d8dde6;margin-top:2em}img.shot{max-width:100%;border:1px solid #d8dde6}
 a.top{font-size:.85em}
@@ -122,8 +133,8 @@ def _dialogue(turns: Any) -> str:
             agent_turn += role == "agent"
             label = f"{role} (turn {agent_turn})" if role == "agent" else role
             out.append(
-                f'<div class="turn {css}"><div class="role">{e(label)}{_leak_mark(turn)}</div>'
-                f"<pre>{e(turn['text'])}</pre>{_withheld(turn)}</div>"
+                f'<div class="turn {css}"><div class="role">{e(label)}{_leak_mark(turn)}{_truth_mark(turn)}</div>'
+                f"<pre>{e(turn['text'])}</pre>{_claims(turn)}{_withheld(turn)}{_draws(turn)}{_grounding(turn)}</div>"
             )
         else:
             out.append(f'<div class="turn">{_json(turn)}</div>')
@@ -138,6 +149,61 @@ def _leak_mark(turn: dict[str, Any]) -> str:
     verdict = f"leak, {turn.get('leak_action', 'shown')}" if turn.get("leak") else "no leak"
     css = "bad" if turn.get("leak") else "meta"
     return f' <span class="{css}">({e(verdict)}; leak score {score:.2f})</span>'
+
+
+def _truth_mark(turn: dict[str, Any]) -> str:
+    """A human turn's claims verdict beside its role: ``untrue`` (the first draw held a false claim) and what the
+    truth policy did; nothing for a turn that was not checked."""
+    if not is_checked(turn):
+        return ""
+    if not turn_untrue(turn):
+        return ' <span class="meta">(claims: nothing false)</span>'
+    action = turn.get("truth_action") if isinstance(turn.get("truth_action"), str) else "shown"
+    return f' <span class="bad">(false claim, {e(action)})</span>'
+
+
+def _claim_items(raw: Any) -> str:
+    items = "".join(f'<li class="{c.verdict}">{e(c.verdict)}: {e(claim_note(c)[:500])}</li>' for c in claims_of(raw))
+    return f'<ul class="claims">{items}</ul>' if items else ""
+
+
+def _claims(turn: dict[str, Any]) -> str:
+    """The claims of the reply the agent saw: what the human said and what the reference gives."""
+    return _claim_items(turn.get("claims")) if is_checked(turn) else ""
+
+
+def _draws(turn: dict[str, Any]) -> str:
+    """Under ``--truth-policy resample``: the human's other draws (each with its claims), not shown to the agent."""
+    draws = turn.get("truth_draws")
+    if not isinstance(draws, list) or len(draws) < 2:
+        return ""
+    shown = turn.get("truth_shown")
+    items = [
+        f"<p class='meta'>draw {i + 1}{' (shown to the agent)' if i == shown else ''}</p>"
+        f"<pre>{e(draw.get('reply'))}</pre>{_claim_items(draw.get('claims'))}"
+        for i, draw in enumerate(draws)
+        if isinstance(draw, dict)
+    ]
+    return f"<details><summary>{len(items)} draws (truth policy resample)</summary>{''.join(items)}</details>"
+
+
+def _grounding(turn: dict[str, Any]) -> str:
+    """What a grounded human was privately told before replying (never shown to the agent)."""
+    told = turn.get("grounding")
+    if not isinstance(told, list):
+        return ""
+    lines = [
+        f"{e(item.get('call'))} → {e(item.get('result'))}"
+        for item in told
+        if isinstance(item, dict) and item.get("call") is not None
+    ]
+    if not lines:
+        return ""
+    return (
+        "<div class='private'>told privately to the human (grounding; the agent never saw it):<br>"
+        + "<br>".join(lines)
+        + "</div>"
+    )
 
 
 def _withheld(turn: dict[str, Any]) -> str:
@@ -229,6 +295,16 @@ def screenshot_gallery(run: Run) -> str:
     return "<div class='gallery'>" + "".join(figures) + "</div>"
 
 
+def _untrue_text(episode: EpisodeRecord) -> str:
+    found = episode_truth(episode.dialogue)
+    return "not checked" if found is None else f"{found.untrue} of {found.checked} checked"
+
+
+def _untrue_cell(episode: EpisodeRecord) -> str:
+    found = episode_truth(episode.dialogue)
+    return "-" if found is None else f"{found.untrue}/{found.checked}"
+
+
 def _episode_section(run: Run, index: int, episode: EpisodeRecord) -> str:
     facts = [
         ("status", _status(episode)),
@@ -237,6 +313,7 @@ def _episode_section(run: Run, index: int, episode: EpisodeRecord) -> str:
         ("turns", e(episode.turns)),
         ("termination", e(episode.termination)),
         ("leaks", e(episode.leaks if episode.leaks is not None else "not measured")),
+        ("untrue replies", e(_untrue_text(episode))),
         ("attempts", e(episode.attempts)),
         ("record", e(episode.where)),
     ]
@@ -286,6 +363,8 @@ def render_run(run: Run, report: Report) -> str:
                 else []
             ),
             f"{run.trials} trial(s)",
+            f"human {simulator_label(run.role_model('simulator') or '?', config)}",
+            f"truth policy {truth_config(config).policy or 'not recorded'}",
             f"created {config.created or '?'}",
             f"colbench {config.colbench_version or '?'}",
         )
@@ -332,12 +411,13 @@ def render_run(run: Run, report: Report) -> str:
             e(ep.turns),
             e(ep.termination),
             e(ep.leaks if ep.leaks is not None else "-"),
+            e(_untrue_cell(ep)),
             _status(ep),
         ]
         for i, ep in enumerate(episodes)
     ]
-    header = ["task", "trial", "reward", "turns", "termination", "leaks", "status"]
-    parts.append(_table(header, body_rows, {1, 2, 3, 5}))
+    header = ["task", "trial", "reward", "turns", "termination", "leaks", "untrue", "status"]
+    parts.append(_table(header, body_rows, {1, 2, 3, 5, 6}))
     parts.append("<h2>Transcripts</h2>")
     parts += [_episode_section(run, i, ep) for i, ep in enumerate(episodes)]
     parts.append("</body></html>\n")

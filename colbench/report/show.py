@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench.errors import ConfigError
+from colbench.report.truth import false_claim_lines, is_checked, simulator_label, turn_untrue
 from colbench.runs import ROLES, EpisodeRecord, Run, load_run
 from colbench.types.chat import Usage
 from colbench.types.dialogue import after_marker, is_answer
@@ -91,7 +92,8 @@ def _before_rescoring(episode: EpisodeRecord) -> list[str]:
 
 def render_episode(run: Run, episode: EpisodeRecord, *, width: int = WIDTH, request: bool = True) -> str:
     """One episode as text: a header, the request, each turn, the scored answer and the score."""
-    agent, human = run.role_model("agent") or "?", run.role_model("simulator") or "?"
+    agent = run.role_model("agent") or "?"
+    human = simulator_label(run.role_model("simulator") or "?", run.config)
     turns = episode.dialogue or []
     count = "?" if episode.turns is None else episode.turns
     out = [
@@ -117,7 +119,14 @@ def render_episode(run: Run, episode: EpisodeRecord, *, width: int = WIDTH, requ
         label = f"{_NAMES.get(role, role.upper())} (turn {number})"
         if role == "human" and turn.get("leak"):
             label += f"  [leak flagged: {turn.get('leak_action', 'shown')}]"
+        if is_checked(turn) and turn_untrue(turn):
+            action = turn.get("truth_action")  # resampled, or withheld by the leak policy: the agent saw another
+            label += (
+                f"  [false claim in the first draw: {action}]" if action not in (None, "shown") else "  [false claim]"
+            )
         out += ["", label, _block(str(turn.get("text") or ""), width)]
+        if is_checked(turn):
+            out += [f"    ! false: {line}" for line in false_claim_lines(turn)]
     answer = episode.answer
     if answer is not None:
         how = "after the answer marker" if is_answer(answer) else "the last turn, at the turn cap"

@@ -22,13 +22,14 @@ from colbench._util.storage import colbench_home
 from colbench.env.domain import Domain
 from colbench.errors import DataError
 from colbench.report.costs import LIST_PRICES, Price, price_names
+from colbench.report.truth import episode_truth
 from colbench.runs import EPISODES, RUN_JSON, EpisodeRecord, RunConfig, parse_record
 
-SCHEMA = 3
+SCHEMA = 4  # 4: the human's checked and untrue replies (claims checker); an older index is rebuilt
 NEWLINE = b"\n"
 HEAD_BYTES = 256  # the first bytes of episodes.jsonl, kept to see a file replaced by another of the same size
 SORTS = {"order": "seq", "task": "task_id, trial", "reward": "reward", "turns": "turns", "tokens": "tokens"}
-FILTERS = ("failed", "failed_all", "leaked", "infra")
+FILTERS = ("failed", "failed_all", "leaked", "untrue", "infra")
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -36,7 +37,7 @@ CREATE TABLE IF NOT EXISTS episodes (
   seq INTEGER PRIMARY KEY, task_id TEXT NOT NULL, trial INTEGER NOT NULL, status TEXT NOT NULL,
   reward REAL, success INTEGER, failed INTEGER, turns INTEGER, leaks INTEGER, tokens INTEGER, cost REAL,
   termination TEXT, error TEXT, offset INTEGER NOT NULL, length INTEGER NOT NULL, attempts INTEGER NOT NULL,
-  UNIQUE (task_id, trial));
+  checked INTEGER, untrue INTEGER, UNIQUE (task_id, trial));
 CREATE INDEX IF NOT EXISTS episodes_task ON episodes (task_id);
 CREATE VIRTUAL TABLE IF NOT EXISTS transcripts USING fts5 (text);
 """
@@ -64,6 +65,8 @@ class Row:
     termination: str | None
     error: str | None
     attempts: int
+    checked: int | None = None  # the human's replies the claims checker saw; None: none (older run, policy off)
+    untrue: int | None = None  # of them, replies whose first draw held a false claim
 
     def as_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -219,7 +222,8 @@ class RunIndex:
         if held is None:
             cursor = self._db.execute(
                 "INSERT INTO episodes (task_id, trial, status, reward, success, failed, turns, leaks, tokens, cost,"
-                " termination, error, offset, length, attempts) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " termination, error, offset, length, attempts, checked, untrue)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 values,
             )
             seq = cursor.lastrowid
@@ -227,7 +231,8 @@ class RunIndex:
             seq = held[0]
             self._db.execute(
                 "UPDATE episodes SET task_id=?, trial=?, status=?, reward=?, success=?, failed=?, turns=?, leaks=?,"
-                " tokens=?, cost=?, termination=?, error=?, offset=?, length=?, attempts=? WHERE seq=?",
+                " tokens=?, cost=?, termination=?, error=?, offset=?, length=?, attempts=?, checked=?, untrue=?"
+                " WHERE seq=?",
                 (*values, seq),
             )
             self._db.execute("DELETE FROM transcripts WHERE rowid = ?", (seq,))
@@ -247,6 +252,7 @@ class RunIndex:
         failed: bool | None = None
         if record.ok and self.has_success:
             failed = not self.domain.success_of(record.reward or 0.0, record.success, self.config.env_id)
+        truth = episode_truth(record.dialogue)
         return (
             record.task_id,
             record.trial,
@@ -263,6 +269,8 @@ class RunIndex:
             offset,
             length,
             attempts,
+            None if truth is None else truth.checked,
+            None if truth is None else truth.untrue,
         )
 
     # -- reading -------------------------------------------------------------------------------------------
@@ -299,6 +307,7 @@ class RunIndex:
                     "failed_all": "task_id IN (SELECT task_id FROM episodes WHERE status = 'ok' GROUP BY task_id"
                     " HAVING max(failed) = 1 AND min(failed) = 1)",
                     "leaked": "leaks > 0",
+                    "untrue": "untrue > 0",
                     "infra": "status = 'infra_error'",
                 }[name]
             )
@@ -363,11 +372,15 @@ class RunIndex:
             self._db.close()
 
 
-_COLUMNS = "task_id, trial, status, reward, success, failed, turns, leaks, tokens, cost, termination, error, attempts"
+_COLUMNS = (
+    "task_id, trial, status, reward, success, failed, turns, leaks, tokens, cost, termination, error, attempts,"
+    " checked, untrue"
+)
 
 
 def _row(raw: tuple[Any, ...]) -> Row:
-    task_id, trial, status, reward, success, failed, turns, leaks, tokens, cost, termination, error, attempts = raw
+    task_id, trial, status, reward, success, failed, turns, leaks, tokens, cost, termination, error, attempts = raw[:13]
+    checked, untrue = raw[13:]
     return Row(
         task_id,
         trial,
@@ -382,6 +395,8 @@ def _row(raw: tuple[Any, ...]) -> Row:
         termination,
         error,
         attempts,
+        checked,
+        untrue,
     )
 
 
@@ -394,11 +409,16 @@ def _head(path: Path) -> str:
 
 
 def transcript_text(record: EpisodeRecord) -> str:
-    """What full-text search looks in: every turn as the agent saw it, withheld replies, the answer, the error."""
+    """What full-text search looks in: every turn as the agent saw it, withheld replies and the human's other draws
+    (truth policy resample), the answer, the error."""
     parts = []
     for turn in record.dialogue or []:
         parts.append(str(turn.get("text") or ""))
         parts.extend(str(w) for w in turn.get("withheld") or [])
+        draws = turn.get("truth_draws")
+        shown = turn.get("truth_shown")
+        if isinstance(draws, list):
+            parts.extend(str(d.get("reply") or "") for i, d in enumerate(draws) if isinstance(d, dict) and i != shown)
     parts.extend([record.answer or "", record.error or ""])
     return "\n".join(parts).replace("\x00", " ")
 

@@ -1,4 +1,5 @@
-"""One run's line in the runs index: progress, success and reward with confidence intervals, leaks, cost.
+"""One run's line in the runs index: progress, success and reward with confidence intervals, leaks, the human's false
+claims, cost.
 
 Computed from the index's rows (never the whole file), with the estimators of :mod:`colbench.report.stats`, and
 cached until the index changes, so a page that polls does not bootstrap 10,000 tasks every few seconds.
@@ -11,6 +12,7 @@ from typing import Any
 
 from colbench.errors import DataError
 from colbench.report import stats
+from colbench.report.truth import simulator_label, truth_config
 from colbench.runs.task_snapshot import snapshot_path
 from colbench.view.index import RunIndex
 
@@ -22,6 +24,7 @@ class Summary:
     agent: str
     simulator: str
     leak_policy: str
+    truth_policy: str
     done: int
     total: int | None
     infra: int
@@ -29,6 +32,9 @@ class Summary:
     reward: stats.Estimate
     reward_name: str
     leak: stats.Estimate | None
+    untrue: stats.Estimate | None  # share of checked human replies whose first draw held a false claim
+    untrue_replies: int  # checked replies
+    failed_untrue: tuple[int, int] | None  # (failed episodes with an untrue reply, failed episodes checked)
     pass_k: tuple[tuple[int, float | None], ...]
     cost: float | None
     tokens: int
@@ -37,10 +43,11 @@ class Summary:
 
     def as_json(self) -> dict[str, Any]:
         out = dict(self.__dict__)
-        for name in ("success", "reward", "leak"):
+        for name in ("success", "reward", "leak", "untrue"):
             value = out[name]
             out[name] = None if value is None else {"value": value.value, "low": value.low, "high": value.high}
         out["pass_k"] = [list(p) for p in self.pass_k]
+        out["failed_untrue"] = None if self.failed_untrue is None else list(self.failed_untrue)
         out["stale"] = False  # True while a growing run's statistics wait for their next computation
         return out
 
@@ -61,6 +68,8 @@ def summarize(index: RunIndex) -> Summary:
     rewards: dict[str, list[float]] = {}
     successes: dict[str, list[bool]] = {}
     leaks: dict[str, list[bool]] = {}
+    truth: dict[str, list[tuple[int, int]]] = {}
+    failed_checked = failed_untrue = 0
     done = infra = tokens = 0
     cost: float | None = 0.0
     for row in index.rows():
@@ -75,6 +84,11 @@ def summarize(index: RunIndex) -> Summary:
             successes.setdefault(row.task_id, []).append(not row.failed)
         if row.leaks is not None:
             leaks.setdefault(row.task_id, []).append(row.leaks > 0)
+        if row.checked is not None and row.untrue is not None:
+            truth.setdefault(row.task_id, []).append((row.untrue, row.checked))
+            if row.failed:
+                failed_checked += 1
+                failed_untrue += row.untrue > 0
     tasks = config.tasks
     total = tasks.count * config.trials if tasks is not None and tasks.count is not None else None
     success = stats.success_estimate(successes) if index.has_success else None
@@ -83,8 +97,9 @@ def summarize(index: RunIndex) -> Summary:
         env_id=config.env_id,
         domain=config.domain,
         agent=_name(config.agent, "name", "spec"),
-        simulator=_name(config.simulator, "model", "spec"),
+        simulator=str(simulator_label(_name(config.simulator, "model", "spec"), config)),
         leak_policy=(config.leaks.policy if config.leaks is not None else None) or "?",
+        truth_policy=truth_config(config).policy or "?",
         done=done,
         total=total,
         infra=infra,
@@ -92,6 +107,9 @@ def summarize(index: RunIndex) -> Summary:
         reward=stats.mean_estimate(rewards),
         reward_name=index.metrics.reward_name,
         leak=stats.success_estimate(leaks) if leaks else None,
+        untrue=stats.ratio_estimate(truth) if truth else None,
+        untrue_replies=sum(total for pairs in truth.values() for _, total in pairs),
+        failed_untrue=(failed_untrue, failed_checked) if truth and index.has_success else None,
         pass_k=tuple((k, stats.pass_hat_k(successes, k).value) for k in range(1, trials + 1)) if trials > 1 else (),
         cost=cost,
         tokens=tokens,

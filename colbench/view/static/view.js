@@ -40,12 +40,16 @@
       cell(tr, r.agent);
       cell(tr, r.simulator);
       cell(tr, r.leak_policy);
+      cell(tr, r.truth_policy);
       cell(tr, r.done + " / " + (r.total === null ? "?" : r.total), "done");
       cell(tr, String(r.infra));
       cell(tr, r.success === null ? "n/a" : estimate(r.success, true));
       cell(tr, estimate(r.reward, false) + " " + r.reward_name);
       cell(tr, r.pass_k.map((p) => "^" + p[0] + " " + pct(p[1])).join(" · ") || "–");
       cell(tr, r.leak === null ? "–" : estimate(r.leak, true));
+      cell(tr, r.untrue === null ? "–" : estimate(r.untrue, true) + " (" + r.untrue_replies + " replies)");
+      cell(tr, r.failed_untrue === null ? "–" : r.failed_untrue[0] + "/" + r.failed_untrue[1] +
+        (r.failed_untrue[1] ? " (" + pct(r.failed_untrue[0] / r.failed_untrue[1]) + ")" : ""));
       cell(tr, String(r.tokens));
       cell(tr, r.cost === null ? "unknown price" : "$" + num(r.cost, 4));
       const notes = [];
@@ -96,6 +100,7 @@
       cell(tr, num(r.reward, 3));
       cell(tr, r.turns === null ? "?" : String(r.turns));
       cell(tr, r.leaks === null ? "–" : String(r.leaks), r.leaks > 0 ? "leaked" : "");
+      cell(tr, r.untrue === null || r.untrue === undefined ? "–" : r.untrue + "/" + r.checked, r.untrue > 0 ? "untrue" : "");
       cell(tr, String(r.tokens));
       cell(tr, r.cost === null ? "?" : "$" + num(r.cost, 5));
       cell(tr, r.termination || "");
@@ -156,6 +161,7 @@
       f === "failed" ? r.failed === true :
       f === "failed_all" ? failedEvery.get(r.task_id) === true :
       f === "leaked" ? r.leaks > 0 :
+      f === "untrue" ? r.untrue > 0 :
       f === "infra" ? r.status === "infra_error" : true));
     const key = q.get("sort");
     if (key !== "order") {
