@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from colbench.tasks import get_task, iter_tasks, known_splits, load, register_domain
     from colbench.types.task import Task
 
-__version__ = "0.1.0"
+from colbench._util.version import __version__ as __version__
 
 _HOME = {
     # envs (gym.make("ColBench-Backend-v1") is the usual way in; the classes are for subclassing and typing)

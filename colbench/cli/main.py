@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from colbench import __version__
+from colbench._util.version import __version__
 from colbench.cli import (
     claims_command,
     compare_command,

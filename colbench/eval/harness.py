@@ -33,8 +33,8 @@ from typing import Any, Protocol, TextIO
 
 import gymnasium as gym
 
-from colbench import __version__
 from colbench._util.storage import sha256_text, utc_timestamp
+from colbench._util.version import __version__
 from colbench.agents.agent import Agent, ChatAgent
 from colbench.env.core import ColbenchEnv
 from colbench.env.domain import Domain, Scorer, get_domain

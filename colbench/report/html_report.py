@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
-from colbench import __version__
+from colbench._util.version import __version__
 from colbench.errors import ConfigError
 from colbench.report.costs import forecast_against_actual
 from colbench.report.leaderboard import Report, Table, cost_columns, leaderboard_columns, legend

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from colbench import __version__
 from colbench._util.storage import fsync_dir, utc_timestamp
+from colbench._util.version import __version__
 from colbench.env.domain import Domain, Metrics, Score, get_domain
 from colbench.env.registration import env_definitions
 from colbench.env.versions import scoring_env, scoring_options
