@@ -6,6 +6,12 @@ cap set past the probe so no turn is final), so the human sees exactly what it s
 reply gets the env's leak score. One row per (view, task, probe) is appended to ``DIR/replies.jsonl`` as it
 finishes (fsync'ed); ``DIR/probe.json`` holds the configuration, and ``--resume`` runs only what is missing or
 failed, after checking the configuration is the same, like ``colbench eval``.
+
+Every reply's claims are the env's own (``info["claims"]``, ``truth_policy="flag"``: one checker for everything,
+settled by running the reference); ``human_grounding`` is passed to the env. The summary adds, per view and per
+category, the untrue rate, the claims checked, the over-release (:mod:`colbench.probe.over_release`) and, with
+``draws`` > 1, the distinct replies per K draws of the last turn (:mod:`colbench.probe.draws`); the exact
+definitions are in docs/human-quality.md, "The probe".
 """
 
 from __future__ import annotations
@@ -30,10 +36,15 @@ from colbench.errors import ColbenchError, ConfigError, DataError, InfraError
 from colbench.humans.simulator import Simulator
 from colbench.humans.spec import SpecWriter
 from colbench.llm.limits import EndpointLimits
-from colbench.probe.suite import Probe, Suite, load_suite
+from colbench.probe.draws import LastTurnDraw, SeededClient, distinct, seeded
+from colbench.probe.figures import summarize
+from colbench.probe.over_release import dialogue_revealed
+from colbench.probe.suite import NotApplicable, Probe, Suite, load_suite
+from colbench.probe.truth_calls import stated_values
 from colbench.probe.verdicts import empty_or_refusal, off_topic
 from colbench.runs import CACHE, LOCK, EpisodeWriter, first_difference, lock_run_dir
 from colbench.tasks.sources import load
+from colbench.types.claims import parse_grounding
 from colbench.types.task import Task
 
 log = logging.getLogger(__name__)
@@ -41,10 +52,14 @@ log = logging.getLogger(__name__)
 PROBE_JSON = "probe.json"
 REPLIES = "replies.jsonl"
 SUMMARY = "summary.json"
-FORMAT = "colbench-probe/1"
+FORMAT = "colbench-probe/2"
 VIEWS = ("hidden", "spec")
+TRUTH_POLICY = "flag"
+"""The probe's env checks and records every reply's claims; the agent sees every reply as it came."""
 
 Key = tuple[str, str, str]  # view, task_id, probe id
+DONE = ("ok", "skipped")
+"""Row statuses a resume does not play again (``skipped``: the probe could not be built for the task)."""
 
 
 @dataclass
@@ -63,6 +78,13 @@ class ProbeConfig:
     simulator_options: dict[str, Any] = field(default_factory=dict)
     spec_options: dict[str, Any] = field(default_factory=dict)
     limits: EndpointLimits = field(default_factory=EndpointLimits)
+    category: str | None = None
+    """Play only this category's probes (None: all)."""
+    human_grounding: str = "off"
+    """The env's ``human_grounding``: ``off`` or ``exec`` (the human is told the reference's results on a few
+    literal calls of the agent's turn)."""
+    draws: int = 1
+    """Ask each probe's last human turn this many times (:mod:`colbench.probe.draws`)."""
 
 
 @dataclass
@@ -82,6 +104,7 @@ def run_probe(config: ProbeConfig) -> ProbeResult:
     """Run (or resume) a probe; rows are on disk as they finish, the summary is written at the end."""
     out = Path(config.out)
     domain, tasks, suite = _inputs(config)
+    grounding = parse_grounding(config.human_grounding, "--human-grounding")
     resuming = _check_out(out, config.resume)
     out.mkdir(parents=True, exist_ok=True)
     with lock_run_dir(out):
@@ -94,24 +117,24 @@ def run_probe(config: ProbeConfig) -> ProbeResult:
                 raise ConfigError(f"cannot resume {out}: the configuration differs from its {PROBE_JSON} at {diff}")
         else:
             write_json_atomic(out / PROBE_JSON, described)
-        done = {_key(row) for row in read_rows(out) if row.get("status") == "ok"}
+        done = {_key(row) for row in read_rows(out) if row.get("status") in DONE}
         pending = [
             (view, task, probe)
             for view in config.views
             for task in tasks
             for probe in suite.probes
-            if (view, task.task_id, probe.id) not in done
+            if probe.applies(task) and (view, task.task_id, probe.id) not in done
         ]
-        runner = _Runner(domain, simulators, out, config.concurrency)
+        runner = _Runner(domain, simulators, out, config.concurrency, grounding, config.draws)
         interrupted = False
         try:
             asyncio.run(runner.run(pending))
         except KeyboardInterrupt:
             interrupted = True
         rows = latest_rows(read_rows(out))
-        summary = summarize(rows, domain, suite, config.views, simulators)
+        summary = summarize(rows, domain, suite, config.views, tasks, config.draws)
         write_json_atomic(out / SUMMARY, summary)
-    failed = sum(row.get("status") != "ok" for row in rows.values())
+    failed = sum(row.get("status") not in DONE for row in rows.values())
     return ProbeResult(out, summary, runner.ran, failed, interrupted)
 
 
@@ -120,6 +143,8 @@ def _inputs(config: ProbeConfig) -> tuple[Domain, list[Task], Suite]:
         raise ConfigError(f"--concurrency must be an integer >= 1, got {config.concurrency}")
     if config.limit is not None and config.limit < 1:
         raise ConfigError(f"--limit must be an integer >= 1, got {config.limit}")
+    if isinstance(config.draws, bool) or not isinstance(config.draws, int) or config.draws < 1:
+        raise ConfigError(f"--draws must be an integer >= 1, got {config.draws}")
     unknown = [v for v in config.views if v not in VIEWS]
     if unknown or not config.views or len(set(config.views)) != len(config.views):
         raise ConfigError(f"--views {','.join(config.views)!r}: expected one or both of {', '.join(VIEWS)}")
@@ -128,7 +153,15 @@ def _inputs(config: ProbeConfig) -> tuple[Domain, list[Task], Suite]:
     if len(domains) != 1:
         raise ConfigError(f"{config.tasks}: a probe runs on the tasks of one domain, got {', '.join(domains)}")
     tasks = tasks[: config.limit] if config.limit else tasks
-    return get_domain(domains[0]), tasks, load_suite(domains[0], config.suite)
+    suite = load_suite(domains[0], config.suite)
+    if config.category is not None:
+        if config.category not in suite.categories:
+            raise ConfigError(
+                f"--category {config.category!r}: the {domains[0]} probe suite has no such category; expected one of: "
+                + ", ".join(suite.categories)
+            )
+        suite = suite.only(config.category)
+    return get_domain(domains[0]), tasks, suite
 
 
 def _check_out(out: Path, resume: bool) -> bool:
@@ -166,9 +199,16 @@ def _describe(
             "count": len(tasks),
             "ids_sha256": sha256_text("\n".join(t.task_id for t in tasks)),
         },
+        "category": config.category,
         "suite": {"sha256": suite.sha256, "probes": len(suite.probes)},
+        "human_grounding": parse_grounding(config.human_grounding, "--human-grounding"),
+        "draws": config.draws,
         "simulators": {view: describe_simulator(domain, config.simulator, sim) for view, sim in simulators.items()},
         "leaks": {"detector": domain.leak_detector, "threshold": domain.leak_threshold},
+        "truth": {
+            "policy": TRUTH_POLICY,
+            "checker": domain.claim_checker(lambda: domain.shared_scorer({})).name,  # its name: nothing is made
+        },
     }
 
 
@@ -204,22 +244,35 @@ def read_rows(out: Path) -> list[dict[str, Any]]:
 
 
 def latest_rows(rows: Iterable[Mapping[str, Any]]) -> dict[Key, Mapping[str, Any]]:
-    """Per key, its first ok row, else its last row (the rule of episodes.jsonl)."""
+    """Per key, its first ok (or skipped) row, else its last row (the rule of episodes.jsonl)."""
     chosen: dict[Key, Mapping[str, Any]] = {}
     for row in rows:
         key = _key(row)
-        if key not in chosen or chosen[key].get("status") != "ok":
+        if key not in chosen or chosen[key].get("status") not in DONE:
             chosen[key] = row
     return chosen
 
 
 class _Runner:
-    def __init__(self, domain: Domain, simulators: Mapping[str, Simulator], out: Path, concurrency: int) -> None:
+    def __init__(
+        self,
+        domain: Domain,
+        simulators: Mapping[str, Simulator],
+        out: Path,
+        concurrency: int,
+        grounding: str = "off",
+        draws: int = 1,
+    ) -> None:
         self.domain = domain
         self.simulators = simulators
         self.out = out
         self.concurrency = concurrency
+        self.grounding = grounding
+        self.draws = draws
         self.ran = 0
+        self.seeded: dict[str, tuple[Simulator, SeededClient | None]] = {}
+        if draws > 1:
+            self.seeded = {view: seeded(simulator) for view, simulator in simulators.items()}
 
     async def run(self, pending: list[tuple[str, Task, Probe]]) -> None:
         writer = EpisodeWriter(self.out / REPLIES)
@@ -243,17 +296,21 @@ class _Runner:
 
     async def _probe(self, view: str, task: Task, probe: Probe) -> dict[str, Any]:
         row: dict[str, Any] = {"view": view, "task_id": task.task_id, "probe": probe.id, "category": probe.category}
-        turns = probe.turns_for(task)
-        env: ColbenchEnv | None = None
+        turns: list[str] = []
         replies: list[str] = []
         scores: list[float] = []
+        claims: list[list[dict[str, Any]]] = []
+        env: ColbenchEnv | None = None
         try:
-            env = self._env(view, task, len(turns))
+            env = self._env(view, task, len(probe.turns))
+            fields = await self._fields(env, task, probe)
+            turns = probe.turns_for(task, fields.pop("values", None))
             _, info = env.reset(options={"task_id": task.task_id})
             for turn in turns:
                 reply, _, _, _, info = await env.astep(turn)
                 replies.append(reply)
                 scores.append(float(info["leak_score"]))
+                claims.append(list(info["claims"]))
             last = replies[-1]
             row.update(
                 status="ok",
@@ -264,135 +321,90 @@ class _Runner:
                 empty_or_refusal=empty_or_refusal(last),
                 off_topic=off_topic(last, task),
                 chars=round(sum(len(r) for r in replies) / len(replies), 1),
+                claims=claims,
+                untrue=[any(c["verdict"] == "false" for c in found) for found in claims],
+                revealed=dialogue_revealed(task.ground_truth, task.problem_description, turns, replies),
+                **fields,
                 usage=info["usage"]["simulator"],
                 error=None,
             )
             writer = getattr(self.simulators[view], "writer", None)
             if isinstance(writer, SpecWriter):
                 row["spec_leak_score"] = writer.spec_of(task).leak_score
+            if self.draws > 1:
+                row.update(await self._draws(view, task, turns, last, claims[-1]))
+        except NotApplicable as exc:
+            row.update(status="skipped", turns=[], replies=[], error=_one_line(exc))
         except (InfraError, ColbenchError) as exc:
-            row.update(status="infra_error", turns=turns, replies=replies, leak_scores=scores, error=_one_line(exc))
+            row.update(
+                status="infra_error",
+                turns=turns,
+                replies=replies,
+                leak_scores=scores,
+                claims=claims,
+                error=_one_line(exc),
+            )
         finally:
             if env is not None:
                 env.close()
         return row
 
-    def _env(self, view: str, task: Task, turns: int) -> ColbenchEnv:
+    async def _fields(self, env: ColbenchEnv, task: Task, probe: Probe) -> dict[str, Any]:
+        """A truth probe's calls (``calls``), the values it states (``right``, ``wrong``) and, under ``values``,
+        the reference's values it needs: asked of the env's scorer (one sandbox request, kept by the scorer for the
+        claims it will settle). Nothing for another probe; ``NotApplicable`` when the task lacks what it needs."""
+        if not probe.slots:
+            return {}
+        values = None
+        if probe.states_value:
+            values = await asyncio.to_thread(stated_values, env.scorer, task, probe.call_order(task))
+        fields = probe.call_fields(task, values)
+        out: dict[str, Any] = {"calls": [fields[f"call{i}"] for i in range(1, probe.slots + 1)], "values": values}
+        out.update({name: fields[name] for name in ("right", "wrong") if name in fields})
+        return out
+
+    async def _draws(
+        self, view: str, task: Task, turns: list[str], first: str, first_claims: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Draws 2..K of the last turn (:mod:`colbench.probe.draws`), played through an env each."""
+        drawn, _ = self.seeded[view]
+        texts, found = [first], [first_claims]
+        for seed in range(1, self.draws):
+            human = LastTurnDraw(self.simulators[view], drawn, len(turns), seed)
+            env = self._env(view, task, len(turns), human)
+            try:
+                env.reset(options={"task_id": task.task_id})
+                for turn in turns:
+                    reply, _, _, _, info = await env.astep(turn)
+                texts.append(reply)
+                found.append(list(info["claims"]))
+            finally:
+                env.close()
+        return {"draws": texts, "draws_unique": distinct(texts), "draw_claims": found}
+
+    def _env(self, view: str, task: Task, turns: int, simulator: Any = None) -> ColbenchEnv:
         env = gym.make(
             gym.spec(self.domain.env_id),  # the domain's current id, not "out of date" to the person probing
             disable_env_checker=True,
             tasks=[task],
-            simulator=self.simulators[view],
+            simulator=simulator if simulator is not None else self.simulators[view],
             max_turns=turns + 1,
             leak_policy="flag",
+            truth_policy=TRUTH_POLICY,
+            human_grounding=self.grounding,
         ).unwrapped
         assert isinstance(env, ColbenchEnv)
         return env
 
     async def _close_clients(self) -> None:
-        for simulator in self.simulators.values():
+        clients: list[Any] = [*self.simulators.values()]
+        clients += [client for _, client in self.seeded.values() if client is not None]
+        for client in clients:
             try:
-                await simulator.aclose()  # the spec human's writer's client too
+                await client.aclose()  # the spec human's writer's client too
             except Exception:  # closing is best effort
-                log.debug("closing %s failed", type(simulator).__name__, exc_info=True)
+                log.debug("closing %s failed", type(client).__name__, exc_info=True)
 
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
-
-
-# -- the summary ----------------------------------------------------------------------------------------------------
-def _rates(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    n = len(rows)
-    if not n:
-        return {"probes": 0, "leak_rate": None, "empty_or_refusal_rate": None, "off_topic_rate": None, "chars": None}
-    return {
-        "probes": n,
-        "leak_rate": sum(bool(r["leak"]) for r in rows) / n,
-        "empty_or_refusal_rate": sum(bool(r["empty_or_refusal"]) for r in rows) / n,
-        "off_topic_rate": sum(bool(r["off_topic"]) for r in rows) / n,
-        "chars": round(sum(float(r["chars"]) for r in rows) / n, 1),
-    }
-
-
-def summarize(
-    rows: Mapping[Key, Mapping[str, Any]],
-    domain: Domain,
-    suite: Suite,
-    views: Sequence[str],
-    simulators: Mapping[str, Simulator],
-) -> dict[str, Any]:
-    """Per view: the rates over adversarial probes, over control probes, and the leak rate per category."""
-    categories = list(dict.fromkeys(p.category for p in suite.probes if not p.control))
-    out: dict[str, Any] = {"domain": domain.name, "threshold": domain.leak_threshold, "views": {}}
-    for view in views:
-        mine = [r for (v, _, _), r in rows.items() if v == view]
-        ok = [r for r in mine if r.get("status") == "ok"]
-        attacks = [r for r in ok if r.get("category") != "control"]
-        section: dict[str, Any] = {
-            "adversarial": _rates(attacks),
-            "control": _rates([r for r in ok if r.get("category") == "control"]),
-            "by_category": {c: _rates([r for r in attacks if r.get("category") == c])["leak_rate"] for c in categories},
-            "infra_errors": len(mine) - len(ok),
-        }
-        specs = {r["task_id"]: r["spec_leak_score"] for r in ok if r.get("spec_leak_score") is not None}
-        if view == "spec":
-            section["specs"] = {
-                "tasks": len(specs),
-                "flagged": sum(score >= domain.leak_threshold for score in specs.values()),
-            }
-        out["views"][view] = section
-    return out
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}"
-
-
-def summary_table(summary: Mapping[str, Any], title: str) -> str:
-    """The summary as terminal tables: rates per view, then the leak rate per category."""
-    views = list(summary["views"])
-    lines = [title, ""]
-    header = ["view", "probes", "leak %", "empty/refusal %", "off-topic %", "reply chars", "control leak %", "infra"]
-    body = []
-    for view in views:
-        section = summary["views"][view]
-        attack, control = section["adversarial"], section["control"]
-        body.append(
-            [
-                view,
-                str(attack["probes"]),
-                _pct(attack["leak_rate"]),
-                _pct(attack["empty_or_refusal_rate"]),
-                _pct(attack["off_topic_rate"]),
-                "-" if attack["chars"] is None else f"{attack['chars']:.0f}",
-                _pct(control["leak_rate"]),
-                str(section["infra_errors"]),
-            ]
-        )
-    lines += _table(header, body)
-    categories = list(summary["views"][views[0]]["by_category"]) if views else []
-    lines += ["", "Leak % by probe category", ""]
-    lines += _table(
-        ["category", *views], [[c, *(_pct(summary["views"][v]["by_category"][c]) for v in views)] for c in categories]
-    )
-    specs = {v: summary["views"][v]["specs"] for v in views if "specs" in summary["views"][v]}
-    lines.append("")
-    for view, spec in specs.items():
-        lines.append(f"{view} view: specs of {spec['tasks']} tasks, {spec['flagged']} flagged as leaking themselves")
-    lines.append(
-        "rates over adversarial probes (control: honest questions); a reply leaks at leak score >= "
-        f"{summary['threshold']}; empty/refusal and off-topic are heuristics (docs/leaks.md)."
-    )
-    return "\n".join(lines)
-
-
-def _table(header: list[str], body: list[list[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    return [line(header), "  ".join("-" * w for w in widths), *(line(row) for row in body)]

@@ -53,9 +53,16 @@ def test_every_domain_ships_a_suite_with_controls_and_attacks(domain: str) -> No
 
 def test_placeholders_are_filled_from_the_task() -> None:
     task = load("backend-sample")[0]
-    suite_turns = [turn for probe in load_suite("backend").probes for turn in probe.turns_for(task)]
+    probes = load_suite("backend").probes
+    # a probe stating a value is given the reference's values (here: 0 for every call)
+    suite_turns = [
+        turn
+        for probe in probes
+        for turn in probe.turns_for(task, {call: 0 for call in probe.call_order(task)} if probe.states_value else None)
+    ]
     assert not any("$" in turn for turn in suite_turns)
     assert any("def apply_fixed_point_fir_filter(input_signal" in turn for turn in suite_turns)
+    assert any("`apply_fixed_point_fir_filter([" in turn and "return `1`" in turn for turn in suite_turns)
 
 
 @pytest.mark.parametrize(
@@ -189,13 +196,16 @@ def test_the_probe_runs_end_to_end_on_the_embedded_model(tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     suite = load_suite("backend")
+    played = [p for p in suite.probes if p.applies(load("backend-sample")[0])]  # the truth probes need its calls
     rows = read_rows(out)
-    assert len(rows) == 2 * len(suite.probes) and all(r["status"] == "ok" for r in rows)
+    assert len(rows) == 2 * len(played) and all(r["status"] == "ok" for r in rows)
     for view in ("hidden", "spec"):
         section = summary["views"][view]
-        assert section["infra_errors"] == 0 and section["adversarial"]["probes"] == len(suite.probes) - 2
+        assert section["infra_errors"] == 0 and section["adversarial"]["probes"] == sum(not p.honest for p in played)
         assert 0.0 <= section["adversarial"]["leak_rate"] <= 1.0 and section["adversarial"]["chars"] > 0
+        assert section["truth"]["probes"] == sum(p.category == "truth" for p in played)
+        assert section["replies"] == sum(len(p.turns) for p in played) and section["over_release"] is not None
     assert all(r["usage"]["calls"] >= 1 or r["replies"] for r in rows)
     again = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "0 rows run this session" in again.stderr, again.stderr
-    assert "Leak % by probe category" in again.stdout
+    assert "By probe category" in again.stdout and "untrue %" in again.stdout
