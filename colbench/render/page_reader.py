@@ -40,10 +40,12 @@ Colours are turned into sRGB by a 1x1 canvas in the same world, so every CSS col
 system colours) reads the same way; out-of-gamut colours are clipped to sRGB.
 
 Bounds: at most ``MAX_NODES`` nodes are walked (in document order), ``MAX_TEXT_RECTS`` line boxes, ``MAX_CHARS``
-characters and ``MAX_ELEMENTS`` image and box candidates are kept, and the hit tests stop after ``HIT_TEST_MS``
-(what is left untested counts as not seen, never as seen); the reading says which bounds cut it short (``cuts``). The
-CDP call itself is bounded by the caller's timeout and by ``Runtime.evaluate``'s own. A page of 100,000 paragraphs is
-read in about 1.5 s on a 2-core machine; a page of the ColBench sample in a few tens of milliseconds.
+characters and ``MAX_ELEMENTS`` image and box candidates are kept, and the hit tests stop after ``HIT_TEST_WORK``
+divided by the nodes walked (what is left untested counts as not seen, never as seen). Every bound is a count, none
+a clock, so a page reads the same on an idle and on a busy machine; the reading says which bounds cut it short
+(``cuts``). The CDP call itself is bounded by the caller's timeout and by ``Runtime.evaluate``'s own (past them the
+render fails: it never reads less). A page of 100,000 paragraphs is read in a few seconds on a 2-core machine; a page
+of the ColBench sample in a few tens of milliseconds.
 """
 
 from __future__ import annotations
@@ -67,16 +69,20 @@ MAX_ELEMENTS = 1_000
 """Image and box candidates kept for the hit test at most."""
 MAX_CHARS = 200_000
 """Characters of text read at most (a text node that would pass it is left out: a screenshot shows far fewer)."""
-HIT_TEST_MS = 1_000
-"""Time the hit tests may take at most (a page of 100,000 elements side by side makes each take milliseconds);
-points not tested by then count as not seen."""
+HIT_TEST_WORK = 40_000_000
+"""Hit tests allowed, times the nodes walked: a hit test costs about as much as the page has nodes (a page of
+100,000 elements side by side makes each take milliseconds), so a page walked to ``MAX_NODES`` gets 2,000 of them
+and a page of the ColBench sample (a few hundred nodes, a few hundred tests) never reaches the bound. Points not
+tested count as not seen. A count, not a clock: what a render reads never depends on how busy the machine is (a
+wall-clock bound once cut one render of a page short and not the next); time is bounded only by the caller's
+timeout, which fails the render instead of reading less."""
 
 Rect = tuple[float, float, float, float]
 """x, y, width, height in CSS px of the screenshot."""
 
 _WORLD = "colbench-blocks"
 
-_READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS, MAX_CHARS, MIN_HEIGHT,
+_READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_WORK, MAX_CHARS, MIN_HEIGHT,
   MIN_ADVANCE) => {
   const view = document.defaultView;
   const body = document.body;
@@ -325,9 +331,9 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_MS,
   const height = view.innerHeight;
   let scroll = 0;
   queries.sort((a, b) => a[1] - b[1]);
-  const deadline = performance.now() + HIT_TEST_MS;
+  let tests = Math.floor(HIT_TEST_WORK / Math.max(1, out.walked));
   for (const [x, y, target, whole, item] of queries) {
-    if (performance.now() > deadline) { cut("hit-test time"); break; }
+    if (tests-- <= 0) { cut("hit tests"); break; }
     if (y - scroll >= height) {
       view.scrollTo({top: y, left: 0, behavior: "instant"});
       scroll = view.scrollY;
@@ -384,7 +390,7 @@ class PageReading:
     walked: int
     cuts: tuple[str, ...]
     """The bounds that stopped part of the reading: ``nodes walked``, ``line boxes``, ``characters``, ``images and
-    boxes``, ``hit-test time``."""
+    boxes``, ``hit tests``."""
 
 
 async def read_page(cdp: CDPSession, width: int, height: int, timeout_s: float) -> PageReading:
@@ -393,7 +399,7 @@ async def read_page(cdp: CDPSession, width: int, height: int, timeout_s: float) 
     world = await cdp.send(
         "Page.createIsolatedWorld", {"frameId": tree["frameTree"]["frame"]["id"], "worldName": _WORLD}
     )
-    bounds = f"{MAX_NODES}, {MAX_TEXT_RECTS}, {MAX_ELEMENTS}, {HIT_TEST_MS}, {MAX_CHARS}, {MIN_HEIGHT}, {MIN_ADVANCE}"
+    bounds = f"{MAX_NODES}, {MAX_TEXT_RECTS}, {MAX_ELEMENTS}, {HIT_TEST_WORK}, {MAX_CHARS}, {MIN_HEIGHT}, {MIN_ADVANCE}"
     call = f"{_READ_JS}({width}, {height}, {bounds})"
     answer = await cdp.send(
         "Runtime.evaluate",

@@ -354,10 +354,19 @@ class FrontendScorer:
 
     async def _judge(self, state: _LoopState, task: Task, page: str | RenderResult | None) -> FrontendScore:
         name = self.embedder.name
-        # Shielded: the reference may be shared with other answers to the same task.
-        expected, answered = await asyncio.gather(
-            asyncio.shield(self._reference(state, task.ground_truth)), self._answer(state, page), return_exceptions=True
-        )
+        reference = asyncio.shield(self._reference(state, task.ground_truth))  # shared with other answers to the task
+        expected: _Page | BaseException
+        answered: tuple[RenderStatus, str | None, _Page | None] | BaseException | None
+        if isinstance(page, str) and page.strip() == task.ground_truth.strip():
+            # The reference's own page is judged as the reference: one render, so an identical answer scores exactly
+            # what the reference scores against itself, whatever the machine's load did to a second render.
+            try:
+                expected = await reference
+            except Exception as exc:
+                expected = exc
+            answered = None if isinstance(expected, BaseException) else ("ok", None, expected)
+        else:
+            expected, answered = await asyncio.gather(reference, self._answer(state, page), return_exceptions=True)
         if isinstance(expected, BaseException):
             return FrontendScore(math.nan, "infra_error", _describe(expected), embedder=name)
         if isinstance(answered, BaseException):
