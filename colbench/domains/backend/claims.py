@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from colbench.domains.backend.scorer import Expected
     from colbench.types.task import Task
 
-CHECKER = "exec-claims/1"
+CHECKER = "exec-claims/2"
 """What names this checker in run.json: bump it when verdicts change."""
 
 

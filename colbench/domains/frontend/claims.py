@@ -9,8 +9,11 @@ blank-insensitively. Verdicts:
 
 - ``true``: the reference shows the quoted text;
 - ``false``: it does not, and the sentence says what the wanted page shows;
-- ``unchecked``: the sentence is about the agent's page ("your page says ...", "instead of ...", "remove ..."),
-  negates, or the quote is markup rather than words (a class name, a colour code, a tag).
+- ``unchecked``: the sentence is about the agent's page ("your page says ...", "instead of ...", "remove ...") or
+  negates.
+
+A quote that is markup rather than words (a class name or a list of them, a colour code, a tag) or that the
+sentence names as markup ('the class "hero big"', 'an id of "main"', 'the image "logo.png"') is no claim.
 Everything else the human says (colours, layout) is not a claim here.
 """
 
@@ -28,7 +31,7 @@ from colbench.types.claims import Claim, Grounded
 if TYPE_CHECKING:
     from colbench.types.task import Task
 
-CHECKER = "page-text-claims/1"
+CHECKER = "page-text-claims/2"
 MAX_SCAN = 20_000
 MAX_CLAIMS = 16
 _QUOTED = re.compile(r"\"([^\"\n]{2,200})\"|“([^”\n]{2,200})”|(?<![\w])'([^'\n]{2,200})'(?![\w])")
@@ -40,6 +43,11 @@ _AGENTS_PAGE = re.compile(
 )
 _MARKUP = re.compile(
     r"^(?:[#.]?[a-z]+(?:-[a-z0-9/.]+)+|#[0-9a-f]{3,8}|</?\w+[^>]*>|[\w-]+:[\w-]+|\S+\.(?:png|jpg|css|js))$"
+)
+_NAMES_MARKUP = re.compile(
+    r"\b(?:class|classes|classname|class\s+names?|tailwind|css|selector|id|ids|attribute|attr|tag|font|font-family|"
+    r"colou?r\s+code|hex|href|src|url|file|filename|image|img|icon|variable|var)\s*(?:of|to|named|called|is|=|:)?\s*$",
+    re.IGNORECASE,
 )
 _SKIP = frozenset({"script", "style", "template", "noscript", "head", "title", "svg"})
 _VOID = frozenset(
@@ -104,10 +112,12 @@ def find_quotes(reply: str) -> list[Quote]:
         if len(found) >= MAX_CLAIMS:
             break
         quoted = next(g for g in match.groups() if g is not None).strip()
-        if not quoted or _MARKUP.match(quoted):
-            continue
+        if not quoted or all(_MARKUP.match(token) for token in quoted.split()):
+            continue  # a class name or a list of them ("text-3xl font-bold"), a colour, a tag
         start = max(text.rfind(".", 0, match.start()), text.rfind("\n", 0, match.start()), -1) + 1
         sentence = text[start : match.start()]
+        if _NAMES_MARKUP.search(sentence):
+            continue  # 'the class "hero big"', 'an id of "main"': what the markup is called, not what it shows
         found.append(Quote(match.span(), quoted, bool(_AGENTS_PAGE.search(sentence))))
     return found
 
