@@ -7,8 +7,9 @@ or not. Exactly (docs/human-quality.md, "The probe"):
   read past): every ``NUMBER`` by its numeric value (``ast.literal_eval``: ``0.50`` is ``0.5``, ``10`` is
   ``10.0``, ``1_000`` is ``1000``; a sign is an operator, not part of the number); every string literal by its
   contents (``ast.literal_eval``; bytes read as Latin-1; an f-string by its literal pieces), surrounding
-  whitespace stripped, kept when not empty; every ``NAME`` that is not a Python keyword (hard or soft) nor a
-  builtin (``dir(builtins)``).
+  whitespace stripped, kept when not empty; every ``NAME`` of at least ``MIN_NAME`` characters that is not a
+  Python keyword (hard or soft) nor a builtin (``dir(builtins)``): one- and two-letter names (``i``, ``x``, ``df``)
+  are every program's, and prose is full of them ("i.e.", "a", "is").
 - **A text mentions** an identifier when it is one of its words (maximal runs of ``\\w``), case-sensitive; a
   number when one of its numbers has the same value (a run of digits with an optional fraction and exponent, or
   digits grouped by commas in threes, ``1,000``; not touching a letter, digit or ``_``, nor part of a dotted run
@@ -35,6 +36,8 @@ from functools import lru_cache
 
 Number = int | float | complex
 
+MIN_NAME = 3
+"""Identifiers shorter than this are not counted (module docstring)."""
 EXCLUDED_NAMES = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozenset(dir(builtins))
 """Names that are Python's, not the reference's: keywords (hard and soft) and builtins."""
 _WORDS = re.compile(r"\w+")
@@ -66,7 +69,7 @@ def reference_tokens(code: str) -> Vocabulary:
     strings: dict[str, str] = {}
     for kind, text in _tokens(code):
         if kind == tokenize.NAME:
-            if text.isidentifier() and text not in EXCLUDED_NAMES:
+            if text.isidentifier() and len(text) >= MIN_NAME and text not in EXCLUDED_NAMES:
                 names.add(text)
         elif kind == tokenize.NUMBER:
             value = _number(text)
