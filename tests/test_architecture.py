@@ -226,3 +226,18 @@ def test_every_function_level_import_says_why() -> None:
                     unexplained.append(f"{path.relative_to(REPO)}:{sub.lineno}")
     assert count > 10  # the check sees them
     assert unexplained == []
+
+
+def test_no_module_imports_the_package_face() -> None:
+    """``colbench/__init__.py`` sits above every layer (it names the public API): a module of the package that takes a
+    name from it runs an arrow back up. The version, which every layer may name, lives at the bottom
+    (``colbench._util.version``). (``import colbench`` for the ids' registration adds no arrow: importing any
+    submodule runs the package's ``__init__`` first anyway.)"""
+    offenders = []
+    for name, path in modules().items():
+        if name == "colbench":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "colbench" and node.level == 0:
+                offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert offenders == []

@@ -27,8 +27,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from colbench import __version__
 from colbench._util.storage import sha256_text, utc_timestamp, write_json_atomic
+from colbench._util.version import __version__
 from colbench.env.core import ColbenchEnv
 from colbench.env.domain import Domain, get_domain
 from colbench.env.simulators import describe_simulator, make_simulator
