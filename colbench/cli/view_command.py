@@ -1,4 +1,4 @@
-"""``colbench view RUN_DIR...``: look at runs in a browser, live while they are written (docs/view.md)."""
+"""``colbench view RUN_DIR|RUNS_ROOT...``: look at runs in a browser, live while they are written (docs/view.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,13 @@ if TYPE_CHECKING:
 
 def add_parser(commands: Subcommands) -> None:
     view = commands.add_parser("view", help="look at run directories in a browser, live (docs/view.md)")
-    view.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
+    view.add_argument(
+        "run_dirs",
+        nargs="+",
+        type=Path,
+        metavar="RUN_DIR|RUNS_ROOT",
+        help="run directories, or folders of them (every run below is listed, new ones as they appear)",
+    )
     view.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1; any other address needs --token-env")
     view.add_argument("--port", type=int, default=8765)
     view.add_argument("--token-env", metavar="NAME", help="the NAME of an environment variable holding the token")

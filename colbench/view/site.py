@@ -7,6 +7,7 @@ disk), so every page is the same template either way.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ import jinja2
 
 from colbench.errors import ConfigError, DataError
 from colbench.report.compare import Paired, paired
-from colbench.runs import Run, load_run
+from colbench.runs import RUN_JSON, Run, load_run
 from colbench.view.episode import Episode, build_episode
 from colbench.view.index import RunIndex
 from colbench.view.summary import summarize
@@ -29,6 +30,10 @@ STATIC = HERE / "static"
 PAGE_SIZE = 50
 BUSY = 5
 """A growing run's statistics take at most about 1 / (1 + BUSY) of the server's time."""
+RESCAN_S = 2.0
+"""A folder of runs is looked through for new runs at most this often (the runs index polls every few seconds)."""
+ROOT_DEPTH = 3
+"""How deep under a folder of runs a run directory is looked for (``runs/<model>/<date>/run.json``)."""
 
 
 class Links:
@@ -107,17 +112,34 @@ class TaskChange:
 
 
 class Site:
-    """The runs given on the command line, indexed, and the pages made of them."""
+    """The runs given on the command line, indexed, and the pages made of them.
 
-    def __init__(self, run_dirs: list[Path], cache: Path | None = None) -> None:
-        if not run_dirs:
-            raise ConfigError("colbench view: give at least one run directory")
+    Each path is a run directory (it holds ``run.json``) or a folder of runs, as Inspect reads a log directory:
+    every run directory under it, at most ``ROOT_DEPTH`` folders down (a run directory's own folders are not looked
+    in), labelled by its path below the folder. A folder of runs is looked through again (at most every
+    ``RESCAN_S`` seconds) whenever the runs index is asked for, so runs that appear while the viewer is open are
+    listed; runs keep their numbers, a new one is added at the end.
+    """
+
+    def __init__(self, paths: list[Path], cache: Path | None = None) -> None:
+        if not paths:
+            raise ConfigError("colbench view: give at least one run directory or folder of runs")
+        self.cache = cache
         self.indexes: list[RunIndex] = []
-        for path in run_dirs:
+        self.labels: list[str] = []
+        self._roots: list[Path] = []
+        self._seen: set[Path] = set()
+        self._scanned = -RESCAN_S
+        self._lock = threading.Lock()
+        self._discovering = threading.Lock()
+        for path in paths:
             if not path.is_dir():
                 raise ConfigError(f"colbench view: {path} is not a directory")
-            self.indexes.append(RunIndex(path, cache))
-        self.labels = [p.resolve().name or str(p) for p in run_dirs]
+            if (path / RUN_JSON).is_file():
+                self._add(path, path.resolve().name or str(path))
+            else:
+                self._roots.append(path)
+        self.discover()
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(TEMPLATES),
             autoescape=True,
@@ -127,9 +149,36 @@ class Site:
         )
         self._runs: dict[int, tuple[int, Run]] = {}
         self._computed: dict[int, tuple[float, float, dict[str, Any]]] = {}  # when, how long, what
-        self._lock = threading.Lock()
+
+    def _add(self, run_dir: Path, label: str) -> None:
+        resolved = run_dir.resolve()
+        if resolved in self._seen:
+            return
+        index = RunIndex(run_dir, self.cache)
+        self._seen.add(resolved)
+        self.indexes.append(index)
+        self.labels.append(label)
+
+    def discover(self) -> None:
+        """Add the run directories that appeared under the folders of runs since the last look (rate-limited). A
+        folder that holds no run yet is not an error: its runs may be on their way."""
+        if not self._roots:
+            return
+        with self._discovering:
+            now = time.monotonic()
+            if now - self._scanned < RESCAN_S:
+                return
+            self._scanned = now
+            for root in self._roots:
+                for run_dir in run_dirs_under(root):
+                    try:
+                        self._add(run_dir, str(run_dir.relative_to(root)))
+                    except DataError:  # a run.json being written, or not colbench's: looked at again next time
+                        continue
 
     def index(self, rid: int) -> RunIndex:
+        if rid >= len(self.indexes):
+            self.discover()
         if not 0 <= rid < len(self.indexes):
             raise DataError(f"no run number {rid}")
         return self.indexes[rid]
@@ -157,6 +206,7 @@ class Site:
     def runs_json(self, links: Links) -> list[dict[str, Any]]:
         """The runs index's rows (what the page shows and polls)."""
         out = []
+        self.discover()
         summaries = [self.summary(i) for i in range(len(self.indexes))]
         for i, summary in enumerate(summaries):
             others = {s["env_id"] for s in summaries if s["domain"] == summary["domain"]} - {summary["env_id"]}
@@ -222,6 +272,21 @@ class Site:
 
     def render(self, template: str, links: Links, **context: Any) -> str:
         return self.env.get_template(template).render(links=links, labels=self.labels, **context)
+
+
+def run_dirs_under(root: Path) -> list[Path]:
+    """The run directories under ``root`` (see :class:`Site`), in path order."""
+    found = []
+    for folder, subfolders, files in os.walk(root):
+        here = Path(folder)
+        if RUN_JSON in files and here != root:
+            found.append(here)
+            subfolders.clear()  # a run's own folders (screens, pages) hold no runs
+            continue
+        if len(here.relative_to(root).parts) >= ROOT_DEPTH:
+            subfolders.clear()
+        subfolders.sort()
+    return sorted(found)
 
 
 def _by_task(index: RunIndex) -> dict[str, list[tuple[int, float | None, bool | None]]]:

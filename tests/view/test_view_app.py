@@ -380,3 +380,41 @@ def test_a_real_eval_with_a_leaking_human_is_highlighted_where_it_leaked(tmp_pat
     marked = re.findall(r'<mark class="leak">(.*?)</mark>', html, re.S)
     assert marked and marked[0].startswith("def ") and leaked.startswith("def ")
     assert html_unescape(marked[0]) == leaked
+
+
+def test_a_folder_of_runs_lists_every_run_below_it_and_new_ones_as_they_appear(
+    tmp_path: Path, make_site: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import colbench.view.site as site_module
+
+    monkeypatch.setattr(site_module, "RESCAN_S", 0.0)
+    root = tmp_path / "runs"
+    write_run(root / "mini", [backend_record("t1")])
+    write_run(root / "gpt" / "2026-11-28", [backend_record("t1", passed=0)])
+    (root / "notes").mkdir()  # a folder without a run is no error
+    (root / "mini" / "screens").mkdir()  # a run's own folders are not looked in
+    web = client(make_site, root)
+    runs = web.get("/api/runs").json()
+    assert [r["label"] for r in runs] == ["gpt/2026-11-28", "mini"]
+    assert runs[0]["compare"][0]["href"] == "/compare/0/1" and web.get("/runs/1").status_code == 200
+    write_run(root / "late", [backend_record("t1"), backend_record("t2")])  # a run that starts while we look
+    runs = web.get("/api/runs").json()
+    assert [r["label"] for r in runs] == ["gpt/2026-11-28", "mini", "late"] and runs[2]["done"] == 2
+    assert web.get("/runs/2").status_code == 200 and web.get("/api/runs/2/episodes").json()["total"] == 2
+
+
+def test_an_empty_folder_of_runs_waits_for_runs_and_a_missing_path_is_one_line(
+    tmp_path: Path, make_site: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import colbench.view.site as site_module
+    from colbench.errors import ConfigError
+
+    monkeypatch.setattr(site_module, "RESCAN_S", 0.0)
+    root = tmp_path / "empty"
+    root.mkdir()
+    web = client(make_site, root)
+    assert web.get("/api/runs").json() == [] and web.get("/").status_code == 200
+    write_run(root / "first", [backend_record("t1")])
+    assert [r["label"] for r in web.get("/api/runs").json()] == ["first"]
+    with pytest.raises(ConfigError, match="is not a directory"):
+        make_site(tmp_path / "nope")
