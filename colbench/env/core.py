@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 import gymnasium as gym
 import numpy as np
@@ -195,6 +195,27 @@ class TextEnv(gym.Env[str, str]):
             messages.append({"role": "user", "content": observation})
         step_infos.append(info)
         return result
+
+
+class EnvOptions(TypedDict, total=False):
+    """The keywords every ColBench env takes, whatever its domain (docs/episode.md, "Constructor"): a domain's env
+    takes them as ``**options: Unpack[EnvOptions]`` and passes them on to ``ColbenchEnv.__init__``, which checks each
+    (a one-line ``ConfigError`` naming the env, the argument and what it accepts).
+
+    ``simulator_options``: what completes a simulator spec (``base_url``, ``api_key``, ``cache_dir``, ...; None with
+    a ``Simulator`` object). ``max_turns``: agent turns per episode, the answer included (default ``MAX_TURNS``).
+    ``expose_hidden``: put the hidden information in ``info`` (default False). ``leak_policy``, ``truth_policy``,
+    ``human_grounding``: as ``ColbenchEnv`` says (defaults ``flag``, ``flag``, ``off``). ``render_mode``: None or
+    ``ansi`` (``render()`` returns the dialogue as text).
+    """
+
+    simulator_options: dict[str, Any] | None
+    max_turns: int
+    expose_hidden: bool
+    leak_policy: str | LeakPolicy
+    truth_policy: str | TruthPolicy
+    human_grounding: str
+    render_mode: str | None
 
 
 class ColbenchEnv(TextEnv):

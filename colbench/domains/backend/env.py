@@ -4,19 +4,17 @@ tests (the ids differ in the judging: ``rules``, ``plus_tests``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from colbench.domains.backend import DOMAIN as BACKEND
 from colbench.domains.backend.judging import CURRENT_RULES, RULES
 from colbench.domains.backend.scorer import BackendScore, BackendScorer
 from colbench.env.arg_checks import check_bool, check_choice, check_has
-from colbench.env.core import ColbenchEnv, Episode
+from colbench.env.core import ColbenchEnv, EnvOptions, Episode
 from colbench.env.vector import ColbenchVectorEnv
 from colbench.humans.simulator import Simulator
 from colbench.sandbox import KINDS, Sandbox
-from colbench.types.claims import TruthPolicy
-from colbench.types.dialogue import MAX_TURNS, Turn
-from colbench.types.leaks import LeakPolicy
+from colbench.types.dialogue import Turn
 from colbench.types.task import Task
 
 
@@ -38,7 +36,8 @@ class BackendEnv(ColbenchEnv):
     ``truth_policy``: ``off``, ``flag`` (default) or ``resample[:N]``: each human reply's claims about what the
     function returns are checked by running the reference (``colbench.types.claims``); ``human_grounding``:
     ``off`` (default) or ``exec`` (the human is told the reference's results on up to 3 literal calls of the
-    agent's turn). Neither changes the scoring.
+    agent's turn). Neither changes the scoring. ``max_turns``, ``expose_hidden`` and ``render_mode``, like those
+    three and ``simulator_options``, are the keywords every env takes (``colbench.env.core.EnvOptions``).
     """
 
     domain_name = "backend"
@@ -49,16 +48,10 @@ class BackendEnv(ColbenchEnv):
         simulator: str | Simulator = "scripted",
         sandbox: str | Sandbox = "auto",
         *,
-        simulator_options: dict[str, Any] | None = None,
-        max_turns: int = MAX_TURNS,
-        expose_hidden: bool = False,
         scorer: BackendScorer | None = None,
         rules: int = CURRENT_RULES,
         plus_tests: bool = False,
-        leak_policy: str | LeakPolicy = "flag",
-        truth_policy: str | TruthPolicy = "flag",
-        human_grounding: str = "off",
-        render_mode: str | None = None,
+        **options: Unpack[EnvOptions],
     ) -> None:
         where = type(self).__name__
         if isinstance(sandbox, str):
@@ -75,18 +68,7 @@ class BackendEnv(ColbenchEnv):
         self.rules = check_choice(where, "rules", rules, RULES)
         self.plus_tests = check_bool(where, "plus_tests", plus_tests)
         _ = self.env_id  # a combination no env id stands for fails here, before any model is made
-        super().__init__(
-            tasks,
-            simulator,
-            simulator_options=simulator_options,
-            max_turns=max_turns,
-            expose_hidden=expose_hidden,
-            scorer=scorer,
-            leak_policy=leak_policy,
-            truth_policy=truth_policy,
-            human_grounding=human_grounding,
-            render_mode=render_mode,
-        )
+        super().__init__(tasks, simulator, scorer=scorer, **options)
 
     def scoring_options(self) -> dict[str, Any]:
         return {"rules": self.rules, "plus_tests": self.plus_tests}

@@ -5,21 +5,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from colbench.domains.frontend import DOMAIN as FRONTEND
 from colbench.domains.frontend.embed import EMBEDDER_SPECS, Embedder, parse_embedder, resolve_clip_weights
 from colbench.domains.frontend.extract import extract_html
 from colbench.domains.frontend.scorer import REWARD_MODES, FrontendScorer, RewardMode
 from colbench.env.arg_checks import check_choice, check_has, fail
-from colbench.env.core import ColbenchEnv, Episode
+from colbench.env.core import ColbenchEnv, EnvOptions, Episode
 from colbench.env.vector import ColbenchVectorEnv
 from colbench.errors import ConfigError, InfraError
 from colbench.humans.simulator import SimReply, Simulator
 from colbench.render import Renderer, RenderResult
-from colbench.types.claims import TruthPolicy
-from colbench.types.dialogue import MAX_TURNS, Turn
-from colbench.types.leaks import LeakPolicy
+from colbench.types.dialogue import Turn
 from colbench.types.task import Task
 
 
@@ -45,7 +43,9 @@ class FrontendEnv(ColbenchEnv):
     to use instead (default: the process's shared one for the embedder spec: one browser, one model, one reference
     cache); ``renderer``: a ``Renderer`` of its own (then the env scores with a scorer of its own too).
     ``leak_policy``: ``off``, ``flag`` (default), ``redact`` or ``resample:N``, applied to each human reply before
-    the agent sees it (``colbench.types.leaks``).
+    the agent sees it (``colbench.types.leaks``). It, ``simulator_options``, ``max_turns``, ``expose_hidden``,
+    ``truth_policy``, ``human_grounding`` and ``render_mode`` are the keywords every env takes
+    (``colbench.env.core.EnvOptions``).
     """
 
     domain_name = "frontend"
@@ -59,13 +59,7 @@ class FrontendEnv(ColbenchEnv):
         reward: str = "clip",
         renderer: Renderer | None = None,
         scorer: FrontendScorer | None = None,
-        simulator_options: dict[str, Any] | None = None,
-        max_turns: int = MAX_TURNS,
-        expose_hidden: bool = False,
-        leak_policy: str | LeakPolicy = "flag",
-        truth_policy: str | TruthPolicy = "flag",
-        human_grounding: str = "off",
-        render_mode: str | None = None,
+        **options: Unpack[EnvOptions],
     ) -> None:
         where = type(self).__name__
         if isinstance(embedder, str):
@@ -82,18 +76,7 @@ class FrontendEnv(ColbenchEnv):
             fail(where, "renderer", renderer, "None or a Renderer")
         if scorer is not None and not isinstance(scorer, FrontendScorer):
             fail(where, "scorer", scorer, "None or a FrontendScorer")
-        super().__init__(
-            tasks,
-            simulator,
-            simulator_options=simulator_options,
-            max_turns=max_turns,
-            expose_hidden=expose_hidden,
-            scorer=scorer,
-            leak_policy=leak_policy,
-            truth_policy=truth_policy,
-            human_grounding=human_grounding,
-            render_mode=render_mode,
-        )
+        super().__init__(tasks, simulator, scorer=scorer, **options)
         self._embedder = embedder
         self._renderer = renderer
         self._owns_scorer = False
