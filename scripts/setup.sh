@@ -11,17 +11,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 # step LABEL COMMAND [ARGS...]: says what it does, runs the command, says how long it took.
 step() {
-  local label=$1 # The OpenEnv server image (openenv/build-offline.sh: no registry; reused while its inputs are unchanged), for its
-# tests and for `docker run` (docs/integrations.md, OpenEnv).
-build_openenv_image() {
-  if docker info >/dev/null 2>&1; then
-    ./openenv/build-offline.sh
-  else
-    echo "no Docker daemon: skipping the OpenEnv server image"
-  fi
-}
-
-started=$SECONDS
+  local label=$1 started=$SECONDS
   shift
   echo "==> $label"
   "$@"
