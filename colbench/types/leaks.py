@@ -17,8 +17,9 @@ Policies (``--leak-policy``, env kwarg ``leak_policy``):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 
 from colbench.errors import ConfigError
 
@@ -130,6 +131,30 @@ def _longest_run(reply: str, hidden: str, public: str) -> tuple[int, tuple[int, 
         if block.size > longest and " ".join(secret[block.b : block.b + block.size]) not in shown:
             longest, span = block.size, (found[block.a].start(), found[block.a + block.size - 1].end())
     return longest, span
+
+
+def weighted_runs(
+    said: Sequence[str], tokens: Sequence[str], weights: Sequence[float], min_run: int
+) -> tuple[float, float, list[tuple[int, int]]]:
+    """What a reply's tokens ``said`` share with a reference's ``tokens`` (each of weight ``weights[i]``), as both
+    code detectors score it: the weight of the heaviest shared run, the weight the runs of at least ``min_run``
+    tokens cover, and the token ranges of ``said`` the score comes from (those runs where they weigh anything, then
+    the heaviest where it scores: a weight over 3, the ``(weight - 3) / 6`` of the detectors)."""
+    matcher = SequenceMatcher(None, said, list(tokens), autojunk=False)
+    heaviest = covered = 0.0
+    runs: list[tuple[int, int]] = []
+    top: tuple[int, int] | None = None
+    for block in matcher.get_matching_blocks():
+        weight = sum(weights[block.b : block.b + block.size])
+        if weight > heaviest:
+            heaviest, top = weight, (block.a, block.a + block.size)
+        if block.size >= min_run:
+            covered += weight
+            if weight:
+                runs.append((block.a, block.a + block.size))
+    if heaviest > 3 and top is not None:
+        runs.append(top)
+    return heaviest, covered, runs
 
 
 def merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:

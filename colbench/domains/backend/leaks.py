@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import lru_cache
 
-from colbench.types.leaks import Labelled, merged
+from colbench.types.leaks import Labelled, merged, weighted_runs
 
 THRESHOLD = 0.5
 
@@ -193,22 +193,8 @@ def _scored(said: list[str], reference: Reference) -> tuple[float, list[tuple[in
         return 0.0, []
     if reference.runs.isdisjoint(_runs(said)):
         return 0.0, []
-    matcher = SequenceMatcher(None, said, list(reference.tokens), autojunk=False)
-    heaviest = 0.0
-    covered = 0.0
-    counted: list[tuple[int, int]] = []
-    top: tuple[int, int] | None = None
-    for block in matcher.get_matching_blocks():
-        weight = sum(reference.weights[block.b : block.b + block.size])
-        if weight > heaviest:
-            heaviest, top = weight, (block.a, block.a + block.size)
-        if block.size >= RUN:
-            covered += weight
-            if weight:
-                counted.append((block.a, block.a + block.size))
+    heaviest, covered, counted = weighted_runs(said, reference.tokens, reference.weights, RUN)
     run = min(1.0, max(0.0, (heaviest - 3) / 6))
-    if run and top is not None:
-        counted.append(top)
     return round(max(run, covered / reference.private_weight), 4), counted
 
 

@@ -28,7 +28,7 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from html.parser import HTMLParser
 
-from colbench.types.leaks import Labelled, merged
+from colbench.types.leaks import Labelled, merged, weighted_runs
 
 THRESHOLD = 0.5
 CLASSES_FOR_LEAK = 8
@@ -186,21 +186,7 @@ def leak_score(reply: str, html: str, description: str = "") -> float:
 def _matched(said: list[str], reference: Reference) -> tuple[float, float, list[tuple[int, int]]]:
     """The heaviest shared run's weight, the weight runs of at least ``_MIN_RUN`` tokens cover, and the token ranges
     of ``said`` the score counts (those runs, and the heaviest where it scores)."""
-    matcher = SequenceMatcher(None, said, list(reference.tokens), autojunk=False)
-    heaviest = covered = 0.0
-    runs: list[tuple[int, int]] = []
-    top: tuple[int, int] | None = None
-    for block in matcher.get_matching_blocks():
-        weight = sum(reference.weights[block.b : block.b + block.size])
-        if weight > heaviest:
-            heaviest, top = weight, (block.a, block.a + block.size)
-        if block.size >= _MIN_RUN:
-            covered += weight
-            if weight:
-                runs.append((block.a, block.a + block.size))
-    if heaviest > 3 and top is not None:
-        runs.append(top)
-    return heaviest, covered, runs
+    return weighted_runs(said, reference.tokens, reference.weights, _MIN_RUN)
 
 
 def leak_spans(reply: str, html: str, description: str = "") -> list[tuple[int, int]]:
