@@ -536,39 +536,29 @@ class Renderer:
         while True:
             slot: _Slot | None = None
             reused = False
-            status: RenderStatus = "error"
-            png: bytes | None = None
-            reading: PageReading | None = None
-            error: str | None = None
-            phase, limit = "opening the page", cfg.close_timeout_s
+            attempt = _Attempt("opening the page", cfg.close_timeout_s)
             try:
                 slot = await self._take_slot(fresh=retried)
                 reused = slot.renders > 0
                 slot.document = _Document(body, css)
-                phase, limit = "loading the page", cfg.load_timeout_s
+                limit = attempt.at("loading the page", cfg.load_timeout_s)
                 await asyncio.wait_for(slot.page.goto(PAGE_URL, wait_until="load", timeout=limit * 1000), limit)
-                phase, limit = "taking the screenshot", cfg.screenshot_timeout_s
-                png = await asyncio.wait_for(self._capture(slot.cdp), limit)
-                if blocks:
-                    phase = "reading the page's blocks"
-                    reading = await asyncio.wait_for(read_page(slot.cdp, *_png_size(png), limit), limit)
-                status = "ok"
+                limit = attempt.at("taking the screenshot", cfg.screenshot_timeout_s)
+                await attempt.shot(slot.cdp, await asyncio.wait_for(self._capture(slot.cdp), limit), blocks)
             except (PlaywrightTimeout, TimeoutError, Error, ReadError) as exc:
-                status, error = _failure(exc, phase, limit)
+                attempt.failed(exc)
             finally:
                 if slot is not None:
                     slot.document = None
                     slot.renders += 1
-                    if status == "ok" and slot.renders < cfg.renders_per_context:
+                    if attempt.status == "ok" and slot.renders < cfg.renders_per_context:
                         self._idle.append(slot)
                     else:
                         await self._discard(slot)
-            if status == "error" and reused and not retried:
+            if attempt.status == "error" and reused and not retried:
                 retried = True  # the context had worked before: retry once, in a fresh one
                 continue
-            if status != "ok":
-                png, reading = None, None
-            return RenderResult(png, status, error, time.monotonic() - started), reading
+            return attempt.result(started)
 
     async def _take_slot(self, *, fresh: bool = False) -> _Slot:
         """An idle context of this browser, or a new one (bounded by ``close_timeout_s``)."""
@@ -647,32 +637,23 @@ class Renderer:
 
         cfg = self.config
         context: BrowserContext | None = None
-        status: RenderStatus = "error"
-        png: bytes | None = None
-        reading: PageReading | None = None
-        error: str | None = None
-        phase, limit = "opening the page", cfg.close_timeout_s
+        attempt = _Attempt("opening the page", cfg.close_timeout_s)
         try:
             _, context = await self._new_context(javascript=True)
-            page, cdp = await asyncio.wait_for(self._open_page(context, document), limit)
-            phase, limit = "loading the page", cfg.load_timeout_s
+            page, cdp = await asyncio.wait_for(self._open_page(context, document), attempt.limit)
+            limit = attempt.at("loading the page", cfg.load_timeout_s)
             await asyncio.wait_for(self._load(page), limit)
-            phase, limit = "taking the screenshot", cfg.screenshot_timeout_s
+            limit = attempt.at("taking the screenshot", cfg.screenshot_timeout_s)
             if blocks:
                 # The page's scripts stop here, so the screenshot and the DOM read afterwards show one page.
                 await asyncio.wait_for(cdp.send("Emulation.setScriptExecutionDisabled", {"value": True}), limit)
-            png = await asyncio.wait_for(self._shoot(page), limit)
-            if blocks:
-                phase = "reading the page's blocks"
-                reading = await asyncio.wait_for(read_page(cdp, *_png_size(png), limit), limit)
-            status = "ok"
+            await attempt.shot(cdp, await asyncio.wait_for(self._shoot(page), limit), blocks)
         except (PlaywrightTimeout, TimeoutError, Error, ReadError) as exc:
-            status, error = _failure(exc, phase, limit)
-            png, reading = None, None
+            attempt.failed(exc)
         finally:
             if context is not None and not await self._close_context(context):
                 await self._kill_and_drop()
-        return RenderResult(png, status, error, time.monotonic() - started), reading
+        return attempt.result(started)
 
     async def _open_page(self, context: BrowserContext, document: _Document) -> tuple[Page, CDPSession]:
         async def route(route: Route, request: Request) -> None:
@@ -800,11 +781,43 @@ def _png_size(png: bytes) -> tuple[int, int]:
     return int(width), int(height)
 
 
-def _failure(exc: BaseException, phase: str, limit: float) -> tuple[RenderStatus, str]:
-    """A render's status and one-line error for what stopped it in ``phase`` (a timeout, or Chromium's error)."""
-    from playwright.async_api import TimeoutError as PlaywrightTimeout  # loaded already: the render imported it
+@dataclass
+class _Attempt:
+    """One try at a render, as both render paths keep it: the phase it is in and that phase's time limit (so a
+    failure says where it stopped), then how it ended (``status``, ``error``) and what it read."""
 
-    if isinstance(exc, PlaywrightTimeout | TimeoutError):
-        return "timeout", f"{phase} did not finish within {limit:g} s"
-    message = getattr(exc, "message", "") or ""
-    return "error", f"render failed: {message.splitlines()[0] if message else exc}"
+    phase: str
+    limit: float
+    status: RenderStatus = "error"
+    error: str | None = None
+    png: bytes | None = None
+    reading: PageReading | None = None
+
+    def at(self, phase: str, limit: float) -> float:
+        """The next phase begins, with its own time limit (returned)."""
+        self.phase, self.limit = phase, limit
+        return limit
+
+    async def shot(self, cdp: CDPSession, png: bytes, blocks: bool) -> None:
+        """The screenshot is taken: the page's blocks read where asked (in the screenshot's time limit); done."""
+        self.png = png
+        if blocks:
+            self.phase = "reading the page's blocks"
+            self.reading = await asyncio.wait_for(read_page(cdp, *_png_size(png), self.limit), self.limit)
+        self.status = "ok"
+
+    def failed(self, exc: BaseException) -> None:
+        """The status and one-line error for what stopped it in its phase (a timeout, or Chromium's error)."""
+        from playwright.async_api import TimeoutError as PlaywrightTimeout  # loaded already: the render imported it
+
+        if isinstance(exc, PlaywrightTimeout | TimeoutError):
+            self.status, self.error = "timeout", f"{self.phase} did not finish within {self.limit:g} s"
+        else:
+            message = getattr(exc, "message", "") or ""
+            self.status, self.error = "error", f"render failed: {message.splitlines()[0] if message else exc}"
+
+    def result(self, started: float) -> tuple[RenderResult, PageReading | None]:
+        """The render (its PNG and reading only when ok), timed from ``started``."""
+        ok = self.status == "ok"
+        elapsed = time.monotonic() - started
+        return RenderResult(self.png if ok else None, self.status, self.error, elapsed), self.reading if ok else None
