@@ -74,15 +74,18 @@ def simulator_label(name: Any, config: Any) -> Any:
 
 
 # -- one turn ---------------------------------------------------------------------------------------------------
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
+def as_text(value: Any) -> str:
+    """A recorded value as text: a string as it is, anything else as JSON (``str`` where JSON cannot say it)."""
     if isinstance(value, str):
         return value
     try:
         return json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         return str(value)
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else as_text(value)
 
 
 def _span(raw: Any) -> tuple[int, int]:

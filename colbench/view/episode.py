@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from colbench.report.truth import claim_note, claims_of, is_checked, turn_untrue
+from colbench.report.truth import as_text, claim_note, claims_of, is_checked, turn_untrue
 from colbench.runs import EpisodeRecord
 from colbench.types.claims import Claim
 from colbench.view.index import RunIndex
@@ -242,17 +242,8 @@ def _grounding(raw: Any) -> list[tuple[str, str]]:
     for item in raw[:MAX_MARKS] if isinstance(raw, list) else []:
         if isinstance(item, dict) and item.get("call") is not None:
             call, result = item.get("call"), item.get("result")
-            out.append((_cut(call if isinstance(call, str) else json.dumps(call)), _cut(_as_text(result))))
+            out.append((_cut(call if isinstance(call, str) else json.dumps(call)), _cut(as_text(result))))
     return out
-
-
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return str(value)
 
 
 def _turns(record: EpisodeRecord, notes: list[str], index: RunIndex) -> list[Turn]:
