@@ -23,7 +23,7 @@ from starlette.staticfiles import StaticFiles
 
 from colbench.errors import DataError
 from colbench.view.episode import safe_relative
-from colbench.view.index import FILTERS, SORTS
+from colbench.view.index import SORTS
 from colbench.view.site import PAGE_SIZE, STATIC, Links, Site
 
 CSP = (
@@ -100,18 +100,7 @@ def make_app(site: Site, *, token: str | None = None, hosts: list[str] | None = 
         return JSONResponse(site.runs_json(links))
 
     def run_page(request: Request) -> Response:
-        rid = rid_of(request)
-        return HTMLResponse(
-            site.render(
-                "run.html",
-                links,
-                rid=rid,
-                summary=site.summary(rid),
-                filters=FILTERS,
-                sorts=list(SORTS),
-                page_size=PAGE_SIZE,
-            )
-        )
+        return HTMLResponse(site.run_page(rid_of(request), links))
 
     def episodes_api(request: Request) -> Response:
         rid = rid_of(request)

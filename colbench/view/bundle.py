@@ -14,8 +14,7 @@ from pathlib import Path
 
 from colbench.errors import ConfigError
 from colbench.view.episode import safe_relative
-from colbench.view.index import FILTERS, SORTS
-from colbench.view.site import PAGE_SIZE, STATIC, BundleLinks, Site, episode_file
+from colbench.view.site import STATIC, BundleLinks, Site, episode_file
 
 CHUNK = 1000
 
@@ -64,17 +63,7 @@ def write_bundle(site: Site, out: Path) -> int:
         if chunk:
             _write_chunk(folder, chunks, chunk)
             chunks += 1
-        page = site.render(
-            "run.html",
-            links,
-            rid=rid,
-            summary=site.summary(rid),
-            filters=FILTERS,
-            sorts=list(SORTS),
-            page_size=PAGE_SIZE,
-            chunks=chunks,
-        )
-        (folder / "index.html").write_text(page)
+        (folder / "index.html").write_text(site.run_page(rid, links, chunks=chunks))
         pages += 1
     for a in range(len(site.indexes)):
         for b in range(len(site.indexes)):

@@ -21,7 +21,7 @@ from colbench.errors import ConfigError, DataError
 from colbench.report.compare import Paired, paired
 from colbench.runs import RUN_JSON, Run, load_run
 from colbench.view.episode import Episode, build_episode
-from colbench.view.index import RunIndex
+from colbench.view.index import FILTERS, SORTS, RunIndex
 from colbench.view.summary import summarize
 
 HERE = Path(__file__).parent
@@ -272,6 +272,20 @@ class Site:
 
     def render(self, template: str, links: Links, **context: Any) -> str:
         return self.env.get_template(template).render(links=links, labels=self.labels, **context)
+
+    def run_page(self, rid: int, links: Links, **context: Any) -> str:
+        """A run's page (``run.html``): its summary and its episodes table's filters, sorts and page size, served
+        or bundled (the bundle adds ``chunks``, the number of its data files)."""
+        return self.render(
+            "run.html",
+            links,
+            rid=rid,
+            summary=self.summary(rid),
+            filters=FILTERS,
+            sorts=list(SORTS),
+            page_size=PAGE_SIZE,
+            **context,
+        )
 
 
 def run_dirs_under(root: Path) -> list[Path]:
