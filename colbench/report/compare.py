@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -305,20 +305,42 @@ def _fixed(header: list[str], body: list[list[str]]) -> str:
     return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]]) + "\n"
 
 
-def _text(comparison: Comparison) -> str:
-    metric = comparison.pairs[0].metric
-    parts = [f"{metric}, paired against {comparison.labels[0]} (per task: mean over trials; diff = run - vs)\n"]
-    parts.append(_fixed(*_pair_rows(comparison)))
+@dataclass(frozen=True)
+class _Format:
+    """How one output (text, HTML) writes a comparison's parts: a table, a version note, a swap's heading, a line."""
+
+    table: Callable[[list[str], list[list[str]]], str]
+    version: Callable[[str], str]
+    swap: Callable[[SimulatorSwap], str]
+    line: Callable[[str], str]
+
+
+def _body(comparison: Comparison, form: _Format) -> list[str]:
+    """What follows the heading, in either output: the pairs' table, each pair across versions with its changed
+    tasks, each simulator swap with its table and rank correlations."""
+    parts = [form.table(*_pair_rows(comparison))]
     for pair in comparison.pairs:
         if pair.across_versions:
-            parts.append(f"\n{_version_line(pair)}\n")
+            parts.append(form.version(_version_line(pair)))
             if pair.changed:
-                parts.append(_fixed(*_change_rows(pair)))
+                parts.append(form.table(*_change_rows(pair)))
     for swap in comparison.swaps:
-        parts.append(f"\nsimulator swap: {swap.first} -> {swap.second}\n")
-        parts.append(_fixed(*_swap_rows(swap)))
-        parts.append(_swap_line(swap) + "\n")
-    return "".join(parts)
+        parts += [form.swap(swap), form.table(*_swap_rows(swap)), form.line(_swap_line(swap))]
+    return parts
+
+
+_TEXT = _Format(
+    table=_fixed,
+    version=lambda line: f"\n{line}\n",
+    swap=lambda swap: f"\nsimulator swap: {swap.first} -> {swap.second}\n",
+    line=lambda line: line + "\n",
+)
+
+
+def _text(comparison: Comparison) -> str:
+    metric = comparison.pairs[0].metric
+    head = f"{metric}, paired against {comparison.labels[0]} (per task: mean over trials; diff = run - vs)\n"
+    return "".join([head, *_body(comparison, _TEXT)])
 
 
 def _html_table(header: list[str], body: list[list[str]]) -> str:
@@ -327,22 +349,21 @@ def _html_table(header: list[str], body: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
+_HTML = _Format(
+    table=_html_table,
+    version=lambda line: f"<p><b>{html.escape(line)}</b></p>",
+    swap=lambda swap: f"<h2>Simulator swap: {html.escape(swap.first)} → {html.escape(swap.second)}</h2>",
+    line=lambda line: f"<p>{html.escape(line)}</p>",
+)
+
+
 def _html(comparison: Comparison) -> str:
     sections = [
         f"<h1>colbench compare</h1><p>Paired against <b>{html.escape(comparison.labels[0])}</b>: per task the mean "
         "over trials; diff = run − vs with a paired bootstrap 95% interval over tasks; W/L/T per task; McNemar's "
         "exact test on the episodes both runs scored.</p>",
-        _html_table(*_pair_rows(comparison)),
+        *_body(comparison, _HTML),
     ]
-    for pair in comparison.pairs:
-        if pair.across_versions:
-            sections.append(f"<p><b>{html.escape(_version_line(pair))}</b></p>")
-            if pair.changed:
-                sections.append(_html_table(*_change_rows(pair)))
-    for swap in comparison.swaps:
-        sections.append(f"<h2>Simulator swap: {html.escape(swap.first)} → {html.escape(swap.second)}</h2>")
-        sections.append(_html_table(*_swap_rows(swap)))
-        sections.append(f"<p>{html.escape(_swap_line(swap))}</p>")
     style = (
         "body{font-family:system-ui,sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}td:first-child,th:first-child{text-align:left}"
