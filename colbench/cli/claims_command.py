@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from colbench._util.storage import iter_jsonl
-from colbench.cli.jsonl_io import write_jsonl
+from colbench.cli.jsonl_io import row_task, write_jsonl
 from colbench.domains.backend import SANDBOX_HELP
 from colbench.env.claim_check import ClaimChecker, check_rows
 from colbench.env.domain import get_domain
@@ -65,10 +65,7 @@ def read_replies(path: str, tasks: dict[str, Task]) -> list[tuple[dict[str, Any]
             raise DataError(f"{where}: field 'reply': missing or not a string")
         if question is not None and not isinstance(question, str):
             raise DataError(f"{where}: field 'question': not a string")
-        task = tasks.get(str(task_id))
-        if task is None:
-            raise DataError(f"{where}: field 'task_id': {task_id!r} is not in the task file")
-        rows.append((row, task))
+        rows.append((row, row_task(where, task_id, tasks)))
     return rows
 
 

@@ -24,11 +24,17 @@ def read_answers(path: str, tasks: dict[str, Task], field: str = "answer") -> li
             raise DataError(f"{where}: field 'task_id': missing or not a string")
         if not isinstance(answer, str):
             raise DataError(f"{where}: field '{field}': missing or not a string")
-        task = tasks.get(str(task_id))
-        if task is None:
-            raise DataError(f"{where}: field 'task_id': {task_id!r} is not in the task file")
-        answers.append((task, answer))
+        answers.append((row_task(where, task_id, tasks), answer))
     return answers
+
+
+def row_task(where: str, task_id: str | int, tasks: dict[str, Task]) -> Task:
+    """The task a row names (its ``task_id`` checked already): a one-line error naming the row when the task file
+    has none of that id."""
+    task = tasks.get(str(task_id))
+    if task is None:
+        raise DataError(f"{where}: field 'task_id': {task_id!r} is not in the task file")
+    return task
 
 
 def write_jsonl(out: TextIO, row: dict[str, Any]) -> None:
