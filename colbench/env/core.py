@@ -463,10 +463,10 @@ class ColbenchEnv(TextEnv):
         as the agent wrote it; the agent never sees the note)."""
         if not grounding:
             return turn
-        told = "; ".join(f"{g.call} {g.result}" for g in grounding)
+        told = "; ".join(g.told() for g in grounding)
         note = (
-            "(A private note for you alone; the assistant cannot see it: running your function on the calls in this "
-            f"message gives: {told}. If you talk about these calls, these are their true results.)"
+            "(A private note for you alone; the assistant cannot see it. You ran your function on the calls in this "
+            f"message: {told}. Answer with these true results; never say a value is right when it is not.)"
         )
         return replace(turn, text=f"{turn.text}\n\n{note}")
 

@@ -142,13 +142,27 @@ def parse_grounding(value: object, where: str = "human_grounding") -> str:
 
 @dataclass(frozen=True)
 class Grounded:
-    """One call of the agent's turn run on the reference for a grounded human: what the human was privately told."""
+    """One call of the agent's turn run on the reference for a grounded human: what the human was privately told.
+    ``result``: what the call gives ("returns 5", "raises an error: ..."); ``said`` and ``right``: where the agent
+    stated what the call gives, that value and whether the reference agrees (None where it stated none)."""
 
     call: str
     result: str
+    said: str = ""
+    right: bool | None = None
 
-    def as_dict(self) -> dict[str, str]:
-        return {"call": self.call, "result": self.result}
+    def as_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"call": self.call, "result": self.result}
+        if self.right is not None:
+            out.update(said=self.said, right=self.right)
+        return out
+
+    def told(self) -> str:
+        """The line the human reads."""
+        line = f"{self.call} {self.result}"
+        if self.right is not None:
+            line += f" (the assistant's value {self.said} is {'right' if self.right else 'WRONG'})"
+        return line
 
 
 @dataclass(frozen=True)

@@ -161,3 +161,19 @@ def test_a_grounded_call_that_raises_or_loops_is_told_so(bwrap_sandbox: object) 
     _, _, _, _, info = env.step("What about f(-1) and f(7)?")
     assert "f(-1) raises an error: ValueError" in seen[0] and "f(7) does not finish in time" in seen[0]
     assert [c["verdict"] for c in info["claims"]] == ["unchecked", "unchecked"] and not info["untrue"]
+
+
+def test_grounding_says_whether_the_agents_own_value_is_right(scorer: BackendScorer) -> None:
+    seen: list[str] = []
+
+    def human(task: Task, dialogue: Sequence[Turn]) -> str:
+        seen.append(dialogue[-1].text)
+        return "Sure."
+
+    env = _env(scorer, ScriptedSimulator(human), human_grounding="exec")
+    env.step("I believe `double(4)` should return `9`. Is that right?")
+    env.step("And double(5) gives 10, correct?")
+    assert "double(4) returns 8 (the assistant's value 9 is WRONG)" in seen[0]
+    assert "double(5) returns 10 (the assistant's value 10 is right)" in seen[1]
+    first = env.unwrapped.dialogue[1].truth.grounding[0].as_dict()
+    assert first == {"call": "double(4)", "result": "returns 8", "said": "9", "right": False}

@@ -30,6 +30,7 @@ from colbench.domains.backend.claim_finder import (
     find_claims,
     function_names,
     normal_call,
+    proposals,
 )
 from colbench.domains.backend.scorer import BackendScorer
 from colbench.domains.backend.values import Array, Opaque, Record, values_equal
@@ -77,13 +78,25 @@ class BackendClaimChecker:
         return [tuple(_settled(f, expected.get(f.call)) for f in group) for group in items]
 
     def ground(self, task: Task, agent_text: str) -> tuple[Grounded, ...]:
+        """The reference's results on the first ``GROUNDED_CALLS`` literal calls of the agent's turn and, where the
+        agent states what one gives ("I believe f(2) returns 5, right?"), whether that is so: a human asked to
+        confirm a value needs the verdict more than the value."""
         names, _ = _names(task)
         calls = list(dict.fromkeys(normal_call(c.text) for c in calls_in(agent_text, names) if c.literal))
         calls = calls[:GROUNDED_CALLS]
         if not calls:
             return ()
+        said = proposals(agent_text, names)
         results = self.scorer.reference_values(task, calls)
-        return tuple(Grounded(call, _told(exp)) for call, exp in zip(calls, results, strict=True))
+        grounded = []
+        for call, expected in zip(calls, results, strict=True):
+            stated = said.get(call)
+            if stated is None or not expected.judgeable or not _statable(expected.value):
+                grounded.append(Grounded(call, _told(expected)))
+            else:
+                right, _ = agreement(stated, expected.value)
+                grounded.append(Grounded(call, _told(expected), stated.shown(), right))
+        return tuple(grounded)
 
 
 def _names(task: Task) -> tuple[tuple[str, ...], int | None]:
@@ -146,6 +159,9 @@ def agreement(stated: Stated, actual: Any) -> tuple[bool, str]:
     candidates = [(stated.value, "")]
     if stated.percent and _number(stated.value):
         candidates.append((stated.value / 100, f"{stated.text} read as {stated.value / 100!r}"))
+    if isinstance(stated.value, str) and stated.value[-1:] in (".", ",", ";", "!", "?"):
+        # a sentence's stop written inside the quotes, as American English puts it: 'It is done.' for 'It is done'
+        candidates.append((stated.value[:-1], "the stop inside the quotes read as the sentence's"))
     for value, how in candidates:
         if values_equal(actual, value):
             return True, how
