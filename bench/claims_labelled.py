@@ -18,6 +18,28 @@ chat, each labelled from the reference's value:
 The phrasings are written from how people talk about examples, not from the finder's patterns. Each row is
 ``{task_id, reply, question?, label, kind, how?, form?}``: ``kind`` the phrasing, ``how`` the perturbation of a false
 value, ``form`` how a true value was written. Deterministic for a seed.
+
+The phrasings came in rounds. The first was written before the finder was run on anything; each later round (the
+``CLAIMS +=`` blocks and the commented batches of ``_no_claims``) was written after the previous round had been run
+and the finder improved on it, without looking at the finder, and run once as it was before the finder was
+improved on it: what a held-out set phrased in new ways is likely to see. On the 300-task test sample those first
+runs gave (recall on false claims; share of claim-free replies flagged untrue):
+
+=====  ======================================================  ==============  ==================
+round  new phrasings                                            recall          claim-free flagged
+=====  ======================================================  ==============  ==================
+2      long chat, dashes, tables, possessives, "is what", Q&A  0.33            -
+3      code blocks, formal, "end up with", Q&A, prose          0.69            0 (but "respectively" flagged 12% of true pairs)
+4      claim-free: numbered lists, "Right, so", "why does"     -               0.21
+5      "if the input is f(x)", labelled lines, prose           0.60            0.33 (denials before the call)
+6      chatty, cross-sentence, prose with "as the argument"    0.81            0.27 (retractions after a claim)
+7      LLM-style examples, "f(x)? That's 3", "pass in"         0.77            0.00
+8      markdown emphasis, "gonna be", "result:", "you're right"0.58            0.00
+9      "-- / ==>", unknown verbs, "I'd go with 3", "in/out"    0.50            0.08 ("3 is the number of items")
+=====  ======================================================  ==============  ==================
+
+After each round the finder was made broader or more careful in a general way (see the git log), and every
+round's phrasings stay in the set.
 """
 
 from __future__ import annotations
@@ -171,11 +193,32 @@ def written(value: Any, rng: random.Random, lenient: bool) -> tuple[str, str] | 
         text, form = json.dumps(value, ensure_ascii=False), "double-quotes"
     elif isinstance(value, tuple) and lenient and value and rng.random() < 0.5:
         text, form = _exact(list(value)), "list-for-tuple"
+    elif lenient and _WORDS.get(_exact(value)) and rng.random() < 0.5:
+        text, form = rng.choice(_WORDS[_exact(value)]), "words"
+    elif (
+        isinstance(value, float)
+        and lenient
+        and 0 < value <= 1
+        and round(value * 100, 2) == value * 100
+        and rng.random() < 0.4
+    ):
+        text, form = f"{value * 100:g}%", "percent"
     else:
         text = _exact(value)
     if len(text) > MAX_TEXT or "\n" in text:
         return None
     return text, form
+
+
+_WORDS = {
+    "[]": ["an empty list", "empty list"],
+    "''": ["an empty string", "the empty string"],
+    "{}": ["an empty dict", "an empty dictionary"],
+    "None": ["nothing", "None"],
+    "True": ["true"],
+    "False": ["false"],
+    "0": ["zero"],
+}
 
 
 def same(actual: Any, stated: Any) -> bool:
@@ -694,6 +737,183 @@ CLAIMS += [
     ),
 ]
 
+# A sixth batch, written after the fifth had been run and the finder improved on it, again without looking at it.
+CLAIMS += [
+    (
+        "chat-more",
+        "",
+        lambda r, e, v: (
+            _pick(
+                r,
+                f"It's {e.call} → {v}, like I said earlier.",
+                f"The way I see it, {e.call} has to return {v}.",
+                f"{e.call} is supposed to give {v}.",
+                f"Let's say we call {e.call}. The result should be {v}.",
+                f"So for {e.call} I want to see {v}.",
+                f"Take {e.call}, which returns {v}.",
+                f"The return value of {e.call} must be {v}.",
+                f"{e.call} yields {v} in my tests.",
+            ),
+            None,
+        ),
+    ),
+    (
+        "qa-case",
+        "",
+        lambda r, e, v: (
+            _pick(
+                r,
+                f"You'll see {v}.",
+                f"{v} (that's what my spreadsheet says)",
+                f"The function returns {v} in that case.",
+                f"In that case it's {v}.",
+            ),
+            _pick(r, f"What's the output when I call {e.call}?", f"What happens with {e.call}?"),
+        ),
+    ),
+    (
+        "prose-arg",
+        "single",
+        lambda r, e, v: (
+            _pick(
+                r,
+                f"Given the input {e.args[0]} the function gives {v}.",
+                f"If I give it {e.args[0]} I'd expect {v}.",
+                f"With {e.args[0]} as the argument, it returns {v}.",
+            ),
+            None,
+        ),
+    ),
+]
+
+# A seventh batch, written after the sixth had been run and the finder improved on it, again without looking at it.
+CLAIMS += [
+    (
+        "llm-human",
+        "",
+        lambda r, e, v: (
+            _pick(
+                r,
+                f"Sure! Here is one example: {e.call} should give {v}, and that's the main case.",
+                f"For instance, calling {e.call} returns {v} since that's how my rules work.",
+                f"{e.call} = {v} (that's from my notes)",
+                f"The expected output for {e.call} would be {v}",
+                f"If we run {e.call}, we'd expect it to be {v}.",
+                f"Regarding {e.call}: {v}.",
+                f"{e.call}? That's {v}.",
+            ),
+            None,
+        ),
+    ),
+    (
+        "qa-llm",
+        "",
+        lambda r, e, v: (
+            _pick(
+                r, f"It'd return {v}, since that's the rule.", f"{v} — that's what I'd expect.", f"Should be {v}, yeah."
+            ),
+            _pick(r, f"What should {e.call} return?", f"Any idea what {e.call} gives?"),
+        ),
+    ),
+    (
+        "prose-pass-in",
+        "single",
+        lambda r, e, v: (
+            _pick(
+                r,
+                f"Say I pass in {e.args[0]} - I should get back {v}.",
+                f"Pass {e.args[0]} and it should spit out {v}.",
+            ),
+            None,
+        ),
+    ),
+]
+
+# An eighth batch, written after the seventh had been run and the finder improved on it, again without looking at it.
+CLAIMS += [
+    (
+        "casual",
+        "",
+        lambda r, e, v: (
+            _pick(
+                r,
+                f"**{e.call}** → **{v}**",
+                f"{e.call}  returns  {v}",
+                f"{e.call} should return: {v}",
+                f"the answer to {e.call} is obviously {v}",
+                f"{e.call} is gonna be {v}",
+                f"{e.call} should come back as {v}",
+                f"expected: {e.call} == {v}",
+                f"{e.call} — result: {v}",
+                f"i think {e.call} gives {v}",
+            ),
+            None,
+        ),
+    ),
+    (
+        "qa-casual",
+        "",
+        lambda r, e, v: (
+            _pick(r, f"It will output {v}.", f"Output: {v}", f"{v}. Anything else?", f"I'm fairly confident it's {v}."),
+            _pick(r, f"What will {e.call} output?", f"And {e.call} gives...?"),
+        ),
+    ),
+    (
+        "prose-using",
+        "single",
+        lambda r, e, v: (
+            _pick(r, f"Using {e.args[0]}, the output is {v}.", f"On input {e.args[0]} it outputs {v}."),
+            None,
+        ),
+    ),
+]
+
+# A ninth batch, written after the eighth had been run and the finder improved on it, again without looking at it.
+CLAIMS += [
+    (
+        "usage",
+        "",
+        lambda r, e, v: (
+            _pick(
+                r,
+                f"Example usage:\n```\n>>> {e.call}\n{v}\n```",
+                f"`{e.call}` evaluates to `{v}`",
+                f"Pretty sure {e.call} spits back {v}.",
+                f"When called as {e.call}, it should return {v}.",
+                f"{e.call} -- {v}",
+                f"For {e.call} the output would be {v}.",
+                f"Calling {e.call} should result in {v}.",
+                f"{e.call} ==> {v}",
+                f"{e.call} : {v}",
+                f"In short: {e.call} returns {v}.",
+                f"The result I expect from {e.call} is {v}.",
+            ),
+            None,
+        ),
+    ),
+    (
+        "qa-evaluate",
+        "",
+        lambda r, e, v: (
+            _pick(r, f"Evaluates to {v}.", f"{v} is the answer.", f"I'd go with {v}."),
+            f"What does {e.call} evaluate to?",
+        ),
+    ),
+    (
+        "prose-in-out",
+        "single",
+        lambda r, e, v: (
+            _pick(
+                r,
+                f"{e.args[0]} in, {v} out.",
+                f"Feeding {e.args[0]} should produce {v}.",
+                f"An argument of {e.args[0]} results in {v}.",
+            ),
+            None,
+        ),
+    ),
+]
+
 YES_QUESTIONS = (
     "So {call} returns {v}, right?",
     "Does {call} give {v}?",
@@ -704,6 +924,10 @@ YES_QUESTIONS = (
     "Is {call} supposed to be {v}?",
     "Can you confirm that {call} returns {v}?",
     "Should {call} return {v} or something else?",
+    "{call} returns {v}, is that correct?",
+    "Just checking - {call} is {v}?",
+    "Correct me if I'm wrong, but {call} returns {v}?",
+    "{call} gives {v}. Right?",
 )
 YES = (
     "Yes.",
@@ -717,7 +941,16 @@ YES = (
     "Confirmed.",
     "Exactly that.",
 )
-NO = ("No.", "Nope.", "No, that's not it.", "Not quite.", "No, that's wrong.", "No, it isn't.")
+NO = (
+    "No.",
+    "Nope.",
+    "No, that's not it.",
+    "Not quite.",
+    "No, that's wrong.",
+    "No, it isn't.",
+    "Nope, that's not right.",
+    "You're wrong, it doesn't.",
+)
 
 
 def _no_claims(rng: random.Random, e: Example, other_value: str) -> list[tuple[str, str, str | None]]:
@@ -853,6 +1086,73 @@ def _no_claims(rng: random.Random, e: Example, other_value: str) -> list[tuple[s
             _pick(rng, "Not necessarily.", "Good question! Let me think about it.", "Sure, why not."),
             f"Does {call} return {_pick(rng, other_value, true_value)}?",
         ),
+        # a sixth batch, written after the fifth had been run, without looking at the finder
+        ("call-no-value", f"I'd expect {call} to be fast, and to return a list.", None),
+        ("call-no-value", f"It's {n} o'clock here, {call} can wait.", None),
+        ("conditional", f"Try {call} — if it returns {other_value}, something's broken.", None),
+        ("call-no-value", f"Look at {call}: {n} of the inputs are negative.", None),
+        ("hedge", f"{call} should return {other_value}... no wait, I'm not sure.", None),
+        ("negation", f"In the old version {call} returned {other_value}, but that was a bug.", None),
+        ("negation", f"I'm not saying {call} returns {other_value}.", None),
+        ("hedge", f"Someone told me {call} returns {other_value}, but I doubt it.", None),
+        (
+            "qa-no-answer",
+            f"Honestly, whatever makes sense. {n} things are important: speed and clarity.",
+            f"What should {call} return?",
+        ),
+        ("qa-no-answer", "Hmm, hard to say. Could you show me your code first?", f"What should {call} return?"),
+        (
+            "yes-no-unsure",
+            _pick(rng, "Hmm, I think not.", "I'm not sure, to be honest."),
+            f"Does {call} return {true_value}?",
+        ),
+        # a seventh batch, written after the sixth had been run, without looking at the finder
+        ("negation", f"{call} should definitely not be {other_value}.", None),
+        ("call-no-value", f"Watch out: {call} might blow up.", None),
+        ("question-back", f"What would {call} give in your code? Mine gives something weird.", None),
+        ("hedge", f"Off the top of my head I can't say what {call} returns.", None),
+        ("call-no-value", f"The tests call {call} and a couple of others.", None),
+        ("conditional", f"My boss asked whether {call} equals {other_value}.", None),
+        ("hedge", f"Don't worry about {call} being {n} or {n + 1}, either is fine.", None),
+        (
+            "qa-no-answer",
+            _pick(rng, "Not a clue! 😅", "Beats me.", "Who knows.", "Ask my accountant, he's got the numbers."),
+            f"What does {call} return?",
+        ),
+        (
+            "yes-no-unsure",
+            _pick(rng, "Couldn't tell you.", "Possibly."),
+            f"Is {call} {_pick(rng, other_value, true_value)}?",
+        ),
+        # an eighth batch, written after the seventh had been run, without looking at the finder
+        ("name-no-call", f"**{name}** should return a list of strings.", None),
+        ("call-no-value", f"{call} is gonna be slow with {n} items.", None),
+        ("call-no-value", f"Result: I'm happy with {call} as is.", None),
+        ("call-no-value", f"i think {call} is broken, it gave an error", None),
+        ("hedge", f"the answer to {call} obviously depends on the rate", None),
+        (
+            "qa-no-answer",
+            _pick(rng, "You tell me! 🙂", "Something reasonable.", "Output: whatever the formula says."),
+            f"What will {call} output?",
+        ),
+        (
+            "yes-no-unsure",
+            "You're asking the wrong person.",
+            f"Correct me if I'm wrong, but {call} returns {_pick(rng, other_value, true_value)}?",
+        ),
+        # a ninth batch, written after the eighth had been run, without looking at the finder
+        ("code-words", f"Example usage:\n```\nresult = {call}\nprint(result)\n```", None),
+        ("call-no-value", f"`{call}` evaluates quickly.", None),
+        ("call-no-value", f"When called as {call}, it should not crash.", None),
+        ("call-no-value", f"{call} -- let me think about that one.", None),
+        ("hedge", f"For {call} the output would be hard to predict.", None),
+        ("call-no-value", f"Calling {call} should result in no errors.", None),
+        ("call-no-value", f"{call} ==> see the docs", None),
+        ("call-no-value", f"The result I expect from {call} is a string.", None),
+        ("call-no-value", f"{call} has {n} arguments. Run it {n} times and average.", None),
+        ("qa-no-answer", "I'd go with whatever you think is best.", f"What does {call} evaluate to?"),
+        ("qa-no-answer", f"{n} is the number of items, not the result.", f"What does {call} evaluate to?"),
+        ("yes-no-unsure", "Mhm, let me think.", f"{call} gives {_pick(rng, other_value, true_value)}. Right?"),
     ]
 
 
@@ -912,6 +1212,8 @@ def _task_rows(task: Task, found: list[Example], single: int | None, rng: random
     other = wrong[0] if wrong else "42"
     for kind, reply, question in _no_claims(rng, example, other):
         rows.append(Labelled(task.task_id, reply, "none", kind, question))
+    # the task's own description, as a human might paste it back: long prose about the function, no claim
+    rows.append(Labelled(task.task_id, task.problem_description, "none", "description"))
     return rows
 
 

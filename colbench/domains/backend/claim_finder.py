@@ -23,12 +23,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
+from itertools import islice
 from typing import Any
 
 MAX_SCAN = 20_000
 """Characters of a reply (or question) searched for claims: a longer reply is searched in its first part only."""
 MAX_CLAIMS = 16
 """Claims read from one reply at most."""
+MAX_CANDIDATES = 200
+"""Calls (and, for prose, places an argument may be named) looked at in one reply at most: a reply is read in
+bounded time whatever it holds."""
 MAX_CALL = 2_000
 """The longest call text read as a claim's call."""
 MAX_DEPTH = 24
@@ -148,7 +152,8 @@ _NUMBER = re.compile(
     r"(?P<pct>\s?%)?(?![\w.]\d)"
 )
 _LEAD = re.compile(
-    r"(?:(?:exactly|just|simply|precisely|only|back|out|something\s+like|like|"
+    r"(?:[:=][ \t]*)?(?:(?:exactly|just|simply|precisely|only|back|out|something\s+like|like|obviously|clearly|"
+    r"definitely|certainly|surely|literally|always|still|(?:result|output|answer|return\s+value)(?=\s*[:=])|"
     r"(?P<approx>about|around|approximately|approx\.?|roughly|nearly|almost|close\s+to|~|≈)|"
     r"(?:the|a|an)\s+(?:value|number|integer|int|float|string|str|list|array|tuple|dict|dictionary|set|boolean|bool|"
     r"result|output|answer|sum|total|count|amount)(?:\s+of)?|value(?:\s+of)?|(?:the\s+)?number|you|"
@@ -173,7 +178,8 @@ _HEDGE_AFTER = re.compile(
 )
 # what makes a stated number one of several, a range or a formula: no value is stated
 _AMBIGUOUS_AFTER = re.compile(
-    r"[ \t]*(?:or\b|,\s*[-+−]?\$?\d|/\s*\d|\+|\*|×|\^|±|-\s*\d|–\s*\d|to\s+[-+]?\$?\d|and\s+[-+]?\$?\d|and\s+up\b|"
+    r"[ \t]*(?:or\b|,\s*[-+−]?\$?\d|/\s*\d|\+|\*{1,2}[ \t]*[\d(.]|×|\^|±|-\s*\d|–\s*\d|to\s+[-+]?\$?\d|"
+    r"and\s+[-+]?\$?\d|and\s+up\b|"
     r"or\s+more\b|"
     r"x\s*\d|either\b|plus\b|minus\b|times\b|divided\b)",
     re.IGNORECASE,
@@ -247,6 +253,18 @@ def read_value(text: str, pos: int) -> tuple[Stated, int] | None:
     lead = _LEAD.match(text, pos)
     approx = bool(lead and lead.group("approx"))
     pos = lead.end() if lead else pos
+    emphasis = re.match(r"\*{1,2}|_{1,2}", text[pos : pos + 2])
+    if emphasis is None:
+        return _read_at(text, pos, approx)
+    read = _read_at(text, pos + emphasis.end(), approx)  # **3**, _True_: markdown's emphasis around the value
+    if read is None:
+        return None
+    closing = emphasis.group(0)
+    stop = read[1] + len(closing) if text.startswith(closing, read[1]) else read[1]
+    return read[0], stop
+
+
+def _read_at(text: str, pos: int, approx: bool) -> tuple[Stated, int] | None:
     if pos >= len(text):
         return None
     ch = text[pos]
@@ -273,6 +291,8 @@ def read_value(text: str, pos: int) -> tuple[Stated, int] | None:
         value = _literal(raw)
         return None if value is NO_VALUE else (Stated(value, raw, approx=approx), close + 1)
     prefix = 1 if ch in "bB" and text[pos + 1 : pos + 2] in ("'", '"') else 0  # b'...': bytes
+    if ch == "'" and pos > 0 and text[pos - 1].isalnum():
+        return None  # "you're", "it's": an apostrophe, not a string
     if ch in "'\"" or prefix:
         end = _string_end(text, pos + prefix)
         if end < 0:
@@ -293,7 +313,7 @@ def read_value(text: str, pos: int) -> tuple[Stated, int] | None:
         follow = re.match(r"[ \t]*([A-Za-z][\w']*)", text[end : end + 40])
         if follow and follow.group(1).lower() not in _FOLLOW:
             return None  # "nothing special", "true story": words, not a value
-        if after in ("", " ", ".", ",", ";", "!", "?", ")", "\n", "`", '"', "'"):
+        if after in ("", " ", ".", ",", ";", "!", "?", ")", "\n", "`", '"', "'", "*", "_"):
             return Stated(_WORD_VALUES[word.group(0).lower()], word.group(0), approx=approx), end
     return None
 
@@ -403,23 +423,26 @@ _STRONG_VERB = (
     r"(?:returns?|returned|gives?|gave|yields?|outputs?|produces?|"
     r"prints?|printed|shows?|showed|displays?|displayed|evaluates?\s+to|evaluated\s+to|equals?|"
     r"is\s+equal\s+to|be\s+equal\s+to|results?\s+in|resulted\s+in|comes?\s+(?:out|back)\s+(?:as|to|with)|comes?\s+to|"
-    r"came\s+(?:out|back)\s+(?:as|to|with)|comes?\s+out|came\s+out|spits?\s+out|spat\s+out|becomes?|"
+    r"came\s+(?:out|back)\s+(?:as|to|with)|comes?\s+out|came\s+out|spits?\s+(?:out|back)|spat\s+(?:out|back)|becomes?|"
     r"ends?\s+up\s+(?:as|with|being)|ended\s+up\s+(?:as|with|being)|hands?\s+back|sends?\s+back|works?\s+out\s+to|"
     r"amounts?\s+to|adds?\s+up\s+to)"
 )
 _MODAL = (
-    r"(?:should|would|will|must|shall|could|can|might|may|ought\s+to|(?:is\s+|are\s+)?(?:going|supposed|expected|meant)"
-    r"\s+to|has\s+to|needs\s+to|has\s+got\s+to|'d|'ll)"
+    r"(?:should|would|will|must|shall|could|can|might|may|ought\s+to|(?:is\s+|are\s+|'s\s+)?(?:going|supposed|expected|meant)"
+    r"\s+to|(?:is\s+|'s\s+)?gonna|(?:has\s+|'s\s+)?gotta|has\s+to|needs\s+to|has\s+got\s+to|'d|'ll)"
 )
 _NEGATION = (
     r"(?:does\s*n[o']t|do\s*n[o']t|did\s*n[o']t|is\s*n[o']t|should\s*n[o']t|would\s*n[o']t|wo\s*n[o']t|won't|"
     r"can\s*n[o']t|must\s*n[o']t|never|shouldn't|wouldn't|doesn't|didn't|isn't|won’t|doesn’t|shouldn’t|isn’t)"
 )
-_ADVERB = r"(?:also|just|only|simply|still|really|actually|definitely|always|correctly|then|now|probably|basically)"
+_ADVERB = (
+    r"(?:also|just|only|simply|still|really|actually|definitely|always|correctly|then|now|probably|basically|obviously|"
+    r"clearly|surely|certainly|indeed|literally|apparently|supposedly|usually|normally)"
+)
 _RESULT_NOUN = r"(?:result|output|return\s+value|return|value|answer|outcome|response)"
 _CONNECT = re.compile(
-    r"[`\"'”’]?[ \t]*(?:,|\.\.\.+|…|[—–]|[ \t]-(?=[ \t]))?\s*(?:"
-    r"(?P<sym>==|=>|->|-->|→|⇒|=|:|\||[—–])(?:\s*(?:(?:should|would|will|must)\s+)?(?:returns?|gives?|be|yields?|"
+    r"(?:[`\"'”’]|\*{1,2}|_{1,2})?[ \t]*(?:,|\.\.\.+|…|[—–]|[ \t]-(?=[ \t]))?\s*(?:"
+    r"(?P<sym>==>|-->|--|==|=>|->|→|⇒|⟶|=|:|\||[—–])(?:\s*(?:(?:should|would|will|must)\s+)?(?:returns?|gives?|be|yields?|"
     r"outputs?|produces?)(?![\w]))?"
     # the call's result named: "f(x)'s result is", "f(x), the result is"
     r"|(?P<possessive>(?:'s|’s|,?\s*(?:its|the))\s+(?:expected\s+|correct\s+)?" + _RESULT_NOUN + r"\s+"
@@ -433,8 +456,9 @@ _CONNECT = re.compile(
     r"(?:" + _MODAL + r"\s+(?P<neg3>not\s+|never\s+)?|(?P<neg4>" + _NEGATION + r")\s+)?(?:" + _ADVERB + r"\s+)?"
     r"(?:get|gets|got|getting|see|sees|saw|receive|receives|received|expect|expected|want|wanted|need|"
     r"print|prints|printed|show|shows|showed|return|returns|returned|give|gives|gave|output|outputs|"
-    r"spits?\s+out|spat\s+out|end\s+up\s+with|ended\s+up\s+with)(?:\s+to\s+(?:get|see|be|return|give))?))"
-    r"|(?:(?:it|this|that|which|then|that\s+one|this\s+one|the\s+" + _RESULT_NOUN + r")\s+)?"
+    r"spits?\s+out|spat\s+out|end\s+up\s+with|ended\s+up\s+with)"
+    r"(?:\s+(?:it|that|this|the\s+result|the\s+output))?(?:\s+to\s+(?:get|see|be|return|give|equal|output))?))"
+    r"|(?:(?:it|this|that|which|then|that\s+one|this\s+one|the\s+" + _RESULT_NOUN + r")(?:\s+|(?='s|’s)))?"
     r"(?:" + _MODAL + r"\s+(?P<neg1>not\s+|never\s+)?(?:" + _ADVERB + r"\s+)?)?"
     r"(?P<neg2>" + _NEGATION + r"\s+)?"
     r"(?:" + _ADVERB + r"\s+)?(?:(?P<strong>" + _STRONG_VERB + r")|be|is|are|was|'s|’s)"
@@ -479,13 +503,29 @@ _QUESTION_AFTER = re.compile(
 )
 
 
+_NEXT_SENTENCE = re.compile(
+    r"[`\"')]*[ \t]*(?:[.;][ \t]+(?=(?:(?:and|so|then)\s+)?(?:the\s+(?:expected\s+|correct\s+)?"
+    + _RESULT_NOUN
+    + r"|it)\s)"
+    r"|\?[ \t]+(?=(?:(?:well|hmm|oh|ok|so)[,.!]?\s+)?(?:the\s+(?:expected\s+|correct\s+)?" + _RESULT_NOUN + r"|it|that)"
+    r"(?:\s|'s|’s|'d|'ll)))",
+    re.IGNORECASE,
+)
+
+
 def _after_call(text: str, end: int, start: int = -1) -> tuple[Stated, int] | None:
     """The value stated right after a call that ends at ``end`` (a few words may come between when a person then
-    says what they got: "on my laptop I got 4", "with my old script and it printed 4"); ``start``: where the call
-    starts, when known (what comes before it may tell how to read what follows)."""
-    found = _connected(text, end, start=start)
+    says what they got: "on my laptop I got 4", "with my old script and it printed 4"; or the next sentence names
+    its result: "Say we call f(2). The result should be 4."); ``start``: where the call starts, when known (what
+    comes before it may tell how to read what follows)."""
+    found = _connected(text, end, start=start) or _generic(text, end)
     if found is not None:
         return found
+    following = _NEXT_SENTENCE.match(text, end, min(len(text), end + 60))
+    if following is not None:
+        found = _connected(text, following.end(), start=start)
+        if found is not None:
+            return found
     pos = end
     for _ in range(MAX_FILLER):
         word = _FILLER_WORD.match(text, pos, min(len(text), pos + 60))
@@ -526,6 +566,43 @@ def _connected(text: str, end: int, after_words: bool = False, start: int = -1) 
     if connect.group("sym") == ":" and "\n" in text[end:pos]:
         return None  # a heading followed by a block, not f(x): y
     return stated, stop
+
+
+# a verb of no known list between a call and a value that closes the clause ("f(x) spews out 3."); the verbs that
+# say something else about a call ("f(x) takes 3", "f(x) has 2") are not read
+_ANY_VERB = re.compile(
+    r"[ \t]+(?:(?:should|would|will|must|'d|'ll|can)\s+)?(?:(?:just|also|then|always|still|really|basically)\s+)?"
+    r"(?P<verb>[a-z]{3,}(?:s|ed)|(?<=should\s)[a-z]{3,}|(?<=would\s)[a-z]{3,}|(?<=will\s)[a-z]{3,}|(?<=must\s)[a-z]{3,})"
+    r"(?:\s+(?:back|out|up|over|to|as|into|in|with))?[ \t]+",
+)
+_NOT_GIVING = frozenset(
+    re.findall(
+        r"\S+",
+        "has have had takes take took needs need needed uses use used calls call called runs run ran accepts accept "
+        "accepted requires require required contains contain contained includes include included handles handle "
+        "handled raises raise raised throws throw threw fails fail failed crashes crash crashed works work worked "
+        "breaks break broke loops loop looped iterates iterate checks check checked compares compare compared sorts "
+        "sort sorted counts count counted lasts last lasted costs cost seems seem seemed looks look looked sounds "
+        "sound feels feel appears appear appeared starts start started begins begin ends end ended finishes finish "
+        "finished waits wait waited sleeps sleep slept times time timed skips skip skipped ignores ignore ignored "
+        "misses miss missed lacks lack lacked adds add added subtracts subtract multiplies multiply divides divide "
+        "rounds round rounded exceeds exceed exceeded beats beat matches match matched hits hit passes pass passed "
+        "means mean meant does did goes go went gets get got is was are were be been being has",
+    )
+)
+
+
+def _generic(text: str, end: int) -> tuple[Stated, int] | None:
+    """A value after a verb of no known list that closes its clause: "f(x) spews out 3.", "f(x) should emit 'a'"."""
+    verb = _ANY_VERB.match(text, end, min(len(text), end + 60))
+    if verb is None or verb.group("verb").lower() in _NOT_GIVING or verb.group("verb").lower() in _FILLER_STOP:
+        return None
+    read = read_value(text, verb.end())
+    if read is None or not re.match(r"[ \t]*(?:[.,;!)\n]|$)", text[read[1] : read[1] + 4]):
+        return None
+    if isinstance(read[0].value, str) and read[0].text[:1] not in "'\"`":
+        return None
+    return read
 
 
 def _another_value(text: str, stop: int) -> bool:
@@ -719,7 +796,7 @@ def _loose_value(text: str, pos: int) -> tuple[Stated, int] | None:
         except ValueError:
             return None
         value = -value if number.group("sign") in ("-", "−") else value
-        return Stated(value, number.group(0)), number.end()
+        return Stated(value, number.group(0).strip(), percent=bool(number.group("pct"))), number.end()
     word = re.match(r"[A-Za-z]+", text[pos : pos + 20])
     if word and word.group(0).lower() in _WORD_VALUES:
         return Stated(_WORD_VALUES[word.group(0).lower()], word.group(0)), pos + word.end()
@@ -737,7 +814,7 @@ def find_claims(
     found: list[Found] = []
     taken: list[tuple[int, int]] = []
     skipped_until = -1  # where the last call that is not about its own value ended
-    calls = list(calls_in(text, names))
+    calls = list(islice(calls_in(text, names), MAX_CANDIDATES))
     paired = _respectively(text, calls)
     for item in paired:
         found.append(item)
@@ -786,12 +863,15 @@ def find_claims(
 
 # -- prose: "for [1, 2] it returns 3" ---------------------------------------------------------------------------
 _PROSE_ARG = re.compile(
-    r"(?:(?<![\w])(?:for|with|given|on|passing|input(?:ting)?|an?\s+input\s+of|take|taking|consider|"
+    r"(?:(?<![\w])(?:for|with|given|on|passing|feeding|supplying|providing|giving\s+it|input(?:ting)?|"
+    r"an?\s+(?:input|argument|arg|parameter)\s+of|take|taking|consider|using|"
+    r"by\s+(?:passing|giving|feeding)(?:\s+it)?|"
     r"(?:if|when|once|whenever)\s+(?:you\s+|we\s+|i\s+|someone\s+|somebody\s+|anyone\s+|a\s+user\s+|the\s+user\s+|"
     r"they\s+)?(?:pass|passes|passed|give|gives|gave|input|inputs|call\s+it\s+with|calls\s+it\s+with|run\s+it\s+(?:on|with)|"
     r"feed|feeds|plug\s+in|plugs\s+in|put\s+in|puts\s+in|pass\s+in|passes\s+in|use|uses|enter|enters|provide|provides)"
     r"(?:\s+it)?(?:\s+in)?|"
-    r"(?:feed|give|pass|hand)\s+it|plug\s+in|pass\s+in|put\s+in|"
+    r"(?:feed|give|pass|hand)\s+it|plug\s+in|pass\s+in|put\s+in|(?:^|(?<=[.!?:;]\s))(?:pass|feed|give|try|use)(?:\s+it)?|"
+    r"(?:you|we|i|they|someone)\s+(?:pass|passes|passed|feed|feeds|give|gives|input|inputs|enter|enters)(?:\s+(?:it|in))?|"
     r"(?:(?:if|when|say|suppose|let's\s+say|imagine|assume|assuming|and|so)\s+)?(?:the|my|an?|your)\s+"
     r"(?:input|argument|arg|parameter)\s+(?:is|was|=|:))"
     r"\s+(?:it\s+|in\s+|the\s+input\s+|an?\s+input\s+of\s+|an?\s+input\s+|input\s+)?)",
@@ -804,11 +884,13 @@ _SUBJECT = (
 _PROSE_VERB = (
     r"(?:returns?|gives?|yields?|outputs?|produces?|prints?|be|is|get|gets|got|see|expect(?:\s+to\s+(?:get|see))?|"
     r"(?:like|love|want|hope|expect)\s+to\s+(?:see|get)|want|map\s+to|maps\s+to|turns?\s+into|goes\s+to|go\s+to|"
+    r"get\s+back|spits?\s+out|hands?\s+back|gives?\s+back|returns?\s+back|results?\s+in|leads?\s+to|"
     r"equals?|comes?\s+out\s+(?:as|to)|evaluates?\s+to|ends?\s+up\s+(?:as|with)|spits?\s+out)"
 )
 _PROSE_THEN = re.compile(
+    r"(?:\s+as\s+(?:the\s+|an\s+|its\s+)?(?:input|argument|arg|parameter))?"
     r"\s*(?:,?\s*(?:for\s+example|for\s+instance|as\s+an\s+example|e\.g\.|say))?"
-    r"\s*[,;:—–]?\s*(?:(?:and|so)\s+)?(?:then\s+)?(?:"
+    r"\s*(?:[,;:—–]|\s-)?\s*(?:(?:and|so)\s+)?(?:then\s+)?(?:"
     r"" + _SUBJECT + r"(?:'s|’s)"  # "it's 3"
     r"|(?:" + _SUBJECT + r"\s*(?:'d|'ll|’d|’ll)?\s*)?"
     r"(?:(?:should|would|will|must|ought\s+to|is\s+supposed\s+to|needs\s+to|is\s+expected\s+to|has\s+to)\s+)?"
@@ -833,6 +915,7 @@ _AS_INPUT = re.compile(
     r"(?=(?:should|would|will|must)\s+(?:map|turn|go)\s+(?:to|into)(?![\w]))|(?=(?:maps|turns|goes)\s+(?:to|into)(?![\w])))",
     re.IGNORECASE,
 )
+_IN_OUT = re.compile(r"[ \t]+in[ \t]*(?:[,;:—–→]|->|=>)[ \t]*", re.IGNORECASE)
 _MAPS = r"(?:(?:should|would|will|must)\s+)?(?:map|maps|turn|turns|go|goes)\s+(?:to|into)"
 # "it should return 3 given [1, 2]": the value, then the argument
 _GIVEN_AFTER = re.compile(
@@ -847,12 +930,23 @@ def _prose_claims(text: str, name: str, taken: list[tuple[int, int]]) -> Iterato
     def free(span: tuple[int, int]) -> bool:
         return all(span[1] <= a or span[0] >= b for a, b in taken)
 
-    starts = [(m, read_value(text, m.end())) for m in _PROSE_ARG.finditer(text, 0, MAX_SCAN)]
-    for m in _VALUE_START.finditer(text, 0, MAX_SCAN):  # "[1, 2] as input gives 3"
-        arg = read_value(text, m.end())
+    # the argument: a value, or a number followed by the words that say what it gives ("given 250 the function
+    # gives 3": what follows the number is the sentence's, not a unit's)
+    starts = [
+        (m, read_value(text, m.end()) or _loose_value(text, m.end()))
+        for m in islice(_PROSE_ARG.finditer(text, 0, MAX_SCAN), MAX_CANDIDATES)
+    ]
+    for m in islice(_VALUE_START.finditer(text, 0, MAX_SCAN), MAX_CANDIDATES):  # "[1, 2] as input gives 3"
+        arg = read_value(text, m.end()) or _loose_value(text, m.end())
         tail = _AS_INPUT.match(text, arg[1]) if arg else None
         if arg is not None and tail is not None:
             starts.append((m, (arg[0], tail.end())))
+        joint = _IN_OUT.match(text, arg[1]) if arg else None
+        out = read_value(text, joint.end()) or _loose_value(text, joint.end()) if joint else None
+        if arg is not None and out is not None and re.match(r"[ \t]+out(?![\w])", text[out[1] : out[1] + 8]):
+            span = (m.end(), out[1] + 4)
+            if free(span) and not arg[0].approx and not _unsure(text, *span, [(m.end(), out[1])]):
+                yield Found(span, f"{name}({_short_repr(arg[0].value, MAX_CALL)})", True, out[0])
     for match, arg in starts:
         if arg is None or arg[0].approx or arg[0].percent:
             continue
@@ -868,7 +962,7 @@ def _prose_claims(text: str, name: str, taken: list[tuple[int, int]]) -> Iterato
         if _unsure(text, *span, values=[(arg[1] - len(arg[0].text) - 1, arg[1]), (then.end(), stated[1])]):
             continue
         yield Found(span, f"{name}({_short_repr(arg[0].value, MAX_CALL)})", True, stated[0])
-    for verb in _VALUE_VERB.finditer(text, 0, MAX_SCAN):  # "it should return 3 given [1, 2]"
+    for verb in islice(_VALUE_VERB.finditer(text, 0, MAX_SCAN), MAX_CANDIDATES):  # "it should return 3 given [1, 2]"
         stated = read_value(text, verb.end())
         given = _GIVEN_AFTER.match(text, stated[1]) if stated else None
         arg = read_value(text, given.end()) if given else None
@@ -883,7 +977,8 @@ def _prose_claims(text: str, name: str, taken: list[tuple[int, int]]) -> Iterato
         if _unsure(text, *span, values=[(verb.end(), stated[1]), (given.end() if given else 0, arg[1])]):
             continue
         yield Found(span, f"{name}({_short_repr(arg[0].value, MAX_CALL)})", True, stated[0])
-    for match in [*_EMPTY_SUBJECT.finditer(text, 0, MAX_SCAN), *_EMPTY_IF.finditer(text, 0, MAX_SCAN)]:
+    empties = [*islice(_EMPTY_SUBJECT.finditer(text, 0, MAX_SCAN), MAX_CANDIDATES)]
+    for match in [*empties, *islice(_EMPTY_IF.finditer(text, 0, MAX_SCAN), MAX_CANDIDATES)]:
         pos = match.end()
         if match.re is _EMPTY_IF:
             then = _PROSE_THEN.match(text, pos)
@@ -911,7 +1006,7 @@ _YES = re.compile(
     r"\s*" + _INTERJECTION + r"(?:"
     r"(?:yes|yeah|yep|yup|ya|correct|exactly|that's\s+right|that\s+is\s+right|that's\s+correct|that\s+is\s+correct|"
     r"that's\s+it|that's\s+the\s+one|affirmative|mm-?hmm|uh-?huh|you\s+got\s+it|spot\s+on|bingo|precisely|"
-    r"confirmed|i\s+(?:can\s+)?confirm(?:\s+that)?)"
+    r"confirmed|i\s+(?:can\s+)?confirm(?:\s+that)?|(?:you're|you\s+are)\s+(?:(?:totally|absolutely|quite)\s+)?(?:right|correct))"
     + _AFTER_WORD
     # words that also open other sentences ("Right, so what I need is..."): a yes only alone or echoing the question
     + r"|(?:right|sure|indeed|absolutely|definitely|of\s+course|true)"
@@ -921,7 +1016,8 @@ _YES = re.compile(
 )
 _NO = re.compile(
     r"\s*" + _INTERJECTION + r"(?:no|nope|nah|not\s+quite|not\s+really|incorrect|wrong|that's\s+wrong|"
-    r"that's\s+not\s+right|that's\s+not\s+it|that's\s+incorrect|that\s+is\s+not\s+right|negative)" + _AFTER_WORD,
+    r"that's\s+not\s+right|that's\s+not\s+it|that's\s+incorrect|that\s+is\s+not\s+right|that's\s+not\s+correct|negative|"
+    r"(?:you're|you\s+are)\s+(?:(?:totally|absolutely|quite)\s+)?(?:wrong|mistaken|incorrect))" + _AFTER_WORD,
     re.IGNORECASE,
 )
 # what makes a statement no claim: the person says they do not know, or only might
@@ -929,7 +1025,8 @@ _UNSURE = re.compile(
     r"(?<![\w])(?:not\s+(?:sure|certain|100%)|unsure|no\s+idea|no\s+clue|(?:do\s*n[o']t|do\s+not|can't|cannot|can\s+not)"
     r"\s+(?:know|remember|recall|tell|say)|not\s+(?:know|remember)|maybe|perhaps|possibly|might|may\s+be|could\s+be|"
     r"let\s+me\s+(?:check|look|see|think|verify)|i'll\s+(?:check|look|have\s+to)|(?:look|check)\s+(?:it\s+)?(?:up|later)|"
-    r"have\s+to\s+check|need\s+to\s+check|depends|guessing|wild\s+guess|(?:could|may)\s+(?:return|give|yield|output))"
+    r"have\s+to\s+check|need\s+to\s+check|depends|guessing|wild\s+guess|i\s+doubt|doubt\s+it|doubtful|"
+    r"(?:could|may)\s+(?:return|give|yield|output))"
     r"(?![\w])",
     re.IGNORECASE,
 )
@@ -944,9 +1041,11 @@ _ANSWER_LEAD = re.compile(
     r"\s*(?:(?:yes|yeah|yep|no|nope|well|so|hmm+|h?mm+|oh+|ah+|uh+|um+|ok(?:ay)?|alright|sure|right|actually|honestly|"
     r"basically|good\s+question|great\s+question|easy|simple|easy\s+one|that's\s+(?:an\s+)?easy(?:\s+one)?|"
     r"that's\s+simple|let\s+me\s+see|let's\s+see|i\s+see|of\s+course|quick\s+answer|short\s+answer|"
-    r"off\s+the\s+top\s+of\s+my\s+head|from\s+my\s+notes|in\s+my\s+notes)[,.!:…-]*\s+)*"
-    r"(?:(?:i\s+think|i\s+believe|i'd\s+say|i\s+would\s+say|i\s+guess|i'm\s+pretty\s+sure|pretty\s+sure|i'm\s+sure|"
-    r"i'm\s+certain|probably|definitely|if\s+i\s+remember(?:\s+(?:right|correctly))?|as\s+far\s+as\s+i\s+know|"
+    r"off\s+the\s+top\s+of\s+my\s+head|from\s+my\s+notes|in\s+my\s+notes|in\s+(?:that|this|which)\s+case|"
+    r"for\s+(?:that|this)(?:\s+one|\s+call|\s+input|\s+example)?|there|then|here|with\s+(?:those|these)\s+"
+    r"(?:inputs|arguments|args|values))[,.!:…-]*\s+)*"
+    r"(?:(?:i\s+think|i\s+believe|i'd\s+say|i\s+would\s+say|i\s+guess|(?:i'm|i\s+am)\s+(?:(?:pretty|fairly|quite|very|"
+    r"absolutely|completely|100%)\s+)?(?:sure|certain|confident|positive)|pretty\s+sure|probably|definitely|if\s+i\s+remember(?:\s+(?:right|correctly))?|as\s+far\s+as\s+i\s+know|"
     r"from\s+memory|i\s+know\s+that|i'm\s+confident)(?:\s+that)?\s*,?\s*)?"
     r"(?:(?:(?:it|that|this|that\s+one|this\s+one|that\s+call|this\s+call|the\s+function|the\s+call|"
     r"(?:the\s+)?(?:expected\s+|correct\s+|right\s+|actual\s+)?" + _RESULT_NOUN + r"(?:\s+(?:there|here))?)"
@@ -958,6 +1057,18 @@ _ANSWER_LEAD = re.compile(
     r"come\s+(?:out|back)\s+(?:as|to|with)|evaluate\s+to|equal)"
     r"|returns?|gives?|expected(?:\s+(?:output|result|value|answer))?|answer|result|output)(?![\w]))?"
     r"\s*(?:[:=]|->|→)?\s*",
+    re.IGNORECASE,
+)
+
+
+# what, right after a claim, takes it back: "... no wait", "but that was a bug", "I might be wrong"
+_RETRACTION = re.compile(
+    r"[^.!?\n]{0,80}?(?:[.!?…]+|\s+-+|\s*[—–])?[ \t]*(?:(?:no\s*,?\s*wait|wait\s*,?\s*no|actually\s*,?\s*no|"
+    r"scratch\s+that|"
+    r"never\s*mind|or\s+not|correction|sorry\s*,?\s*(?:no|i\s+mean)|i\s+mean)(?![\w])|"
+    r"[^.!?\n]{0,60}?(?:that\s+(?:was|is|'s)\s+(?:a\s+bug|wrong|incorrect|a\s+mistake|not\s+right)|"
+    r"which\s+(?:was|is)\s+(?:a\s+bug|wrong|incorrect|a\s+mistake)|(?:i\s+)?(?:might|could|may)\s+be\s+wrong|"
+    r"don't\s+quote\s+me|not\s+sure\s+though|if\s+i'm\s+not\s+mistaken))",
     re.IGNORECASE,
 )
 
@@ -979,29 +1090,40 @@ def _unsure(text: str, start: int, stop: int, values: Sequence[tuple[int, int]] 
     for a, b in values:
         for i in range(max(a, lo + 1), min(b, hi)):
             chars[i - lo - 1] = " "
-    return bool(_UNSURE.search(_STRING.sub(lambda m: " " * len(m.group(0)), "".join(chars))))
+    if _UNSURE.search(_STRING.sub(lambda m: " " * len(m.group(0)), "".join(chars))):
+        return True
+    return bool(_RETRACTION.match(_STRING.sub(lambda m: " " * len(m.group(0)), text[stop : stop + 160])))
+
+
+def proposals(text: str, names: Sequence[str]) -> dict[str, Stated]:
+    """What a turn says its literal calls give, in a question too ("Should f(2) return 4?", "f(2) gives 4, right?"
+    propose 4): the value a yes confirms, and the agent's values a grounded human is told the truth about. The
+    first value said of each call, in order."""
+    text = re.sub(  # "should f(x) return 5 or something else?" proposes 5
+        r"(?<=\S)([ \t]+or[ \t]+(?:something|anything)[ \t]+else|[ \t]+or[ \t]+not|[ \t]+or[ \t]+what|,?[ \t]+right)"
+        r"(?=[ \t]*\?)",
+        lambda m: " " * len(m.group(0)),
+        text[:MAX_SCAN].translate(_QUOTES),
+        flags=re.IGNORECASE,
+    )
+    out: dict[str, Stated] = {}
+    for c in islice(calls_in(text, names), MAX_CANDIDATES):
+        read = _after_call(text, c.end, c.start) if c.literal else None
+        if read is not None and not read[0].negated:
+            out.setdefault(normal_call(c.text), read[0])
+    return out
 
 
 def _answer_to(text: str, question: str, names: Sequence[str]) -> Found | None:
     """The value ``text`` gives in answer to a question about one literal call (or a yes or no to a question that
     states the call's value)."""
-    asked = list(dict.fromkeys(normal_call(c.text) for c in calls_in(question, names) if c.literal))
+    asked = list(
+        dict.fromkeys(normal_call(c.text) for c in islice(calls_in(question, names), MAX_CANDIDATES) if c.literal)
+    )
     if len(asked) != 1:
         return None
     call = asked[0]
-    proposed: Stated | None = None
-    question = re.sub(  # "should f(x) return 5 or something else?" proposes 5
-        r"(?<=\S)([ \t]+or[ \t]+(?:something|anything)[ \t]+else|[ \t]+or[ \t]+not|[ \t]+or[ \t]+what|,?[ \t]+right)"
-        r"(?=[ \t]*\?)",
-        lambda m: " " * len(m.group(0)),
-        question,
-        flags=re.IGNORECASE,
-    )
-    for c in calls_in(question, names):
-        read = _after_call(question, c.end, c.start)
-        if c.literal and read is not None:
-            proposed = read[0]
-            break
+    proposed = next(iter(proposals(question, names).values()), None)
     head = _ANSWER_LEAD.match(text)
     pos = head.end() if head else 0
     read = read_value(text, pos)
@@ -1011,6 +1133,10 @@ def _answer_to(text: str, question: str, names: Sequence[str]) -> Found | None:
         stated, stop = read
         if _answer_like(text, pos, stop):
             return Found((pos, stop), call, True, stated)
+    if read is None:
+        short = _short_answer(text)
+        if short is not None:
+            return Found(short[0], call, True, short[1])
     if proposed is not None:
         yes, no = _YES.match(text), _NO.match(text)
         if yes and not _negated(text[: yes.end() + 12].lower().replace("not quite", "")):
@@ -1030,7 +1156,52 @@ def _answer_like(text: str, start: int, stop: int) -> bool:
         rest[:1] == ")" or (rest[:1] == "." and re.search(r"(?:^|\n)[ \t]*\d{1,2}[.)][ \t]", text[stop:]))
     ):
         return False
-    return start <= 120 and (not rest or rest[0] in " .,;!)\n`'\"") and not _QUESTION_AFTER.match(text, stop)
+    if start > 120 or _QUESTION_AFTER.match(text, stop) or (rest and rest[0] not in " .,;!)\n`'\""):
+        return False
+    words = re.match(r"[ \t]+([A-Za-z][\w']*(?:\s+[A-Za-z][\w']*){0,2})", text[stop : stop + 40])
+    return words is None or bool(_AFFIRMING.match(words.group(1)))
+
+
+# what may follow a value that answers a question ("3 is the answer", "3 for sure"; not "3 is the number of items")
+_AFFIRMING = re.compile(
+    r"(?:is\s+(?:the\s+(?:answer|result|output|value|one)|what|right|correct|it)|was\s+(?:the\s+answer|what)|"
+    r"should\s+be|would\s+be|comes?\s+(?:out|back)|i\s+(?:think|believe|guess|reckon|expect|got|get)|for\s+sure|"
+    r"definitely|probably|exactly|precisely|if|since|because|as|from|there|here|in\s+that|then|too|though|right|"
+    r"again|back|every|each|always|when|i'm|i'd|that's|it's|you|we|and|but|so)(?![\w'])",
+    re.IGNORECASE,
+)
+_ANSWER_CUES = frozenset(
+    re.findall(
+        r"\S+",
+        "to with as be is was are it's that's get got gets say says expect expecting return returns returned give "
+        "gives gave yield yields output outputs produce produces print prints equal equals probably definitely guess "
+        "think bet pick choose answer result output value expected surely certainly obviously clearly just exactly "
+        "simply maybe",
+    )
+)
+_ANSWER_WORD = re.compile(r"[ \t]*([A-Za-z][\w']*)[ \t,:]+")
+
+
+def _short_answer(text: str) -> tuple[tuple[int, int], Stated] | None:
+    """A short first sentence whose last word is the value: "I'd go with 3.", "Evaluates to 3." (a literal, not a
+    word; no denial, no doubt before it)."""
+    pos = 0
+    for _ in range(6):
+        word = _ANSWER_WORD.match(text, pos, min(len(text), pos + 40))
+        if word is None or word.group(1).lower() in _FILLER_STOP or _DENIAL.fullmatch(word.group(1)):
+            return None
+        pos = word.end()
+        value = read_value(text, pos)
+        if value is None:
+            continue
+        if word.group(1).lower() not in _ANSWER_CUES:
+            return None  # "see line 12", "it takes 3": a number of something else
+        if not re.match(r"[ \t]*(?:[.!]|$|\n)", text[value[1] : value[1] + 4]):
+            return None
+        if isinstance(value[0].value, str) and value[0].text[:1] not in "'\"`":
+            return None
+        return (pos, value[1]), value[0]
+    return None
 
 
 def approx_decimals(value: Any) -> int | None:
