@@ -25,21 +25,24 @@ and the finder improved on it, without looking at the finder, and run once as it
 improved on it: what a held-out set phrased in new ways is likely to see. On the 300-task test sample those first
 runs gave (recall on false claims; share of claim-free replies flagged untrue):
 
-=====  ======================================================  ==============  ==================
-round  new phrasings                                            recall          claim-free flagged
-=====  ======================================================  ==============  ==================
-2      long chat, dashes, tables, possessives, "is what", Q&A  0.33            -
-3      code blocks, formal, "end up with", Q&A, prose          0.69            0 (but "respectively" flagged 12% of true pairs)
-4      claim-free: numbered lists, "Right, so", "why does"     -               0.21
-5      "if the input is f(x)", labelled lines, prose           0.60            0.33 (denials before the call)
-6      chatty, cross-sentence, prose with "as the argument"    0.81            0.27 (retractions after a claim)
-7      LLM-style examples, "f(x)? That's 3", "pass in"         0.77            0.00
-8      markdown emphasis, "gonna be", "result:", "you're right"0.58            0.00
-9      "-- / ==>", unknown verbs, "I'd go with 3", "in/out"    0.50            0.08 ("3 is the number of items")
-=====  ======================================================  ==============  ==================
+- round 2 (long chat, dashes, tables, possessives, "is what", chatty Q&A): recall 0.33;
+- round 3 (code blocks, formal sentences, "end up with", Q&A, prose): recall 0.69; "f(1) and f(2) return 3 and 4
+  respectively" flagged 12% of true pairs;
+- round 4 (claim-free: numbered lists, "Right, so...", "Why does f(x) return 3"): 0.21 flagged;
+- round 5 ("if the input is f(x), ...", labelled lines, prose): recall 0.60; 0.33 flagged (denials before the call:
+  "I doubt f(x) returns 3", "don't hardcode f(x) = 3");
+- round 6 (chatty, cross-sentence, "as the argument"): recall 0.81; 0.27 flagged (retractions: "... no wait",
+  "but that was a bug");
+- round 7 (LLM-style examples, "f(x)? That's 3", "pass in"): recall 0.77; 0.00 flagged;
+- round 8 (markdown emphasis, "gonna be", "result: 3", "you're right"): recall 0.58; 0.00 flagged;
+- round 9 ("--", "==>", verbs of no list, "I'd go with 3", "X in, Y out"): recall 0.50; 0.08 flagged ("3 is the
+  number of items, not the result");
+- round 10 ("evaluates to ... on my machine", "It does.", "Input X -> output Y", short answers): recall 0.81; 0.00
+  flagged.
 
 After each round the finder was made broader or more careful in a general way (see the git log), and every
-round's phrasings stay in the set.
+round's phrasings stay in the set, so the figures the bench prints for the whole set are in-sample: the rounds'
+first figures above are the better guess for replies phrased in ways nobody wrote here.
 """
 
 from __future__ import annotations
@@ -193,6 +196,8 @@ def written(value: Any, rng: random.Random, lenient: bool) -> tuple[str, str] | 
         text, form = json.dumps(value, ensure_ascii=False), "double-quotes"
     elif isinstance(value, tuple) and lenient and value and rng.random() < 0.5:
         text, form = _exact(list(value)), "list-for-tuple"
+    elif lenient and isinstance(value, list | dict) and _json_like(value) and rng.random() < 0.3:
+        text, form = json.dumps(value, ensure_ascii=False), "json"
     elif lenient and _WORDS.get(_exact(value)) and rng.random() < 0.5:
         text, form = rng.choice(_WORDS[_exact(value)]), "words"
     elif (
@@ -219,6 +224,15 @@ _WORDS = {
     "False": ["false"],
     "0": ["zero"],
 }
+
+
+def _json_like(value: Any) -> bool:
+    """A value JSON writes back as itself (lists, string keys; no tuples, sets or non-finite floats)."""
+    if isinstance(value, list):
+        return all(_json_like(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _json_like(v) for k, v in value.items())
+    return value is None or isinstance(value, bool | int | str) or (isinstance(value, float) and math.isfinite(value))
 
 
 def same(actual: Any, stated: Any) -> bool:
@@ -914,6 +928,46 @@ CLAIMS += [
     ),
 ]
 
+# A tenth batch, written after the ninth had been run and the finder improved on it, again without looking at it.
+CLAIMS += [
+    (
+        "data-point",
+        "",
+        lambda r, e, v: (
+            _pick(
+                r,
+                f"Just to give you a concrete case, {e.call} evaluates to {v} on my machine.",
+                f"{e.call} == {v}  # this should pass",
+                f"Ideally {e.call} would output {v}",
+                f"If it helps: {e.call} should equal {v}.",
+                f"Here's a data point — {e.call} gave {v} last time I checked.",
+                f"{e.call}  =>  {v}  (correct)",
+                f"In my spreadsheet, the cell for {e.call} shows {v}.",
+                f"I computed {e.call} by hand and got {v}.",
+                f"{e.call} → should be {v}",
+                f"Test case: {e.call} expected output {v}",
+            ),
+            None,
+        ),
+    ),
+    (
+        "qa-short",
+        "",
+        lambda r, e, v: (
+            _pick(r, f"{v}, as far as I know.", f"That would be {v}.", f"The answer: {v}", f"Easy — {v}."),
+            f"What is {e.call}?",
+        ),
+    ),
+    (
+        "prose-like",
+        "single",
+        lambda r, e, v: (
+            _pick(r, f"For an input like {e.args[0]}, expect {v}.", f"Input {e.args[0]} -> output {v}"),
+            None,
+        ),
+    ),
+]
+
 YES_QUESTIONS = (
     "So {call} returns {v}, right?",
     "Does {call} give {v}?",
@@ -928,6 +982,7 @@ YES_QUESTIONS = (
     "Just checking - {call} is {v}?",
     "Correct me if I'm wrong, but {call} returns {v}?",
     "{call} gives {v}. Right?",
+    "Does {call} produce {v}?",
 )
 YES = (
     "Yes.",
@@ -1153,6 +1208,18 @@ def _no_claims(rng: random.Random, e: Example, other_value: str) -> list[tuple[s
         ("qa-no-answer", "I'd go with whatever you think is best.", f"What does {call} evaluate to?"),
         ("qa-no-answer", f"{n} is the number of items, not the result.", f"What does {call} evaluate to?"),
         ("yes-no-unsure", "Mhm, let me think.", f"{call} gives {_pick(rng, other_value, true_value)}. Right?"),
+        # a tenth batch, written after the ninth had been run, without looking at the finder
+        ("call-no-value", f"Just to give you context, {call} is one of {n} cases I care about.", None),
+        ("call-no-value", f"Ideally {call} would be fast enough for {n} calls per second.", None),
+        ("call-no-value", f"I computed {call} by hand but lost the paper.", None),
+        ("call-no-value", f"{call} → should be handled gracefully", None),
+        ("call-no-value", f"Test case: {call}, expected output unknown.", None),
+        (
+            "qa-no-answer",
+            _pick(rng, "It is a call I use in my tests.", "That would be telling 😉", "The answer: I don't know."),
+            f"What is {call}?",
+        ),
+        ("yes-no-unsure", "It does not matter much.", f"Does {call} produce {_pick(rng, other_value, true_value)}?"),
     ]
 
 

@@ -18,6 +18,7 @@ ones: a finding here is never turned into ``false`` by guesswork. Every scan is 
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -168,6 +169,7 @@ _FOLLOW = frozenset(
         "i i'm it it's this that's is was will would should with on at to from by exactly precisely instead "
         "back again every each always now after before unless while whereas although also here's there's "
         "comes came gets goes looks sounds seems must might may can could shall you you'd you'll we we'd given "
+        "last earlier today yesterday recently once originally "
         "dollars dollar usd cents euros euro eur pounds gbp",
     )
 )
@@ -227,13 +229,20 @@ def _closing(text: str, start: int, limit: int = MAX_CALL) -> int:
 
 
 def _literal(text: str) -> Any:
-    """``text`` as a Python literal (sets made frozensets, as the sandbox's values decode), else ``NO_VALUE``."""
+    """``text`` as a Python literal (sets made frozensets, as the sandbox's values decode), or as JSON (``{"a":
+    true}``, ``[null]``: people paste JSON too), else ``NO_VALUE``."""
     if not text.strip() or len(text) > MAX_CALL or not _depth_ok(text):
         return NO_VALUE
     try:
         return _frozen(ast.literal_eval(text.strip()))
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return NO_VALUE
+        pass
+    if text.strip()[:1] in "[{":
+        try:
+            return _frozen(json.loads(text.strip()))
+        except (ValueError, RecursionError):
+            pass
+    return NO_VALUE
 
 
 def _frozen(value: Any) -> Any:
@@ -777,6 +786,14 @@ def _respectively(text: str, calls: Sequence[CallAt]) -> list[Found]:
         tail = re.match(r"[ \t]*,?[ \t]*respectively", text[pos : pos + 24], re.IGNORECASE)
         if len(values) != len(group) or tail is None:
             continue
+        first, stop = group[0].start, pos + tail.end()
+        if (
+            _BEFORE_NOT_VALUE.search(text, max(0, first - 60), first)
+            or _denied_before(text, first)
+            or _QUESTION_AFTER.match(text, stop)
+            or _unsure(text, first, stop, [(c.start, c.end) for c in group])
+        ):
+            continue  # asked, doubted or taken back, as a single claim would be
         for call, value in zip(group, values, strict=True):
             out.append(Found((call.start, pos + tail.end()), normal_call(call.text), call.literal, value))
     return out
@@ -874,7 +891,7 @@ _PROSE_ARG = re.compile(
     r"(?:you|we|i|they|someone)\s+(?:pass|passes|passed|feed|feeds|give|gives|input|inputs|enter|enters)(?:\s+(?:it|in))?|"
     r"(?:(?:if|when|say|suppose|let's\s+say|imagine|assume|assuming|and|so)\s+)?(?:the|my|an?|your)\s+"
     r"(?:input|argument|arg|parameter)\s+(?:is|was|=|:))"
-    r"\s+(?:it\s+|in\s+|the\s+input\s+|an?\s+input\s+of\s+|an?\s+input\s+|input\s+)?)",
+    r"(?:[ \t]*[:=])?\s+(?:it\s+|in\s+|the\s+input\s+|an?\s+input\s+of\s+|an?\s+input\s+|input\s+)?)",
     re.IGNORECASE,
 )
 _SUBJECT = (
@@ -890,12 +907,13 @@ _PROSE_VERB = (
 _PROSE_THEN = re.compile(
     r"(?:\s+as\s+(?:the\s+|an\s+|its\s+)?(?:input|argument|arg|parameter))?"
     r"\s*(?:,?\s*(?:for\s+example|for\s+instance|as\s+an\s+example|e\.g\.|say))?"
-    r"\s*(?:[,;:—–]|\s-)?\s*(?:(?:and|so)\s+)?(?:then\s+)?(?:"
+    r"\s*(?:(?:->|=>|→|⇒|-->|==>)\s*(?:(?:output|result|returns?|gives?|expected)(?:\s*[:=])?\s*)?|"
+    r"(?:[,;:—–]|\s-)?\s*(?:(?:and|so)\s+)?(?:then\s+)?(?:"
     r"" + _SUBJECT + r"(?:'s|’s)"  # "it's 3"
     r"|(?:" + _SUBJECT + r"\s*(?:'d|'ll|’d|’ll)?\s*)?"
     r"(?:(?:should|would|will|must|ought\s+to|is\s+supposed\s+to|needs\s+to|is\s+expected\s+to|has\s+to)\s+)?"
     r"(?:(?:also|just|simply|only|always|then)\s+)?" + _PROSE_VERB + r""
-    r")(?![\w])(?:\s+(?:back|out))?\s*",
+    r")(?![\w])(?:\s+(?:back|out))?)\s*",
     re.IGNORECASE,
 )
 _EMPTY_SUBJECT = re.compile(
@@ -1006,7 +1024,8 @@ _YES = re.compile(
     r"\s*" + _INTERJECTION + r"(?:"
     r"(?:yes|yeah|yep|yup|ya|correct|exactly|that's\s+right|that\s+is\s+right|that's\s+correct|that\s+is\s+correct|"
     r"that's\s+it|that's\s+the\s+one|affirmative|mm-?hmm|uh-?huh|you\s+got\s+it|spot\s+on|bingo|precisely|"
-    r"confirmed|i\s+(?:can\s+)?confirm(?:\s+that)?|(?:you're|you\s+are)\s+(?:(?:totally|absolutely|quite)\s+)?(?:right|correct))"
+    r"confirmed|i\s+(?:can\s+)?confirm(?:\s+that)?|(?:you're|you\s+are)\s+(?:(?:totally|absolutely|quite)\s+)?(?:right|correct)|"
+    r"(?:it|that)\s+(?:does|is|will|should|would)(?=\s*(?:[.!]|$)))"
     + _AFTER_WORD
     # words that also open other sentences ("Right, so what I need is..."): a yes only alone or echoing the question
     + r"|(?:right|sure|indeed|absolutely|definitely|of\s+course|true)"
@@ -1017,7 +1036,9 @@ _YES = re.compile(
 _NO = re.compile(
     r"\s*" + _INTERJECTION + r"(?:no|nope|nah|not\s+quite|not\s+really|incorrect|wrong|that's\s+wrong|"
     r"that's\s+not\s+right|that's\s+not\s+it|that's\s+incorrect|that\s+is\s+not\s+right|that's\s+not\s+correct|negative|"
-    r"(?:you're|you\s+are)\s+(?:(?:totally|absolutely|quite)\s+)?(?:wrong|mistaken|incorrect))" + _AFTER_WORD,
+    r"(?:you're|you\s+are)\s+(?:(?:totally|absolutely|quite)\s+)?(?:wrong|mistaken|incorrect)|"
+    r"(?:it|that)\s+(?:doesn't|does\s+not|isn't|is\s+not|won't|will\s+not|shouldn't|should\s+not|wouldn't)"
+    r"(?=\s*(?:[.!,;]|$)))" + _AFTER_WORD,
     re.IGNORECASE,
 )
 # what makes a statement no claim: the person says they do not know, or only might
@@ -1043,7 +1064,7 @@ _ANSWER_LEAD = re.compile(
     r"that's\s+simple|let\s+me\s+see|let's\s+see|i\s+see|of\s+course|quick\s+answer|short\s+answer|"
     r"off\s+the\s+top\s+of\s+my\s+head|from\s+my\s+notes|in\s+my\s+notes|in\s+(?:that|this|which)\s+case|"
     r"for\s+(?:that|this)(?:\s+one|\s+call|\s+input|\s+example)?|there|then|here|with\s+(?:those|these)\s+"
-    r"(?:inputs|arguments|args|values))[,.!:…-]*\s+)*"
+    r"(?:inputs|arguments|args|values))\s*[,.!:…—–-]*\s+)*"
     r"(?:(?:i\s+think|i\s+believe|i'd\s+say|i\s+would\s+say|i\s+guess|(?:i'm|i\s+am)\s+(?:(?:pretty|fairly|quite|very|"
     r"absolutely|completely|100%)\s+)?(?:sure|certain|confident|positive)|pretty\s+sure|probably|definitely|if\s+i\s+remember(?:\s+(?:right|correctly))?|as\s+far\s+as\s+i\s+know|"
     r"from\s+memory|i\s+know\s+that|i'm\s+confident)(?:\s+that)?\s*,?\s*)?"

@@ -88,6 +88,13 @@ FORMS = [
     ("prose given", "Given [1, 2], you'd get {v}.", None),
     ("prose input is", "If the input is [1, 2], the output should be {v}.", None),
     ("prose value first", "It should return {v} given [1, 2].", None),
+    ("next sentence", "Let's say we call total([1, 2]). The result should be {v}.", None),
+    ("repeated question", "total([1, 2])? That's {v}.", None),
+    ("a verb of no list", "total([1, 2]) spews out {v}.", None),
+    ("markdown", "**total([1, 2])** → **{v}**", None),
+    ("table", "| call | result |\n|---|---|\n| `total([1, 2])` | `{v}` |", None),
+    ("short answer", "I'd go with {v}.", "What does total([1, 2]) evaluate to?"),
+    ("in / out", "[1, 2] in, {v} out.", None),
 ]
 
 
@@ -129,6 +136,8 @@ def test_prose_claims_only_for_a_function_of_one_parameter(checker: BackendClaim
         ("Does total([1, 2]) give 4?", "No.", "true"),  # "not 4": true
         ("Is total([1, 2]) supposed to be 3?", "No, it isn't.", "false"),  # "not 3": false
         ("Should total([1, 2]) return 4 or something else?", "Exactly that.", "false"),
+        ("Does total([1, 2]) produce 3?", "It does.", "true"),
+        ("Correct me if I'm wrong, but total([1, 2]) returns 4?", "You're wrong, it doesn't.", "true"),
     ],
 )
 def test_yes_or_no_to_a_question_that_states_a_value(
@@ -168,6 +177,8 @@ def test_values_written_as_people_write_them_are_true(checker: BackendClaimCheck
     assert only(claims_of(checker, GREET, 'greet("Ann") returns "Hello, Ann"')).verdict == "true"
     assert only(claims_of(checker, GREET, "greet('Ann') returns “Hello, Ann”")).verdict == "true"
     assert only(claims_of(checker, GREET, "greet('Ann') returns 'Hello Ann'")).verdict == "false"
+    assert only(claims_of(checker, PAIR, "pair(5, 3) returns [8, 2], as JSON: fine")).verdict == "true"
+    assert only(claims_of(checker, TOTAL, "total([]) returns zero.")).verdict == "true"
 
 
 def test_several_claims_in_one_reply_each_judged(checker: BackendClaimChecker) -> None:
@@ -234,6 +245,10 @@ def test_a_call_that_is_not_literal_is_unchecked(checker: BackendClaimChecker, r
         "Please keep the name total, my 5 other scripts call it.",
         "Version 2.1.3 of my script did it in 5 steps, back in 2019.",
         "def total(xs) is the signature; xs has 5 items.",
+        "total([1, 2]) should return 5... no wait, I'm not sure.",
+        "In the old version total([1, 2]) returned 5, but that was a bug.",
+        "total([1, 2]) and total([3]) return 5 and 6 respectively, I think, no wait, I doubt it.",
+        "total([1, 2]) takes 5.",
     ],
 )
 def test_negations_hedges_questions_and_properties_are_no_claims(checker: BackendClaimChecker, reply: str) -> None:
@@ -249,6 +264,8 @@ def test_negations_hedges_questions_and_properties_are_no_claims(checker: Backen
         "It should be fast, that's all I care about.",
         "Not sure, maybe 5?",
         "I don't know exactly, maybe check the description?",
+        "5 is the number of items, not the result.",
+        "See line 5.",
     ],
 )
 def test_an_answer_that_states_no_value_is_no_claim(checker: BackendClaimChecker, reply: str) -> None:
