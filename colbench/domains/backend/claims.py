@@ -159,9 +159,10 @@ def agreement(stated: Stated, actual: Any) -> tuple[bool, str]:
     candidates = [(stated.value, "")]
     if stated.percent and _number(stated.value):
         candidates.append((stated.value / 100, f"{stated.text} read as {stated.value / 100!r}"))
-    if isinstance(stated.value, str) and stated.value[-1:] in (".", ",", ";", "!", "?"):
-        # a sentence's stop written inside the quotes, as American English puts it: 'It is done.' for 'It is done'
-        candidates.append((stated.value[:-1], "the stop inside the quotes read as the sentence's"))
+    if isinstance(stated.value, str) and stated.value.endswith(".") and " " in stated.value.strip():
+        # a sentence's full stop written inside the quotes, as American English puts it: "It is done." for a
+        # sentence-like 'It is done' (a single word keeps its stop: 'Hello.' is not 'Hello')
+        candidates.append((stated.value[:-1], "the full stop inside the quotes read as the sentence's"))
     for value, how in candidates:
         if values_equal(actual, value):
             return True, how
