@@ -872,10 +872,31 @@ def find_claims(
             taken.append(item.span)
     if question and not found:
         answer = _answer_to(text, question[:MAX_SCAN].translate(_QUOTES), names)
-        if answer is not None:
+        if answer is not None and not _list_marker(text, answer):
             found.append(answer)
+    found = [f for f in found if not _CONDITIONAL.match(text, f.span[1])]
     found.sort(key=lambda f: f.span)
     return found[:MAX_CLAIMS]
+
+
+# a value said to hold only under a condition ("returns True if the list is empty", "gives 0 when x < 0") is a rule,
+# not what the call gives; a condition on the speaker ("if I remember right") is a hedge and keeps the claim
+_CONDITIONAL = re.compile(
+    r"[ \t]*,?[ \t]*(?:only[ \t]+)?(?:if|when|whenever|unless|provided|as[ \t]+long[ \t]+as|in[ \t]+case|assuming)\b"
+    r"(?![ \t]+(?:i|i'm|i[ \t]+am|i've|i[ \t]+recall|i[ \t]+remember|i'm[ \t]+not|my[ \t]+memory|memory)\b)",
+    re.IGNORECASE,
+)
+
+
+def _list_marker(text: str, answer: Found) -> bool:
+    """A reply opening "1. The list ..." numbers its points: the 1 answers nothing."""
+    start, stop = answer.span
+    return (
+        start == 0
+        and answer.stated.value == 1
+        and not isinstance(answer.stated.value, bool)
+        and re.match(r"[.)][ \t]+[A-Z]", text[stop : stop + 3]) is not None
+    )
 
 
 # -- prose: "for [1, 2] it returns 3" ---------------------------------------------------------------------------
