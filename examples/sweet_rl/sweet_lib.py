@@ -1,5 +1,6 @@
-"""What the SWEET-RL stage scripts share: configs on the command line, trajectory records, the model, the chat-template
-turn masks, and the small pieces of math (token log-probs, turn-wise advantages, the Bradley-Terry loss, pairing).
+"""What the SWEET-RL stage scripts share: configs on the command line, trajectory records, the model (loaded, and
+saved with the stage's metrics), the chat-template turn masks, the small pieces of math (token log-probs, turn-wise
+advantages, the Bradley-Terry loss, pairing) and the training loop of the hand-written stages.
 
 Every stage is a script of its own (``collect.py``, ``preferences.py``, ``train_critic.py``, ``train_policy.py``,
 ``train_rft.py``, ``train_mtdpo.py``) that reads top to bottom; this module holds only what two or more of them need,
@@ -15,10 +16,11 @@ import itertools
 import json
 import random
 import sys
+import time
 import types
 import typing
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -313,6 +315,18 @@ def open_stage(config: Any) -> tuple[torch.device, torch.dtype, PreTrainedTokeni
     return device, dtype, load_tokenizer(path), load_model(path, device, dtype)
 
 
+def save_stage(
+    config: Any, model: Any, tokenizer: PreTrainedTokenizerBase, started: float, **metrics: Any
+) -> dict[str, Any]:
+    """What every training stage leaves in ``config.out``: the trained model, its tokenizer, and ``metrics.json``
+    (the config, then ``metrics``, then the seconds since ``started``). Returns what it wrote in ``metrics.json``."""
+    model.save_pretrained(config.out)
+    tokenizer.save_pretrained(config.out)
+    written = {"config": dataclasses.asdict(config), **metrics, "seconds": time.monotonic() - started}
+    save_json(Path(config.out) / "metrics.json", written)
+    return written
+
+
 # ----------------------------------------------------------------------------------------------- turn masks
 
 
@@ -344,6 +358,27 @@ def encode_dialogue(
             if tokens.agent_mask[t]:
                 turn_ids[t] = k
     return Encoded(list(tokens.input_ids), turn_ids, len(tokens.learner_turns))
+
+
+def encode_pairs(
+    tokenizer: PreTrainedTokenizerBase, path: str | Path, max_len: int, *, ground_truth: bool = False
+) -> tuple[list[tuple[Encoded, Encoded]], int]:
+    """The (chosen, rejected) pairs of a ``preferences.py`` file, both trajectories encoded (``encode_dialogue``): as
+    the policy sees them, or (``ground_truth``, the critic) behind the task's ground-truth prefix. A pair with a
+    trajectory longer than ``max_len`` tokens is left out; returns the pairs and how many were left out."""
+    encoded, too_long = [], 0
+    for row in read_jsonl(path):
+        chosen, rejected = Trajectory.from_json(row["chosen"]), Trajectory.from_json(row["rejected"])
+        prefix = gt_prefix(chosen.hidden_information) if ground_truth else ""
+        pair = (
+            encode_dialogue(tokenizer, chosen.messages, prefix),
+            encode_dialogue(tokenizer, rejected.messages, prefix),
+        )
+        if max(len(pair[0]), len(pair[1])) > max_len:
+            too_long += 1
+            continue
+        encoded.append(pair)
+    return encoded, too_long
 
 
 def pad_batch(encoded: Sequence[Encoded], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -450,6 +485,11 @@ class CachedSequences:
             self.model.train(was_training)
         return out
 
+    def prepare_pairs(self, pairs: Sequence[tuple[Encoded, Encoded]]) -> list[tuple[Cached, Cached]]:
+        """``prepare`` for (chosen, rejected) pairs, the pairs kept."""
+        flat = self.prepare([e for pair in pairs for e in pair])
+        return list(zip(flat[0::2], flat[1::2], strict=True))
+
     def logps(self, items: Sequence[Cached]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The model's token log-probs now, the reference's, and the turn ids, all ``[B, T]`` (right-padded)."""
         import torch
@@ -513,3 +553,39 @@ def pairwise_accuracy(chosen: Sequence[float], rejected: Sequence[float]) -> flo
         return float("nan")
     right = sum(1.0 if c > r else 0.5 if c == r else 0.0 for c, r in zip(chosen, rejected, strict=True))
     return right / len(chosen)
+
+
+# ----------------------------------------------------------------------------------------------- the training loop
+
+
+def fit(
+    model: Any, config: Any, n_items: int, batch_loss: Callable[[list[int]], torch.Tensor]
+) -> Iterator[list[tuple[float, int]]]:
+    """The training loop of the hand-written stages (critic, RFT, multi-turn DPO), from the fields their configs
+    share: gradient checkpointing where asked, AdamW without weight decay over the trainable parameters, and in each
+    of ``epochs`` the items ``0 .. n_items - 1`` shuffled (seeded) into micro-batches of ``micro_batch_size``, whose
+    gradients add up over ``batch_size`` items and are clipped to ``max_grad_norm`` before each optimizer step.
+    ``batch_loss`` gives a micro-batch's loss from its items. Yields, after each epoch, its steps' (loss, items)."""
+    import torch
+
+    if config.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
+    accumulation = max(1, config.batch_size // config.micro_batch_size)
+    rng = random.Random(config.seed)
+    order = list(range(n_items))
+    for _ in range(config.epochs):
+        model.train()
+        rng.shuffle(order)
+        micro = [order[i : i + config.micro_batch_size] for i in range(0, len(order), config.micro_batch_size)]
+        steps: list[tuple[float, int]] = []
+        for index, batch in enumerate(micro):
+            loss = batch_loss(batch)
+            (loss / accumulation).backward()
+            steps.append((loss.item(), len(batch)))
+            if (index + 1) % accumulation == 0 or index + 1 == len(micro):
+                torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+        yield steps

@@ -23,26 +23,22 @@ trajectory of a held-out pair above the rejected one (ties count half: an untrai
 
 from __future__ import annotations
 
-import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from sweet_lib import (
     Cached,
     CachedSequences,
-    Encoded,
-    Trajectory,
     all_token_advantage,
     bt_loss,
-    encode_dialogue,
+    encode_pairs,
+    fit,
     freeze_lower_layers,
-    gt_prefix,
     log,
     open_stage,
     pairwise_accuracy,
     parse_config,
-    read_jsonl,
-    save_json,
+    save_stage,
     turn_advantages,
 )
 
@@ -82,23 +78,10 @@ def main(config: CriticConfig) -> dict[str, object]:
     started = time.monotonic()
 
     # -- data: each pair tokenised with the ground-truth prefix, assistant tokens of each turn marked ---------------
-    def encode_pairs(file: str) -> tuple[list[tuple[Encoded, Encoded]], int]:
-        encoded, too_long = [], 0
-        for row in read_jsonl(file):
-            chosen, rejected = Trajectory.from_json(row["chosen"]), Trajectory.from_json(row["rejected"])
-            prefix = gt_prefix(chosen.hidden_information)
-            pair = (
-                encode_dialogue(tokenizer, chosen.messages, prefix),
-                encode_dialogue(tokenizer, rejected.messages, prefix),
-            )
-            if max(len(pair[0]), len(pair[1])) > config.max_len:
-                too_long += 1
-                continue
-            encoded.append(pair)
-        return encoded, too_long
-
-    train_pairs, skipped = encode_pairs(config.pairs)
-    eval_pairs, eval_skipped = encode_pairs(config.eval_pairs) if config.eval_pairs else ([], 0)
+    train_pairs, skipped = encode_pairs(tokenizer, config.pairs, config.max_len, ground_truth=True)
+    eval_pairs, eval_skipped = (
+        encode_pairs(tokenizer, config.eval_pairs, config.max_len, ground_truth=True) if config.eval_pairs else ([], 0)
+    )
     if not train_pairs:
         raise SystemExit(f"train_critic: no usable pairs in {config.pairs} ({skipped} longer than {config.max_len})")
     log("critic", f"{len(train_pairs)} pairs ({skipped} too long), {len(eval_pairs)} held-out pairs, device {device}")
@@ -115,13 +98,9 @@ def main(config: CriticConfig) -> dict[str, object]:
     top_layers = 0 if config.lora else config.train_last_layers
     sequences = CachedSequences(model, int(tokenizer.pad_token_id), device, top_layers=top_layers)
 
-    def prepare(pairs: list[tuple[Encoded, Encoded]]) -> list[tuple[Cached, Cached]]:
-        # LoRA adapters start at zero, so the model is still its own reference here.
-        flat = sequences.prepare([e for pair in pairs for e in pair])
-        return list(zip(flat[0::2], flat[1::2], strict=True))
-
-    train_set = prepare(train_pairs)
-    eval_set = prepare(eval_pairs)
+    # LoRA adapters start at zero, so the model is still its own reference here.
+    train_set = sequences.prepare_pairs(train_pairs)
+    eval_set = sequences.prepare_pairs(eval_pairs)
 
     def scores(items: list[Cached]) -> torch.Tensor:
         """The critic's score of each trajectory: the sum of its turn advantages (or the all-token variant)."""
@@ -152,33 +131,17 @@ def main(config: CriticConfig) -> dict[str, object]:
     eval_before = evaluate(eval_set)
     log("critic", f"before training: train {train_before}; held-out {eval_before}")
 
-    # -- training -----------------------------------------------------------------------------------------------------
-    if config.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
-    accumulation = max(1, config.batch_size // config.micro_batch_size)
-    rng = random.Random(config.seed)
-    order = list(range(len(train_set)))
+    # -- training (sweet_lib.fit: AdamW, shuffled micro-batches, gradient accumulation and clipping) -----------------
+    def pair_loss(batch: list[int]) -> torch.Tensor:
+        """Bradley-Terry on the critic's scores of the chosen and the rejected trajectories of the batch's pairs."""
+        s = scores([train_set[i][0] for i in batch] + [train_set[i][1] for i in batch])
+        return bt_loss(s[: len(batch)], s[len(batch) :])
+
     step_losses: list[float] = []
     epoch_losses: list[float] = []
-    for epoch in range(config.epochs):
-        model.train()
-        rng.shuffle(order)
-        micro = [order[i : i + config.micro_batch_size] for i in range(0, len(order), config.micro_batch_size)]
-        running, seen = 0.0, 0
-        for index, batch in enumerate(micro):
-            s = scores([train_set[i][0] for i in batch] + [train_set[i][1] for i in batch])
-            loss = bt_loss(s[: len(batch)], s[len(batch) :])
-            (loss / accumulation).backward()
-            running += loss.item() * len(batch)
-            seen += len(batch)
-            step_losses.append(loss.item())
-            if (index + 1) % accumulation == 0 or index + 1 == len(micro):
-                torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-        epoch_losses.append(running / seen)
+    for epoch, steps in enumerate(fit(model, config, len(train_set), pair_loss)):
+        step_losses += [loss for loss, _ in steps]
+        epoch_losses.append(sum(loss * n for loss, n in steps) / sum(n for _, n in steps))
         log("critic", f"epoch {epoch + 1}/{config.epochs}: mean BT loss {epoch_losses[-1]:.4f}")
 
     train_after = evaluate(train_set)
@@ -188,22 +151,20 @@ def main(config: CriticConfig) -> dict[str, object]:
     # -- save ---------------------------------------------------------------------------------------------------------
     if config.lora:
         model = model.merge_and_unload()
-    model.save_pretrained(config.out)
-    tokenizer.save_pretrained(config.out)
-    metrics: dict[str, object] = {
-        "config": asdict(config),
-        "pairs": len(train_pairs),
-        "skipped_too_long": skipped + eval_skipped,
-        "train_before": train_before,  # the critic starts equal to its reference: every advantage is 0, loss log 2
-        "epoch_losses": epoch_losses,
-        "step_losses": step_losses,
-        "train_after": train_after,
-        "heldout_before": eval_before,
-        "heldout_after": eval_after,
-        "seconds": time.monotonic() - started,
-    }
-    save_json(f"{config.out}/metrics.json", metrics)
-    return metrics
+    return save_stage(
+        config,
+        model,
+        tokenizer,
+        started,
+        pairs=len(train_pairs),
+        skipped_too_long=skipped + eval_skipped,
+        train_before=train_before,  # the critic starts equal to its reference: every advantage is 0, loss log 2
+        epoch_losses=epoch_losses,
+        step_losses=step_losses,
+        train_after=train_after,
+        heldout_before=eval_before,
+        heldout_after=eval_after,
+    )
 
 
 if __name__ == "__main__":

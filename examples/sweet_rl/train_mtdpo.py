@@ -15,23 +15,20 @@ The paper gives no separate hyper-parameters for this baseline; the defaults are
 
 from __future__ import annotations
 
-import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from sweet_lib import (
     Cached,
     CachedSequences,
-    Encoded,
-    Trajectory,
-    encode_dialogue,
+    encode_pairs,
+    fit,
     freeze_lower_layers,
     log,
     open_stage,
     parse_config,
-    read_jsonl,
-    save_json,
+    save_stage,
 )
 
 
@@ -66,22 +63,13 @@ def main(config: MTDPOConfig) -> dict[str, Any]:
     started = time.monotonic()
 
     # -- data: both trajectories of each pair, as the policy sees them -------------------------------------------------
-    pairs: list[tuple[Encoded, Encoded]] = []
-    too_long = 0
-    for row in read_jsonl(config.pairs):
-        chosen, rejected = Trajectory.from_json(row["chosen"]), Trajectory.from_json(row["rejected"])
-        pair = (encode_dialogue(tokenizer, chosen.messages), encode_dialogue(tokenizer, rejected.messages))
-        if max(len(pair[0]), len(pair[1])) > config.max_len:
-            too_long += 1
-            continue
-        pairs.append(pair)
+    pairs, too_long = encode_pairs(tokenizer, config.pairs, config.max_len)
     if not pairs:
         raise SystemExit(f"train_mtdpo: no usable pairs in {config.pairs}")
     log("mtdpo", f"{len(pairs)} trajectory pairs ({too_long} too long)")
     freeze_lower_layers(model, config.train_last_layers)
     sequences = CachedSequences(model, int(tokenizer.pad_token_id), device, top_layers=config.train_last_layers)
-    flat = sequences.prepare([e for pair in pairs for e in pair])
-    data = list(zip(flat[0::2], flat[1::2], strict=True))
+    data = sequences.prepare_pairs(pairs)
 
     def dpo_loss(batch: list[tuple[Cached, Cached]]) -> tuple[torch.Tensor, torch.Tensor]:
         """DPO on summed assistant-token log-ratios (+ the chosen NLL term); also the reward margins."""
@@ -105,46 +93,27 @@ def main(config: MTDPOConfig) -> dict[str, Any]:
 
     before = evaluate()
 
-    # -- training -----------------------------------------------------------------------------------------------------
-    if config.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
-    accumulation = max(1, config.batch_size // config.micro_batch_size)
-    rng = random.Random(config.seed)
-    order = list(range(len(data)))
+    # -- training (sweet_lib.fit: AdamW, shuffled micro-batches, gradient accumulation and clipping) -----------------
     step_losses: list[float] = []
-    for epoch in range(config.epochs):
-        model.train()
-        rng.shuffle(order)
-        micro = [order[i : i + config.micro_batch_size] for i in range(0, len(order), config.micro_batch_size)]
-        for index, batch in enumerate(micro):
-            loss, _ = dpo_loss([data[i] for i in batch])
-            (loss / accumulation).backward()
-            step_losses.append(loss.item())
-            if (index + 1) % accumulation == 0 or index + 1 == len(micro):
-                torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
+    for epoch, steps in enumerate(fit(model, config, len(data), lambda batch: dpo_loss([data[i] for i in batch])[0])):
+        step_losses += [loss for loss, _ in steps]
         log("mtdpo", f"epoch {epoch + 1}/{config.epochs}: last step loss {step_losses[-1]:.4f}")
     after = evaluate()
     log("mtdpo", f"DPO loss on the pairs: {before['loss']:.4f} -> {after['loss']:.4f}")
 
-    model.save_pretrained(config.out)
-    tokenizer.save_pretrained(config.out)
-    metrics: dict[str, Any] = {
-        "config": asdict(config),
-        "pairs": len(data),
-        "skipped_too_long": too_long,
-        "loss_before": before["loss"],
-        "loss_after": after["loss"],
-        "before": before,
-        "after": after,
-        "step_losses": step_losses,
-        "seconds": time.monotonic() - started,
-    }
-    save_json(f"{config.out}/metrics.json", metrics)
-    return metrics
+    return save_stage(
+        config,
+        model,
+        tokenizer,
+        started,
+        pairs=len(data),
+        skipped_too_long=too_long,
+        loss_before=before["loss"],
+        loss_after=after["loss"],
+        before=before,
+        after=after,
+        step_losses=step_losses,
+    )
 
 
 if __name__ == "__main__":

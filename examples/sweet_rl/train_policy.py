@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from sweet_lib import (
     parse_config,
     read_trajectories,
     resolve_model,
-    save_json,
+    save_stage,
     token_logps,
     top_bottom_pairs,
     write_jsonl,
@@ -220,22 +220,20 @@ def main(config: PolicyConfig) -> dict[str, Any]:
     model = trainer.model
     if config.lora:
         model = model.merge_and_unload()
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    metrics: dict[str, Any] = {
-        "config": asdict(config),
-        "turns": len(prompts),
-        "pairs": len(rows),
-        "mean_score_gap": sum(r["score_gap"] for r in rows) / len(rows),
-        "loss_before": before["eval_loss"],
-        "loss_after": after["eval_loss"],
-        "eval_before": before,
-        "eval_after": after,
-        "step_losses": step_losses,
-        "seconds": time.monotonic() - started,
-    }
-    save_json(out / "metrics.json", metrics)
-    return metrics
+    return save_stage(
+        config,
+        model,
+        tokenizer,
+        started,
+        turns=len(prompts),
+        pairs=len(rows),
+        mean_score_gap=sum(r["score_gap"] for r in rows) / len(rows),
+        loss_before=before["eval_loss"],
+        loss_after=after["eval_loss"],
+        eval_before=before,
+        eval_after=after,
+        step_losses=step_losses,
+    )
 
 
 if __name__ == "__main__":

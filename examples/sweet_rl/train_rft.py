@@ -12,21 +12,21 @@ The paper gives no hyper-parameters for this baseline; the defaults follow the D
 
 from __future__ import annotations
 
-import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from sweet_lib import (
     Cached,
     CachedSequences,
     encode_dialogue,
+    fit,
     freeze_lower_layers,
     log,
     open_stage,
     parse_config,
     read_trajectories,
-    save_json,
+    save_stage,
 )
 
 
@@ -83,44 +83,25 @@ def main(config: RFTConfig) -> dict[str, Any]:
 
     loss_before = evaluate()
 
-    # -- training -----------------------------------------------------------------------------------------------------
-    if config.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
-    accumulation = max(1, config.batch_size // config.micro_batch_size)
-    rng = random.Random(config.seed)
-    order = list(range(len(data)))
+    # -- training (sweet_lib.fit: AdamW, shuffled micro-batches, gradient accumulation and clipping) -----------------
     step_losses: list[float] = []
-    for epoch in range(config.epochs):
-        model.train()
-        rng.shuffle(order)
-        micro = [order[i : i + config.micro_batch_size] for i in range(0, len(order), config.micro_batch_size)]
-        for index, batch in enumerate(micro):
-            loss = nll([data[i] for i in batch])
-            (loss / accumulation).backward()
-            step_losses.append(loss.item())
-            if (index + 1) % accumulation == 0 or index + 1 == len(micro):
-                torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
+    for epoch, steps in enumerate(fit(model, config, len(data), lambda batch: nll([data[i] for i in batch]))):
+        step_losses += [loss for loss, _ in steps]
         log("rft", f"epoch {epoch + 1}/{config.epochs}: last step NLL {step_losses[-1]:.4f}")
     loss_after = evaluate()
     log("rft", f"NLL on the successful trajectories: {loss_before:.4f} -> {loss_after:.4f}")
 
-    model.save_pretrained(config.out)
-    tokenizer.save_pretrained(config.out)
-    metrics: dict[str, Any] = {
-        "config": asdict(config),
-        "trajectories": len(data),
-        "skipped_too_long": too_long,
-        "loss_before": loss_before,
-        "loss_after": loss_after,
-        "step_losses": step_losses,
-        "seconds": time.monotonic() - started,
-    }
-    save_json(f"{config.out}/metrics.json", metrics)
-    return metrics
+    return save_stage(
+        config,
+        model,
+        tokenizer,
+        started,
+        trajectories=len(data),
+        skipped_too_long=too_long,
+        loss_before=loss_before,
+        loss_after=loss_after,
+        step_losses=step_losses,
+    )
 
 
 if __name__ == "__main__":
