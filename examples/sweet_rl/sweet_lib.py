@@ -316,10 +316,13 @@ def open_stage(config: Any) -> tuple[torch.device, torch.dtype, PreTrainedTokeni
 
 
 def save_stage(
-    config: Any, model: Any, tokenizer: PreTrainedTokenizerBase, started: float, **metrics: Any
+    config: Any, model: Any, tokenizer: PreTrainedTokenizerBase, started: float, metrics: dict[str, Any]
 ) -> dict[str, Any]:
-    """What every training stage leaves in ``config.out``: the trained model, its tokenizer, and ``metrics.json``
-    (the config, then ``metrics``, then the seconds since ``started``). Returns what it wrote in ``metrics.json``."""
+    """What every training stage leaves in ``config.out``: the trained model (LoRA adapters merged into its weights
+    where the stage trained them, ``config.lora``), its tokenizer, and ``metrics.json`` (the config, then
+    ``metrics``, then the seconds since ``started``). Returns what it wrote in ``metrics.json``."""
+    if getattr(config, "lora", False):
+        model = model.merge_and_unload()
     model.save_pretrained(config.out)
     tokenizer.save_pretrained(config.out)
     written = {"config": dataclasses.asdict(config), **metrics, "seconds": time.monotonic() - started}

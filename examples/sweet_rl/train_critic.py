@@ -149,22 +149,17 @@ def main(config: CriticConfig) -> dict[str, object]:
     log("critic", f"train after: {train_after}; held-out after: {eval_after}")
 
     # -- save ---------------------------------------------------------------------------------------------------------
-    if config.lora:
-        model = model.merge_and_unload()
-    return save_stage(
-        config,
-        model,
-        tokenizer,
-        started,
-        pairs=len(train_pairs),
-        skipped_too_long=skipped + eval_skipped,
-        train_before=train_before,  # the critic starts equal to its reference: every advantage is 0, loss log 2
-        epoch_losses=epoch_losses,
-        step_losses=step_losses,
-        train_after=train_after,
-        heldout_before=eval_before,
-        heldout_after=eval_after,
-    )
+    metrics: dict[str, object] = {
+        "pairs": len(train_pairs),
+        "skipped_too_long": skipped + eval_skipped,
+        "train_before": train_before,  # the critic starts equal to its reference: every advantage is 0, loss log 2
+        "epoch_losses": epoch_losses,
+        "step_losses": step_losses,
+        "train_after": train_after,
+        "heldout_before": eval_before,
+        "heldout_after": eval_after,
+    }
+    return save_stage(config, model, tokenizer, started, metrics)  # LoRA adapters merged there
 
 
 if __name__ == "__main__":

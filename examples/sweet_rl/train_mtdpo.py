@@ -101,19 +101,16 @@ def main(config: MTDPOConfig) -> dict[str, Any]:
     after = evaluate()
     log("mtdpo", f"DPO loss on the pairs: {before['loss']:.4f} -> {after['loss']:.4f}")
 
-    return save_stage(
-        config,
-        model,
-        tokenizer,
-        started,
-        pairs=len(data),
-        skipped_too_long=too_long,
-        loss_before=before["loss"],
-        loss_after=after["loss"],
-        before=before,
-        after=after,
-        step_losses=step_losses,
-    )
+    metrics: dict[str, Any] = {
+        "pairs": len(data),
+        "skipped_too_long": too_long,
+        "loss_before": before["loss"],
+        "loss_after": after["loss"],
+        "before": before,
+        "after": after,
+        "step_losses": step_losses,
+    }
+    return save_stage(config, model, tokenizer, started, metrics)
 
 
 if __name__ == "__main__":

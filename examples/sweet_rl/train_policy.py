@@ -217,23 +217,17 @@ def main(config: PolicyConfig) -> dict[str, Any]:
     step_losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     log("policy", f"DPO loss on the pairs: {before['eval_loss']:.4f} -> {after['eval_loss']:.4f}")
 
-    model = trainer.model
-    if config.lora:
-        model = model.merge_and_unload()
-    return save_stage(
-        config,
-        model,
-        tokenizer,
-        started,
-        turns=len(prompts),
-        pairs=len(rows),
-        mean_score_gap=sum(r["score_gap"] for r in rows) / len(rows),
-        loss_before=before["eval_loss"],
-        loss_after=after["eval_loss"],
-        eval_before=before,
-        eval_after=after,
-        step_losses=step_losses,
-    )
+    metrics: dict[str, Any] = {
+        "turns": len(prompts),
+        "pairs": len(rows),
+        "mean_score_gap": sum(r["score_gap"] for r in rows) / len(rows),
+        "loss_before": before["eval_loss"],
+        "loss_after": after["eval_loss"],
+        "eval_before": before,
+        "eval_after": after,
+        "step_losses": step_losses,
+    }
+    return save_stage(config, trainer.model, tokenizer, started, metrics)  # LoRA adapters merged there
 
 
 if __name__ == "__main__":

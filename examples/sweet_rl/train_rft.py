@@ -91,17 +91,14 @@ def main(config: RFTConfig) -> dict[str, Any]:
     loss_after = evaluate()
     log("rft", f"NLL on the successful trajectories: {loss_before:.4f} -> {loss_after:.4f}")
 
-    return save_stage(
-        config,
-        model,
-        tokenizer,
-        started,
-        trajectories=len(data),
-        skipped_too_long=too_long,
-        loss_before=loss_before,
-        loss_after=loss_after,
-        step_losses=step_losses,
-    )
+    metrics: dict[str, Any] = {
+        "trajectories": len(data),
+        "skipped_too_long": too_long,
+        "loss_before": loss_before,
+        "loss_after": loss_after,
+        "step_losses": step_losses,
+    }
+    return save_stage(config, model, tokenizer, started, metrics)
 
 
 if __name__ == "__main__":
