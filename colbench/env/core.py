@@ -459,16 +459,17 @@ class ColbenchEnv(TextEnv):
 
     @staticmethod
     def _asked(turn: Turn, grounding: Sequence[Grounded]) -> Turn:
-        """The agent's turn as the human reads it: with a grounded human's private note (the dialogue keeps the turn
-        as the agent wrote it; the agent never sees the note)."""
+        """The agent's turn as the human reads it: a grounded human's private note first, then the turn (facts
+        before the question, as a prompt gives context; the dialogue keeps the turn as the agent wrote it, and the
+        agent never sees the note)."""
         if not grounding:
             return turn
         told = "; ".join(g.told() for g in grounding)
         note = (
-            "(A private note for you alone; the assistant cannot see it. You ran your function on the calls in this "
-            f"message: {told}. Answer with these true results; never say a value is right when it is not.)"
+            "(A private note for you alone; the assistant cannot see it. You ran your function on the calls in the "
+            f"message below: {told}. Answer with these true results; never say a value is right when it is not.)"
         )
-        return replace(turn, text=f"{turn.text}\n\n{note}")
+        return replace(turn, text=f"{note}\n\n{turn.text}")
 
     def _screened(self, episode: Episode, replies: Sequence[SimReply]) -> Turn:
         """The human turn the agent gets: the reply as it came, a clean resample, or the redaction notice."""
