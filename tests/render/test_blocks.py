@@ -17,10 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from chromium import renderer_or_skip
 from paths import REPO
 from PIL import Image
 
-from colbench.errors import ConfigError, DataError
+from colbench.errors import DataError
 from colbench.render import MAX_BLOCKS, PageBlock, RenderConfig, Renderer, RenderResult, page_reader, paint_over_text
 from colbench.render import renderer as renderer_module
 from colbench.render.ink import MIN_CONTRAST, confirm
@@ -314,12 +315,8 @@ def all_pages() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def renderer() -> Iterator[Renderer]:
-    try:
-        instance = Renderer(CONFIG, cache_size=8)
-    except ConfigError as exc:
-        pytest.skip(f"headless Chromium unavailable: {exc}")
-    yield instance
-    instance.close()
+    with renderer_or_skip(CONFIG, cache_size=8) as instance:
+        yield instance
 
 
 @pytest.fixture(scope="module")

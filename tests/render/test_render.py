@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pytest
+from chromium import renderer_or_skip
 from paths import SHARED
 from PIL import Image
 
@@ -254,20 +255,13 @@ def shared_frontend_sample() -> list[str]:
 
 
 def make_renderer(config: RenderConfig = CONFIG) -> Renderer:
-    try:
-        return Renderer(config, cache_size=0)
-    except ConfigError as exc:
-        pytest.skip(f"headless Chromium unavailable: {exc}")
+    return renderer_or_skip(config, cache_size=0)
 
 
 @pytest.fixture(scope="module")
 def renderer() -> Iterator[Renderer]:
-    try:
-        instance = Renderer(CONFIG, cache_size=4)
-    except ConfigError as exc:
-        pytest.skip(f"headless Chromium unavailable: {exc}")
-    yield instance
-    instance.close()
+    with renderer_or_skip(CONFIG, cache_size=4) as instance:
+        yield instance
 
 
 class Listener:
@@ -497,10 +491,7 @@ def test_a_killed_browser_is_relaunched(renderer: Renderer) -> None:
 def test_concurrent_async_renders() -> None:
     import asyncio
 
-    try:
-        instance = Renderer(CONFIG, cache_size=0)
-    except ConfigError as exc:
-        pytest.skip(f"headless Chromium unavailable: {exc}")
+    instance = make_renderer()
 
     async def both() -> list[RenderResult]:
         return list(await asyncio.gather(*(instance.arender(page(RED_BOX)) for _ in range(3))))

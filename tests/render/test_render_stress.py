@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from chromium import renderer_or_skip
 from paths import REPO
 
-from colbench.errors import ConfigError
-from colbench.render import RenderConfig, Renderer
+from colbench.render import RenderConfig
 
 SAMPLE = REPO / "tasks" / "samples" / "frontend-sample.jsonl"
 TAILWIND = '<link href="https://cdn.jsdelivr.net/npm/tailwindcss@2.2.19/dist/tailwind.min.css" rel="stylesheet">'
@@ -72,10 +72,7 @@ def test_renders_under_load_give_identical_pixels_and_blocks(busy: None) -> None
     with_images = [html for html in sample if "background-image" in html or "<img" in html][:2]
     pages = {"fixed background": FIXED_BACKGROUND, "fixed layer, scripted": FIXED_LAYER, "many hit tests": MANY_TESTS}
     pages.update({f"sample {i}": html for i, html in enumerate(with_images)})
-    try:
-        renderer = Renderer(RenderConfig(load_timeout_s=30.0, screenshot_timeout_s=30.0, close_timeout_s=10.0))
-    except ConfigError as exc:
-        pytest.skip(f"headless Chromium unavailable: {exc}")
+    renderer = renderer_or_skip(RenderConfig(load_timeout_s=30.0, screenshot_timeout_s=30.0, close_timeout_s=10.0))
     jobs = [name for _ in range(6) for name in pages]
     with renderer, ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda name: renderer.render(pages[name], blocks=True), jobs))

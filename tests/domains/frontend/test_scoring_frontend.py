@@ -15,13 +15,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from chromium import renderer_or_skip
 from paths import REPO
 from test_embed import encode_png, page_like
 
 from colbench.domains.frontend.embed import TestEmbedder
 from colbench.domains.frontend.scorer import FLOOR, FrontendScore, FrontendScorer, cosine
 from colbench.errors import ConfigError, DataError, InfraError
-from colbench.render import RenderConfig, Renderer, RenderResult
+from colbench.render import RenderConfig, RenderResult
 from colbench.report.stats import WinRate, win_rate
 from colbench.tasks import Task, load_jsonl
 
@@ -331,14 +332,8 @@ def sample_tasks() -> list[Task]:
 
 @pytest.fixture(scope="module")
 def browser_scorer() -> Iterator[FrontendScorer]:
-    try:
-        renderer = Renderer(CONFIG, cache_size=16)
-    except ConfigError as exc:
-        pytest.skip(f"headless Chromium unavailable: {exc}")
-    scorer = FrontendScorer(renderer, "test", concurrency=4)
-    yield scorer
-    scorer.close()
-    renderer.close()
+    with renderer_or_skip(CONFIG, cache_size=16) as renderer, FrontendScorer(renderer, "test", concurrency=4) as scorer:
+        yield scorer
 
 
 @pytest.mark.browser
