@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from chromium import frontend_scorer_or_skip
 from openai_stub import InFlight, StubOpenAIServer
+from plans import scripted_plan
 
 from colbench.agents.agent import AgentReply, EpisodeContext
 from colbench.domains.backend.scorer import BackendScore, BackendScorer
@@ -34,17 +36,7 @@ BACKEND = "ColBench-Backend-v1"
 
 
 def config(out: Path, agent: str = "scripted:reference", **overrides: Any) -> RunPlan:
-    settings: dict[str, Any] = {
-        "env_id": BACKEND,
-        "agent": agent,
-        "simulator": "scripted",
-        "out": out,
-        "tasks": "backend-sample",
-        "concurrency": 4,
-        "progress": "off",
-    }
-    settings.update(overrides)
-    return RunPlan.resolve(**settings)
+    return scripted_plan(out, **{"env_id": BACKEND, "agent": agent, "concurrency": 4, **overrides})
 
 
 def read_episodes(path: Path, *, repair: bool = False) -> list[dict[str, Any]]:
@@ -595,14 +587,7 @@ def _assert_same_page(reference: Path, answer: Path) -> None:
 
 @pytest.mark.browser
 def test_frontend_eval_scores_similarity_and_keeps_the_final_pages(tmp_path: Path) -> None:
-    from colbench.domains.frontend.scorer import FrontendScorer
-    from colbench.errors import ConfigError as RendererUnavailable
-
-    try:
-        scorer = FrontendScorer(embedder="test")
-    except RendererUnavailable as exc:
-        pytest.skip(f"headless Chromium unavailable: {exc}")
-    with scorer:
+    with frontend_scorer_or_skip(embedder="test") as scorer:
         out = tmp_path / "run"
         common = {"env_id": "ColBench-Frontend-v0", "tasks": "frontend-sample", "limit": 2, "embedder": "test"}
         result = run_eval(config(out, **common), scorer=scorer)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from openai_stub import StubOpenAIServer
+from plans import forecast_plan, scripted_plan
 
 from colbench.cli.main import main as cli_main
 from colbench.env.domain import get_domain
@@ -20,14 +21,7 @@ from colbench.tasks import load_split
 
 
 def _config(**overrides: object) -> RunPlan:
-    values: dict[str, object] = {
-        "env_id": "ColBench-Backend-v1",
-        "agent": "openai:gpt-4o-mini",
-        "simulator": "openai:gpt-4o",
-        "out": "unused",
-        **overrides,
-    }
-    return RunPlan.resolve(**values)  # type: ignore[arg-type]
+    return forecast_plan(**{"agent": "openai:gpt-4o-mini", "simulator": "openai:gpt-4o", **overrides})
 
 
 def test_the_arithmetic_by_hand() -> None:
@@ -100,17 +94,7 @@ def test_a_dry_run_needs_no_run_directory_but_a_run_and_a_resume_do(
 
 def test_a_run_records_its_forecast_and_the_report_sets_it_beside_the_actual(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    config = RunPlan.resolve(
-        env_id="ColBench-Backend-v1",
-        agent="scripted:reference",
-        simulator="scripted",
-        out=out,
-        tasks="backend-sample",
-        limit=4,
-        trials=2,
-        sandbox="bwrap",
-        progress="off",
-    )
+    config = scripted_plan(out, limit=4, trials=2, sandbox="bwrap")
     run_eval(config)
     recorded = json.loads((out / "run.json").read_text())["forecast"]
     assert recorded["scenario"] == "typical" and recorded["episodes"] == 8

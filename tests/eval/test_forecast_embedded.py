@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from local_model import needs_model
+from plans import forecast_plan
 
 from colbench.env.domain import get_domain
 from colbench.eval import RunPlan
@@ -23,14 +24,7 @@ RECORDED = Speed(prompt_tps=120.0, gen_tps=40.0, measured_at="2026-11-26T21:54:3
 
 
 def _plan(**overrides: object) -> RunPlan:
-    values: dict[str, object] = {
-        "env_id": "ColBench-Backend-v1",
-        "agent": "llamacpp",
-        "simulator": "llamacpp",
-        "out": "unused",
-        **overrides,
-    }
-    return RunPlan.resolve(**values)  # type: ignore[arg-type]
+    return forecast_plan(**{"agent": "llamacpp", "simulator": "llamacpp", **overrides})
 
 
 def test_the_embedded_models_time_is_its_measured_speed_by_hand() -> None:

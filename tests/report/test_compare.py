@@ -12,10 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from plans import scripted_plan
 
 from colbench.cli.main import main as cli_main
 from colbench.errors import DataError
-from colbench.eval import RunPlan, run_eval
+from colbench.eval import run_eval
 from colbench.report import load_run
 from colbench.report.compare import _rank_correlations, compare, mcnemar_exact
 
@@ -30,16 +31,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, s
     for simulator in SIMULATORS:
         for agent in AGENTS:
             out = root / f"{agent}-{simulator.replace(':', '-')}"
-            config = RunPlan.resolve(
-                env_id="ColBench-Backend-v1",
+            config = scripted_plan(
+                out,
                 agent=f"scripted:{agent}",
                 simulator=simulator,
-                out=out,
-                tasks="backend-sample",
                 limit=12,
                 max_turns=3,
                 sandbox="bwrap",
-                progress="off",
                 leak_policy="flag",
             )
             assert run_eval(config).overall.ok == 12
@@ -108,16 +106,7 @@ def test_runs_of_two_domains_or_no_common_task_are_one_line_errors(
     with pytest.raises(DataError, match="at least two"):
         compare([load_run(runs["reference", "scripted"])])
     other = tmp_path / "other"
-    config = RunPlan.resolve(
-        env_id="ColBench-Backend-v1",
-        agent="scripted:reference",
-        simulator="scripted",
-        out=other,
-        tasks="backend-sample",
-        sandbox="bwrap",
-        progress="off",
-    )
-    run_eval(config)
+    run_eval(scripted_plan(other, sandbox="bwrap"))
     tail = load_run(other)
     seen = set(load_run(runs["empty", "scripted"]).scored())
     tail.episodes = {key: record for key, record in tail.episodes.items() if key[0] not in seen}

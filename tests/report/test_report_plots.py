@@ -270,12 +270,20 @@ def test_a_real_eval_run_shows_its_leaks(tmp_path: Path) -> None:
     """The leak fields as the env records them: the leaky human pastes the hidden answer, every reply flagged."""
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap is not installed")
-    from colbench.eval import RunPlan, run_eval
+    from plans import scripted_plan
+
+    from colbench.eval import run_eval
 
     out = tmp_path / "leaky"
-    config = RunPlan.resolve(env_id="ColBench-Backend-v1", agent="scripted:copycat", simulator="scripted:leaky", out=out,
-                        tasks="backend-sample", limit=3, max_turns=3, sandbox="bwrap", progress="off",
-                        leak_policy="flag")  # fmt: skip
+    config = scripted_plan(
+        out,
+        agent="scripted:copycat",
+        simulator="scripted:leaky",
+        limit=3,
+        max_turns=3,
+        sandbox="bwrap",
+        leak_policy="flag",
+    )
     assert run_eval(config).overall.ok == 3
     run = load_run(out)
     stats = figure_data.reply_stats(run)

@@ -13,6 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from chromium import frontend_scorer_or_skip
+from plans import scripted_plan
 from plus_tasks import OVERFIT, TRAVEL, travel, with_plus, write_tasks
 
 from colbench import rescore, rescore_answers
@@ -242,22 +244,9 @@ def test_answers_in_memory_are_rescored_by_id(bundled_tasks: list[Task]) -> None
 
 @pytest.mark.browser
 def test_a_frontend_run_is_rescored_from_its_pages(tmp_path: Path) -> None:
-    from colbench.domains.frontend.scorer import FrontendScorer
-
-    try:
-        scorer = FrontendScorer(embedder="test")
-    except ConfigError as exc:
-        pytest.skip(f"headless Chromium unavailable: {exc}")
-    with scorer:
-        plan = RunPlan.resolve(
-            env_id="ColBench-Frontend-v0",
-            agent="scripted:reference",
-            simulator="scripted",
-            out=tmp_path / "run",
-            tasks="frontend-sample",
-            limit=2,
-            embedder="test",
-            progress="off",
+    with frontend_scorer_or_skip(embedder="test") as scorer:
+        plan = scripted_plan(
+            tmp_path / "run", env_id="ColBench-Frontend-v0", tasks="frontend-sample", limit=2, embedder="test"
         )
         assert run_eval(plan, scorer=scorer).overall.ok == 2
     result = rescore(tmp_path / "run", "ColBench-Frontend-v0", tmp_path / "again", options={"embedder": "test"})
@@ -285,15 +274,8 @@ def test_a_frontend_run_is_rescored_from_its_pages(tmp_path: Path) -> None:
 
 @pytest.mark.browser
 def test_a_v1_eval_records_the_reward_its_parts_and_the_embedder(tmp_path: Path) -> None:
-    plan = RunPlan.resolve(
-        env_id="ColBench-Frontend-v1",
-        agent="scripted:reference",
-        simulator="scripted",
-        out=tmp_path / "run",
-        tasks="frontend-sample",
-        limit=1,
-        embedder="test",
-        progress="off",
+    plan = scripted_plan(
+        tmp_path / "run", env_id="ColBench-Frontend-v1", tasks="frontend-sample", limit=1, embedder="test"
     )
     assert run_eval(plan).overall.ok == 1
     (record,) = lines(tmp_path / "run")

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from paths import TESTS
+from plans import scripted_plan
 
 from colbench.domains.backend.scorer import BackendScore
 from colbench.env.domain import get_domain
@@ -76,15 +77,7 @@ OK_FULL = row("t", "ok", 1.0, True)
 
 
 def config(out: Path, limit: int) -> RunPlan:
-    return RunPlan.resolve(
-        env_id="ColBench-Backend-v1",
-        agent="scripted:reference",
-        simulator="scripted",
-        out=out,
-        tasks="backend-sample",
-        limit=limit,
-        progress="off",
-    )
+    return scripted_plan(out, limit=limit)
 
 
 def records(rows: list[dict[str, Any]]) -> list[EpisodeRecord]:

@@ -8,25 +8,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from plans import scripted_plan
 from starlette.testclient import TestClient
 
 from colbench.domains.backend.scorer import BackendScorer
-from colbench.eval import RunPlan, run_eval
+from colbench.eval import run_eval
 from colbench.view.app import make_app
 
 
 def test_a_scripted_eval_is_followed_while_it_writes(tmp_path: Path, scorer: BackendScorer, make_site: Any) -> None:
     out = tmp_path / "run"
-    plan = RunPlan.resolve(
-        env_id="ColBench-Backend-v1",
-        agent="scripted:reference",
-        simulator="scripted",
-        out=out,
-        tasks="backend-sample",
-        limit=6,
-        concurrency=1,
-        progress="off",
-    )
+    plan = scripted_plan(out, limit=6, concurrency=1)
     worker = threading.Thread(target=run_eval, args=(plan,), kwargs={"scorer": scorer})
     worker.start()
     deadline = time.monotonic() + 60

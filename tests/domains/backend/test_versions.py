@@ -10,6 +10,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+from plans import scripted_plan
 from plus_tasks import OVERFIT, TRAVEL_PLUS, travel, with_plus, write_tasks
 
 import colbench  # noqa: F401 (registers the ids)
@@ -194,15 +195,7 @@ def test_the_shared_scorer_is_one_per_sandbox_rules_and_plus() -> None:
 
 # -- eval -------------------------------------------------------------------------------------------------------------
 def plan(tmp_path: Path, env_id: str, tasks: Path, out: str = "run") -> RunPlan:
-    return RunPlan.resolve(
-        env_id=env_id,
-        agent="scripted:reference",
-        simulator="scripted",
-        out=tmp_path / out,
-        tasks=str(tasks),
-        sandbox="bwrap",
-        progress="off",
-    )
+    return scripted_plan(tmp_path / out, env_id=env_id, tasks=str(tasks), sandbox="bwrap")
 
 
 def test_an_eval_scores_by_its_ids_rules_and_run_json_names_the_plus_tests(
