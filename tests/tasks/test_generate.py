@@ -115,21 +115,17 @@ def _serve(make_stub: Callable[..., StubOpenAIServer], replies: list[str]) -> St
     return make_stub(lambda request: queue.pop(0) if queue else "no more candidates")
 
 
+def _generate_argv(tmp_path: Path, generator: str, topics: str, out: str = "gen.jsonl") -> list[str]:
+    """``colbench tasks generate`` by ``generator`` into ``tmp_path / out``, seeded with ``topics`` (a topics file)."""
+    seeds = tmp_path / "topics.txt"
+    seeds.write_text(topics, encoding="utf-8")
+    return ["tasks", "generate", "--generator", generator, "--seeds", str(seeds), "--out", str(tmp_path / out)]
+
+
 def _generate(tmp_path: Path, stub: StubOpenAIServer, monkeypatch: pytest.MonkeyPatch, *extra: str) -> int:
     monkeypatch.setenv("COLBENCH_GENERATOR_BASE_URL", stub.base_url)
     monkeypatch.setenv("COLBENCH_GENERATOR_API_KEY", "k")
-    seeds = tmp_path / "topics.txt"
-    seeds.write_text("shipping\nrandom numbers\n", encoding="utf-8")
-    argv = [
-        "tasks",
-        "generate",
-        "--generator",
-        "openai:stub",
-        "--seeds",
-        str(seeds),
-        "--out",
-        str(tmp_path / "gen.jsonl"),
-    ]
+    argv = _generate_argv(tmp_path, "openai:stub", "shipping\nrandom numbers\n")
     return main([*argv, "--sandbox", "bwrap", "--jobs", "1", *extra])
 
 
@@ -202,12 +198,8 @@ def test_a_restart_skips_what_was_decided_and_asks_only_for_the_rest(
 
 
 def test_an_unreachable_against_split_is_one_line(
-    tmp_path: Path,
-    make_stub: Callable[..., StubOpenAIServer],
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, stub: StubOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    stub = _serve(make_stub, [])
     assert _generate(tmp_path, stub, monkeypatch, "--n", "1", "--against", str(tmp_path / "missing.jsonl")) != 0
     err = capsys.readouterr().err.strip()
     assert "--against" in err and "--against none" in err and "\n" not in err
@@ -251,12 +243,9 @@ def test_a_reply_that_is_no_candidate_says_why(reply: str, why: str) -> None:
 def test_the_embedded_model_as_generator_end_to_end(tmp_path: Path) -> None:
     """Three candidates from the embedded model: whatever it writes, each is decided once, kept with its provenance
     or rejected with a gate and a reason (its quality is not asserted)."""
-    seeds = tmp_path / "topics.txt"
-    seeds.write_text("discounts on a shopping cart\n", encoding="utf-8")
-    out = tmp_path / "gen.jsonl"
-    argv = ["tasks", "generate", "--generator", "llamacpp", "--seeds", str(seeds), "--out", str(out), "--n", "3"]
-    assert main([*argv, "--sandbox", "bwrap", "--jobs", "1", "--against", "none"]) == 0
-    kept, rejects = _rows(out), _rows(tmp_path / "gen.jsonl.rejects.jsonl")
+    argv = _generate_argv(tmp_path, "llamacpp", "discounts on a shopping cart\n")
+    assert main([*argv, "--n", "3", "--sandbox", "bwrap", "--jobs", "1", "--against", "none"]) == 0
+    kept, rejects = _rows(tmp_path / "gen.jsonl"), _rows(tmp_path / "gen.jsonl.rejects.jsonl")
     decided = sorted([r["provenance"]["index"] for r in kept] + [r["index"] for r in rejects])
     assert decided == [0, 1, 2]
     assert all(r["gate"] in GATES and r["reason"] for r in rejects)
@@ -266,25 +255,10 @@ def test_the_embedded_model_as_generator_end_to_end(tmp_path: Path) -> None:
 
 
 def test_a_dry_run_forecasts_tokens_and_cost_without_calling_the_model(
-    tmp_path: Path,
-    make_stub: Callable[..., StubOpenAIServer],
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, stub: StubOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    stub = _serve(make_stub, [])
     monkeypatch.setenv("COLBENCH_GENERATOR_BASE_URL", stub.base_url)
-    seeds = tmp_path / "topics.txt"
-    seeds.write_text("sorting\n", encoding="utf-8")
-    argv = [
-        "tasks",
-        "generate",
-        "--generator",
-        "openai:gpt-4o",
-        "--seeds",
-        str(seeds),
-        "--out",
-        str(tmp_path / "g.jsonl"),
-    ]
+    argv = _generate_argv(tmp_path, "openai:gpt-4o", "sorting\n", out="g.jsonl")
     assert main([*argv, "--n", "10", "--dry-run", "--solver", "openai:gpt-4o-mini", "--solver-tries", "3"]) == 0
     out = capsys.readouterr().out
     assert "5,000 completion tokens" in out and "$" in out and "gpt-4o" in out
@@ -293,9 +267,7 @@ def test_a_dry_run_forecasts_tokens_and_cost_without_calling_the_model(
 
 
 def test_a_domain_without_a_generator_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    seeds = tmp_path / "topics.txt"
-    seeds.write_text("a landing page\n", encoding="utf-8")
-    argv = ["tasks", "generate", "--generator", "openai:m", "--seeds", str(seeds), "--out", str(tmp_path / "g.jsonl")]
+    argv = _generate_argv(tmp_path, "openai:m", "a landing page\n", out="g.jsonl")
     assert main([*argv, "--domain", "frontend"]) != 0
     err = capsys.readouterr().err.strip()
     assert "frontend" in err and "no task generator" in err and "\n" not in err
