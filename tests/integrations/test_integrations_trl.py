@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from example_scripts import run_example
 from openai_stub import StubOpenAIServer
+from trl_cpu import cpu_grpo_config
 
 from colbench.errors import ConfigError
 from colbench.types.sampled import SampledText
@@ -52,7 +53,7 @@ def grpo(exported_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Grpo
     """One GRPOTrainer, 2 CPU steps of ``EPISODES`` episodes (max_turns 2, 8 tokens a turn; the end-of-turn token made likely
     so that some turns end and some are cut): ``mask_truncated_completions`` off in step 1, on in step 2."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from colbench import prompt_dataset
     from colbench.humans.simulator import ScriptedSimulator
@@ -88,18 +89,9 @@ def grpo(exported_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Grpo
         train_dataset=prompt_dataset("backend-sample", max_turns=2).select(range(2)),
         rollout_func=recording,
         callbacks=[DiagnosticsCallback(rollout)],
-        args=GRPOConfig(
-            output_dir=str(tmp_path_factory.mktemp("grpo")),
-            max_steps=2,
+        args=cpu_grpo_config(
+            tmp_path_factory.mktemp("grpo"),
             per_device_train_batch_size=EPISODES,
-            num_generations=2,
-            learning_rate=1e-6,
-            logging_steps=1,
-            save_strategy="no",
-            report_to=[],
-            use_cpu=True,
-            bf16=False,  # TRL defaults to bf16, whose CPU matmuls are very slow without AVX512-BF16
-            seed=0,
             generation_kwargs={"sequence_bias": [[[EOT], 4.0]]},
         ),
     )

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from example_scripts import run_example
 from openai_stub import StubOpenAIServer
+from trl_cpu import cpu_grpo_config
 
 from colbench.env.dataset import prompt_rows
 from colbench.errors import ConfigError
@@ -208,7 +209,7 @@ def grpo_run(
     """Two GRPO steps (one task each, 2 rollouts; the second task's human endpoint fails) through ``ColbenchToolEnv``; what the model sampled, what TRL
     prepared for the loss, what each reward function returned and the trainer's log."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from colbench import prompt_dataset
     from colbench.integrations.chatml_tools import with_tool_calling
@@ -252,21 +253,12 @@ def grpo_run(
                 simulator_options={"base_url": server.base_url, "api_key": "k", "max_retries": 0},
                 sandbox="bwrap",
             ),
-            args=GRPOConfig(
-                output_dir=str(tmp_path_factory.mktemp("grpo_tools")),
-                max_steps=2,
+            args=cpu_grpo_config(
+                tmp_path_factory.mktemp("grpo_tools"),
                 per_device_train_batch_size=2,
-                num_generations=2,
                 max_completion_length=320,
                 max_tool_calling_iterations=3,
                 gradient_checkpointing=False,  # on, generation recomputes the whole context at each token
-                learning_rate=1e-6,
-                logging_steps=1,
-                save_strategy="no",
-                report_to=[],
-                use_cpu=True,
-                bf16=False,  # TRL defaults to bf16, whose CPU matmuls are very slow without AVX512-BF16
-                seed=0,
             ),
         )
         prepare = trainer._generate_and_score_completions
