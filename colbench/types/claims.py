@@ -24,12 +24,12 @@ Policies (``--truth-policy``, env kwarg ``truth_policy``):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from colbench.errors import ConfigError
+from colbench.types.reply_policy import ReplyPolicy
 
 Verdict = Literal["true", "false", "unchecked"]
 VERDICTS: tuple[Verdict, ...] = ("true", "false", "unchecked")
@@ -44,7 +44,6 @@ RESAMPLE_NOTE = (
     "In your last answer you stated what the function returns for a call, and that is not what it returns: {wrong}. "
     "Answer the same message again: say only what you are sure of from the code, or say you are not sure."
 )
-_RESAMPLE = re.compile(r"resample(?::(\d+))?")
 
 
 @dataclass(frozen=True)
@@ -102,33 +101,18 @@ def claims_json(claims: Sequence[Claim]) -> list[dict[str, Any]]:
 
 
 @dataclass(frozen=True)
-class TruthPolicy:
-    """What an env does with a human reply that holds a false claim (see the module docstring)."""
+class TruthPolicy(ReplyPolicy):
+    """What an env does with a human reply that holds a false claim (see the module docstring): ``off``, ``flag``,
+    ``resample`` (``DEFAULT_RESAMPLES`` draws) or ``resample:N`` (N from 1 to 10); ``parse(None)`` is the default,
+    ``flag``."""
 
-    mode: str = "flag"
-    retries: int = 0
-
-    @classmethod
-    def parse(cls, text: str | TruthPolicy | None) -> TruthPolicy:
-        """``off``, ``flag``, ``resample`` or ``resample:N`` (N from 1 to 10); ``None`` is the default."""
-        if isinstance(text, TruthPolicy):
-            return text
-        if text is None:
-            return cls()
-        spec = str(text).strip().lower()
-        if spec in ("off", "flag"):
-            return cls(spec)
-        match = _RESAMPLE.fullmatch(spec)
-        if match and 1 <= int(match.group(1) or DEFAULT_RESAMPLES) <= 10:
-            return cls("resample", int(match.group(1) or DEFAULT_RESAMPLES))
-        raise ConfigError(f"truth policy {text!r}: expected one of off, flag, resample, resample:N (N from 1 to 10)")
+    name: ClassVar[str] = "truth policy"
+    modes: ClassVar[tuple[str, ...]] = ("off", "flag")
+    default_retries: ClassVar[int | None] = DEFAULT_RESAMPLES
 
     @property
     def checked(self) -> bool:
         return self.mode != "off"
-
-    def __str__(self) -> str:
-        return f"resample:{self.retries}" if self.mode == "resample" else self.mode
 
 
 def parse_grounding(value: object, where: str = "human_grounding") -> str:

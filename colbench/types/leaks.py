@@ -20,8 +20,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
+from typing import ClassVar
 
-from colbench.errors import ConfigError
+from colbench.types.reply_policy import ReplyPolicy
 
 REDACTED = "[The person's reply was withheld: it gave away the hidden answer. Ask about what they need instead.]"
 RESAMPLE_NOTE = (
@@ -29,37 +30,19 @@ RESAMPLE_NOTE = (
     "everyday words: state facts and preferences, never code, markup, class names or formulas written as code."
 )
 POLICY_HELP = "off | flag (default: measure and record) | redact (withhold flagged replies) | resample:N"
-_RESAMPLE = re.compile(r"resample:(\d+)")
 
 
 @dataclass(frozen=True)
-class LeakPolicy:
-    """What an env does with a simulated human's reply that leaks (see the module docstring)."""
+class LeakPolicy(ReplyPolicy):
+    """What an env does with a simulated human's reply that leaks (see the module docstring): ``off``, ``flag``,
+    ``redact`` or ``resample:N`` (N from 1 to 10); ``parse(None)`` is the default, ``flag``."""
 
-    mode: str = "flag"
-    retries: int = 0
-
-    @classmethod
-    def parse(cls, text: str | LeakPolicy | None) -> LeakPolicy:
-        """``off``, ``flag``, ``redact`` or ``resample:N`` (N from 1 to 10); ``None`` is the default."""
-        if isinstance(text, LeakPolicy):
-            return text
-        if text is None:
-            return cls()
-        spec = str(text).strip().lower()
-        if spec in ("off", "flag", "redact"):
-            return cls(spec)
-        match = _RESAMPLE.fullmatch(spec)
-        if match and 1 <= int(match.group(1)) <= 10:
-            return cls("resample", int(match.group(1)))
-        raise ConfigError(f"leak policy {text!r}: expected one of off, flag, redact, resample:N (N from 1 to 10)")
+    name: ClassVar[str] = "leak policy"
+    modes: ClassVar[tuple[str, ...]] = ("off", "flag", "redact")
 
     @property
     def measured(self) -> bool:
         return self.mode != "off"
-
-    def __str__(self) -> str:
-        return f"resample:{self.retries}" if self.mode == "resample" else self.mode
 
 
 @dataclass(frozen=True)
