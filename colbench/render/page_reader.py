@@ -82,7 +82,21 @@ Rect = tuple[float, float, float, float]
 
 _WORLD = "colbench-blocks"
 
-_READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_WORK, MAX_CHARS, MIN_HEIGHT,
+SETTLE_ANIMATIONS_JS = """const settle = (root) => {
+    for (const animation of root.getAnimations()) {
+      if (!animation.effect || animation.playbackRate === 0) continue;
+      try {
+        if (Number.isFinite(animation.effect.getComputedTiming().endTime)) animation.finish();
+        else animation.cancel();
+      } catch (e) {}
+    }
+  };"""
+"""JavaScript: ``settle(root)`` does to the animations of a document or shadow root what Playwright's screenshot
+does: finite ones jump to their end, infinite ones are cancelled (the screenshot's preparation and the page reader
+both run it)."""
+
+_READ_JS = (
+    r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_WORK, MAX_CHARS, MIN_HEIGHT,
   MIN_ADVANCE) => {
   const view = document.defaultView;
   const body = document.body;
@@ -91,13 +105,10 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_WOR
   if (!body || !view) return out;
   // As for the screenshot: finite animations at their end, infinite ones cancelled (Playwright's screenshot of a
   // scripted page restarts the infinite ones afterwards, at their first frame, which the frozen clock holds).
-  for (const animation of document.getAnimations()) {
-    if (!animation.effect || animation.playbackRate === 0) continue;
-    try {
-      if (Number.isFinite(animation.effect.getComputedTiming().endTime)) animation.finish();
-      else animation.cancel();
-    } catch (e) {}
-  }
+  """
+    + SETTLE_ANIMATIONS_JS
+    + r"""
+  settle(document);
   const styles = new Map();
   const css = (el) => {
     let s = styles.get(el);
@@ -349,6 +360,7 @@ _READ_JS = r"""((WIDTH, HEIGHT, MAX_NODES, MAX_RECTS, MAX_ELEMENTS, HIT_TEST_WOR
   force.remove();
   return out;
 })"""
+)
 
 
 class ReadError(Exception):

@@ -111,7 +111,7 @@ from colbench._util.storage import sha256_text
 from colbench.errors import ConfigError, InfraError
 from colbench.render.blocks import PageBlock
 from colbench.render.ink import confirm
-from colbench.render.page_reader import PageReading, ReadError, read_page
+from colbench.render.page_reader import SETTLE_ANIMATIONS_JS, PageReading, ReadError, read_page
 from colbench.render.placeholder import TAILWIND_URL_RE, load_tailwind_css, placeholder_png, placeholder_size
 from colbench.render.stylesheet import StylesheetIndex
 
@@ -141,7 +141,8 @@ _NEUTRALISE_JS = """(() => {
 # What Playwright's screenshot(animations="disabled", caret="hide") does before capturing (finite animations jump to
 # their end, infinite ones are cancelled, carets become transparent), then the wait for web fonts and the full-page
 # size Playwright measures; evaluated in the page of a static render (no page script ever ran there).
-_PREPARE_JS = """(async () => {
+_PREPARE_JS = (
+    """(async () => {
   const roots = [];
   const collect = (root) => {
     roots.push(root);
@@ -152,15 +153,9 @@ _PREPARE_JS = """(async () => {
     } while (walker.nextNode());
   };
   collect(document);
-  const settle = (root) => {
-    for (const animation of root.getAnimations()) {
-      if (!animation.effect || animation.playbackRate === 0) continue;
-      try {
-        if (Number.isFinite(animation.effect.getComputedTiming().endTime)) animation.finish();
-        else animation.cancel();
-      } catch (e) {}
-    }
-  };
+  """
+    + SETTLE_ANIMATIONS_JS
+    + """
   for (const root of roots) {
     root.querySelectorAll("input,textarea,[contenteditable]").forEach((element) => {
       element.style.setProperty("caret-color", "transparent", "important");
@@ -178,6 +173,7 @@ _PREPARE_JS = """(async () => {
     root.clientHeight];
   return [Math.max(...width), Math.max(...height)];
 })()"""
+)
 
 # Anything that lets a page run script, or behave differently when scripting is off (see ``is_static``).
 _SCRIPTED_RE = re.compile(
