@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from colbench.env.domain import Domain, get_domain
 from colbench.eval import RunPlan
+from colbench.tasks import Task, load_split
 
 
 def scripted_plan(out: Path | str, **options: Any) -> RunPlan:
@@ -23,6 +25,13 @@ def scripted_plan(out: Path | str, **options: Any) -> RunPlan:
         **options,
     }
     return RunPlan.resolve(**settings)
+
+
+def forecast_by_hand() -> tuple[Domain, Task, dict[str, str]]:
+    """What the forecasts worked out by hand forecast: the backend domain, the first task of ``backend-sample``, and
+    that task's prompt as 400 characters (100 tokens)."""
+    task = load_split("backend-sample")[0]
+    return get_domain("backend"), task, {task.task_id: "x" * 400}
 
 
 def forecast_plan(agent: str, simulator: str, **options: Any) -> RunPlan:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from openai_stub import StubOpenAIServer
-from plans import forecast_plan, scripted_plan
+from plans import forecast_by_hand, forecast_plan, scripted_plan
 
 from colbench.cli.main import main as cli_main
 from colbench.env.domain import get_domain
@@ -25,9 +25,7 @@ def _config(**overrides: object) -> RunPlan:
 
 
 def test_the_arithmetic_by_hand() -> None:
-    domain = get_domain("backend")
-    task = load_split("backend-sample")[0]
-    prompts = {task.task_id: "x" * 400}  # 100 tokens
+    domain, task, prompts = forecast_by_hand()
     (typical, cap) = forecast(_config(max_turns=4), domain, prompts, [task, task], turns=2)
     kept = min(120, domain.max_reply_chars // 4)
     per_turn = AGENT_TOKENS + kept

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from local_model import needs_model
-from plans import forecast_plan
+from plans import forecast_by_hand, forecast_plan
 
 from colbench.env.domain import get_domain
 from colbench.eval import RunPlan
@@ -28,9 +28,7 @@ def _plan(**overrides: object) -> RunPlan:
 
 
 def test_the_embedded_models_time_is_its_measured_speed_by_hand() -> None:
-    domain = get_domain("backend")
-    task = load_split("backend-sample")[0]
-    prompts = {task.task_id: "x" * 400}  # 100 tokens
+    domain, task, prompts = forecast_by_hand()
     speeds = {"agent": RECORDED, "simulator": RECORDED}
     typical = forecast(_plan(max_turns=4), domain, prompts, [task, task], turns=2, speeds=speeds)[0]
     agent_out = round((1 * ROLE_DEFAULTS["agent"]["max_tokens"] + AGENT_ANSWER_MAX_TOKENS) / 2)
