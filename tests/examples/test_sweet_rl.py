@@ -33,18 +33,19 @@ def smollm_dir(exported_model: Path) -> Path:
     return exported_model
 
 
-def tiny_llama(layers: int = 3) -> Any:
-    """A randomly initialised Llama with a 64-token vocabulary: real architecture, instant forward passes."""
+def tiny_llama(layers: int = 3, vocab_size: int = 64, **options: Any) -> Any:
+    """A randomly initialised Llama (seed 0) with a 64-token vocabulary unless told: real architecture, instant
+    forward passes; ``options``: more ``LlamaConfig`` fields."""
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     config = transformers.LlamaConfig(
-        vocab_size=64,
+        vocab_size=vocab_size,
         hidden_size=32,
         intermediate_size=64,
         num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=128,
+        **{"max_position_embeddings": 128, **options},
     )
     return transformers.LlamaForCausalLM(config).eval()
 
@@ -337,21 +338,10 @@ def test_collect_reuses_colbench_eval_and_reads_its_run_dir(tmp_path: Path, bwra
 @pytest.fixture(scope="module")
 def tiny_model_dir(smollm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-block random Llama with SmolLM2's tokenizer and chat template: every script runs on it in seconds."""
-    transformers = pytest.importorskip("transformers")
     tokenizer = L.load_tokenizer(str(smollm_dir))
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-    )
+    model = tiny_llama(2, len(tokenizer), max_position_embeddings=4096, tie_word_embeddings=True)
     out = tmp_path_factory.mktemp("tiny") / "model"
-    transformers.LlamaForCausalLM(config).save_pretrained(out)
+    model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
 
