@@ -1,6 +1,8 @@
 """Golden outputs of the command line, recorded before the layered restructuring (issue 25) and compared after it;
 recorded again when every score came to name its env id (issue 26: ``env_id`` in result rows, score records and
-run.json's ``scoring``; the numbers unchanged).
+run.json's ``scoring``; the numbers unchanged), and when every human reply came to carry its claims (issue 38: the
+human turns' ``claims``/``untrue``/``truth_action``, run.json's ``truth``, the leaderboard's untrue columns; the
+numbers unchanged).
 
 ``produce(workdir)`` runs a fixed set of ``colbench`` commands (scripted evals of both domains, ``show``,
 ``report``, ``compare``, ``score``, ``tasks ls``) in ``workdir`` and returns every output as normalised text, one
