@@ -10,7 +10,6 @@ blocks a page yields, by kind, and how many pages hit a bound (``RenderResult.bl
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import statistics
@@ -18,27 +17,14 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from score_frontend import BUNDLED, SHARED, Stage, rate
+from score_frontend import Stage, bench_parser, rate, render_all
 
 from colbench.render import Renderer, RenderResult
 from colbench.tasks import load_jsonl
 
 
-async def render_all(renderer: Renderer, pages: list[str], concurrency: int, blocks: bool) -> list[RenderResult]:
-    gate = asyncio.Semaphore(concurrency)
-
-    async def one(html: str) -> RenderResult:
-        async with gate:
-            return await renderer.arender(html, blocks=blocks)
-
-    return list(await asyncio.gather(*(one(html) for html in pages)))
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("tasks", nargs="?", default=str(SHARED if SHARED.exists() else BUNDLED))
-    parser.add_argument("--limit", type=int, default=0, help="render only the first N tasks")
-    parser.add_argument("--concurrency", type=int, default=4, help="renders in flight at once")
+    parser = bench_parser(__doc__, "render")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds of each mode")
     args = parser.parse_args()
     tasks = load_jsonl(Path(args.tasks))

@@ -94,21 +94,31 @@ def random_clip(scratch: Path) -> tuple[Embedder, str]:
     return make_embedder(f"clip:{path}"), "CLIP ViT-B-32, RANDOM weights (timing only)"
 
 
-async def render_all(renderer: Renderer, pages: list[str], concurrency: int) -> list[RenderResult]:
+async def render_all(
+    renderer: Renderer, pages: list[str], concurrency: int, blocks: bool | None = None
+) -> list[RenderResult]:
+    """Every page rendered (``blocks``: as ``Renderer.arender`` takes it), ``concurrency`` of them at once."""
     gate = asyncio.Semaphore(concurrency)
 
     async def one(html: str) -> RenderResult:
         async with gate:
-            return await renderer.arender(html)
+            return await renderer.arender(html, blocks=blocks)
 
     return list(await asyncio.gather(*(one(html) for html in pages)))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def bench_parser(doc: str, verb: str) -> argparse.ArgumentParser:
+    """The arguments the frontend benches share: the task file (the shared sample where present, else the bundled
+    one), ``--limit`` (only the first N tasks are ``verb``-ed) and ``--concurrency`` (renders in flight)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("tasks", nargs="?", default=str(SHARED if SHARED.exists() else BUNDLED))
-    parser.add_argument("--limit", type=int, default=0, help="score only the first N tasks")
+    parser.add_argument("--limit", type=int, default=0, help=f"{verb} only the first N tasks")
     parser.add_argument("--concurrency", type=int, default=4, help="renders in flight at once")
+    return parser
+
+
+def main() -> int:
+    parser = bench_parser(__doc__, "score")
     parser.add_argument("--batch-size", type=int, default=32, help="screenshots per embedding call")
     parser.add_argument("--embedder", default="", help="an embedder spec (default: CLIP architecture, random weights)")
     parser.add_argument("--torch-threads", type=int, default=0, help="torch.set_num_threads (default: torch's own)")
