@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import gymnasium as gym
 import pytest
@@ -24,6 +24,18 @@ def _env(scorer: BackendScorer, simulator: object, **kwargs: object) -> gym.Env:
     env = gym.make("ColBench-Backend-v1", tasks=[DOUBLE], simulator=simulator, scorer=scorer, **kwargs)
     env.reset(seed=0)
     return env
+
+
+def _listening(reply: str | Callable[[str], str] = "Sure.") -> tuple[ScriptedSimulator, list[str]]:
+    """A scripted human that keeps every message it is shown (the agent's turn, after a grounded human's note, or a
+    resample's note) and answers ``reply`` (or ``reply(message)``); the list it keeps them in."""
+    seen: list[str] = []
+
+    def human(task: Task, dialogue: Sequence[Turn]) -> str:
+        seen.append(dialogue[-1].text)
+        return reply(dialogue[-1].text) if callable(reply) else reply
+
+    return ScriptedSimulator(human), seen
 
 
 def test_every_reply_gets_its_claims_in_info_and_the_dialogue(scorer: BackendScorer) -> None:
@@ -61,13 +73,10 @@ def test_a_reply_without_a_claim_never_touches_the_sandbox(bwrap_sandbox: object
 
 
 def test_resample_draws_again_while_a_reply_says_something_false(scorer: BackendScorer) -> None:
-    seen: list[str] = []
-
-    def human(task: Task, dialogue: Sequence[Turn]) -> str:
-        seen.append(dialogue[-1].text)
-        return "double(3) returns 6." if "not what it returns" in dialogue[-1].text else "double(3) returns 9."
-
-    env = _env(scorer, ScriptedSimulator(human), truth_policy="resample:2")
+    human, seen = _listening(
+        lambda said: "double(3) returns 6." if "not what it returns" in said else "double(3) returns 9."
+    )
+    env = _env(scorer, human, truth_policy="resample:2")
     observation, _, _, _, info = env.step("What is double(3)?")
     assert observation == "double(3) returns 6." and info["truth_action"] == "resampled"
     assert info["untrue"] is True and info["claims"][0]["verdict"] == "true"
@@ -97,13 +106,8 @@ def test_policy_off_checks_nothing_and_bad_policies_are_one_line_errors(scorer: 
 
 
 def test_grounding_tells_the_human_and_never_the_agent(scorer: BackendScorer) -> None:
-    seen: list[str] = []
-
-    def human(task: Task, dialogue: Sequence[Turn]) -> str:
-        seen.append(dialogue[-1].text)
-        return "Sure."
-
-    env = _env(scorer, ScriptedSimulator(human), human_grounding="exec")
+    human, seen = _listening()
+    env = _env(scorer, human, human_grounding="exec")
     question = "What do double(21), double(-4), double('ab') and double(7) give? And double(x)?"
     observation, _, _, _, info = env.step(question)
     assert "double(21) returns 42" in seen[0] and "double(-4) returns -8" in seen[0]
@@ -120,14 +124,9 @@ def test_grounding_tells_the_human_and_never_the_agent(scorer: BackendScorer) ->
 
 
 def test_grounding_off_by_default_and_a_turn_without_calls_is_unchanged(scorer: BackendScorer) -> None:
-    seen: list[str] = []
-
-    def human(task: Task, dialogue: Sequence[Turn]) -> str:
-        seen.append(dialogue[-1].text)
-        return "Sure."
-
-    _env(scorer, ScriptedSimulator(human)).step("What does double(2) give?")
-    _env(scorer, ScriptedSimulator(human), human_grounding="exec").step("Should it handle floats?")
+    human, seen = _listening()
+    _env(scorer, human).step("What does double(2) give?")
+    _env(scorer, human, human_grounding="exec").step("Should it handle floats?")
     assert seen == ["What does double(2) give?", "Should it handle floats?"]
 
 
@@ -150,13 +149,8 @@ def test_a_grounded_call_that_raises_or_loops_is_told_so(bwrap_sandbox: object) 
         "f",
     )
     scorer = BackendScorer(bwrap_sandbox, limits=Limits(timeout_s=1.0))  # type: ignore[arg-type]
-    seen: list[str] = []
-
-    def human(task: Task, dialogue: Sequence[Turn]) -> str:
-        seen.append(dialogue[-1].text)
-        return "f(-1) returns 0 and f(7) returns 7."
-
-    env = gym.make("ColBench-Backend-v1", tasks=[task], simulator=ScriptedSimulator(human), scorer=scorer)
+    human, seen = _listening("f(-1) returns 0 and f(7) returns 7.")
+    env = gym.make("ColBench-Backend-v1", tasks=[task], simulator=human, scorer=scorer)
     env.unwrapped.human_grounding = "exec"
     env.reset(seed=0)
     _, _, _, _, info = env.step("What about f(-1) and f(7)?")
@@ -165,13 +159,8 @@ def test_a_grounded_call_that_raises_or_loops_is_told_so(bwrap_sandbox: object) 
 
 
 def test_grounding_says_whether_the_agents_own_value_is_right(scorer: BackendScorer) -> None:
-    seen: list[str] = []
-
-    def human(task: Task, dialogue: Sequence[Turn]) -> str:
-        seen.append(dialogue[-1].text)
-        return "Sure."
-
-    env = _env(scorer, ScriptedSimulator(human), human_grounding="exec")
+    human, seen = _listening()
+    env = _env(scorer, human, human_grounding="exec")
     env.step("I believe `double(4)` should return `9`. Is that right?")
     env.step("And double(5) gives 10, correct?")
     assert "double(4) returns 8 (the assistant's value 9 is WRONG)" in seen[0]
