@@ -62,6 +62,10 @@ class CollectConfig:
     score_missing: bool = False  # score offline rows that carry no "reward" with colbench's backend scorer
 
 
+EVAL_OPTIONS = ("simulator", "tasks", "limit", "trials", "concurrency", "resume", "max_turns", "sandbox")
+"""The fields of ``CollectConfig`` that are ``colbench eval``'s own options of the same name, passed on as they are."""
+
+
 # ------------------------------------------------------------------------------------------- colbench run dirs
 
 
@@ -85,23 +89,11 @@ def run_colbench_eval(config: CollectConfig) -> Path:
             options[key] = raw
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in agent)
     run_dir = Path(config.run_dir or Path(config.out).parent / f"run-{safe}")
-    result = run_eval(
-        RunPlan.resolve(
-            env_id=config.env,
-            agent=agent,
-            simulator=config.simulator,
-            out=run_dir,
-            tasks=config.tasks,
-            limit=config.limit,
-            trials=config.trials,
-            concurrency=config.concurrency,
-            resume=config.resume,
-            max_turns=config.max_turns,
-            sandbox=config.sandbox,
-            agent_options=options,
-            progress="off",
-        )
+    passed_on = {name: getattr(config, name) for name in EVAL_OPTIONS}
+    plan = RunPlan.resolve(
+        env_id=config.env, agent=agent, out=run_dir, agent_options=options, progress="off", **passed_on
     )
+    result = run_eval(plan)
     log("collect", result.summary_line())
     if result.exit_code not in (0, 3):  # 3: some episodes hit infrastructure errors; they are skipped below
         raise SystemExit(result.exit_code)

@@ -39,6 +39,9 @@ from train_rft import RFTConfig
 
 HERE = Path(__file__).resolve().parent
 STAGES = ["collect", "preferences", "critic", "policy", "rft", "mtdpo"]
+COLLECTION = ("agent", "simulator", "offline", "tasks", "limit", "trials")
+"""The collection fields of ``RunAllConfig`` (gpu preset): ``collect.py``'s own of the same name, passed on as they
+are."""
 
 
 @dataclass
@@ -80,17 +83,9 @@ def stage_configs(config: RunAllConfig) -> dict[str, list[Any]]:
     critic_dir = str(work / "critic")
     common: dict[str, Any] = {"model": config.model}
     if config.preset == "gpu":
-        gpu_collect = CollectConfig(
-            out=trajectories,
-            agent=config.agent,
-            simulator=config.simulator,
-            offline=config.offline,
-            tasks=config.tasks,
-            limit=config.limit,
-            trials=config.trials,
-        )
+        collection = {name: getattr(config, name) for name in COLLECTION}
         return {
-            "collect": [gpu_collect],
+            "collect": [CollectConfig(out=trajectories, **collection)],
             "preferences": [PreferencesConfig(trajectories=trajectories, out=pairs)],
             "critic": [CriticConfig(pairs=pairs, out=critic_dir, **common)],
             "policy": [PolicyConfig(trajectories=trajectories, critic=critic_dir, out=str(work / "policy"), **common)],
