@@ -91,7 +91,7 @@ def test_new_inputs_stay_in_the_tests_domain_and_hit_the_references_boundaries()
     domain = domain_of(families, TIERED)
     assert domain.boundaries == [5, 20, 50] and not domain.negative and not domain.zero
     made = mutated_calls(families, domain, random.Random(0), 300)
-    calls = [c for c, _ in made]
+    calls = [c.call for c in made]
     assert {
         "shipping_cost(20, False)",
         "shipping_cost(5, False)",
@@ -306,11 +306,12 @@ def test_tasks_augment_and_audit_commands(tmp_path: Path, bundled_tasks: list[Ta
         return subprocess.run(argv, capture_output=True, text=True, check=True)
 
     done = tasks_command("augment", source, out)
-    assert "augmenter 1:" in done.stdout and "no plus tests: the reference passes none of its own tests" in done.stderr
+    assert f"augmenter {AUGMENTER_VERSION}:" in done.stdout
+    assert "no plus tests: the reference passes none of its own tests" in done.stderr
     before, after = load_jsonl(source), load_jsonl(out)
     assert [t.task_id for t in before] == [t.task_id for t in after]
     assert [t.test_cases for t in before] == [t.test_cases for t in after]
-    assert all(t.plus is not None and t.plus.augmenter == "1" for t in after)
+    assert all(t.plus is not None and t.plus.augmenter == AUGMENTER_VERSION for t in after)
     assert after[0].plus is not None and after[0].plus.cases and after[2].plus is not None and not after[2].plus.cases
     done = tasks_command("audit", out, report)
     assert done.stdout.startswith("ColBench-Backend-v1: 2/3 tasks audited") and "mutation score" in done.stdout

@@ -72,8 +72,23 @@ def test_independently_written_correct_answers_pass_v2(
     assert [t.task_id for (t, _), s in zip(pairs, v2.score_many(pairs), strict=True) if not s.success] == []
 
 
-SAMPLE_PLUS_DIGEST = "3ed6dc26c779957e419f9fdaac1b3adc1c6fc606f7ebcdc179debcfe00712d81"
-"""The digest of the bundled sample's plus tests (augmenter 1). The augmenter is deterministic: if a change to it
+@pytest.mark.slow
+def test_correct_answers_written_otherwise_pass_v2(scorer: BackendScorer, shared_backend_sample: list[Task]) -> None:
+    """Recursive answers where the reference iterates (and loops, comprehensions, helpers where it does otherwise;
+    issue 39): no plus input takes them where the tests' own inputs would not, recursion depth included."""
+    rows = [json.loads(line) for line in ANSWERS.read_text(encoding="utf-8").splitlines()]
+    rows = [r for r in rows if r.get("style") == "recursive"][:8]
+    by_id = {t.task_id: t for t in shared_backend_sample}
+    with ThreadPoolExecutor(2) as pool:
+        augmented = list(pool.map(lambda r: augment_task(by_id[r["task_id"]], scorer).task, rows))
+    v2 = BackendScorer(scorer.sandbox, plus=True)
+    pairs = [(t, r["answer"]) for t, r in zip(augmented, rows, strict=True)]
+    assert len(pairs) == 8 and all(s.success for s in scorer.score_many(pairs))
+    assert [t.task_id for (t, _), s in zip(pairs, v2.score_many(pairs), strict=True) if not s.success] == []
+
+
+SAMPLE_PLUS_DIGEST = "da2043b60055d0031df3bc427e54018bed8a6236e50a9970caf9363bd1ad2ac6"
+"""The digest of the bundled sample's plus tests (augmenter 2). The augmenter is deterministic: if a change to it
 moves this, the change needs a new AUGMENTER_VERSION and the sample re-augmented."""
 
 

@@ -6,18 +6,25 @@ For one task (docs/tasks.md, "ColBench+"):
    one of them, or raises on all of them, gets no plus tests (``PlusTests.note`` says why).
 2. Candidate calls are made from the task's own test calls (``inputs.mutated_calls``: boundary values from the
    reference's comparisons first, then type-aware edits), optionally with calls a model proposes
-   (``proposals``), in the input domain the tests use.
+   (``proposals``), in the input domain and the magnitude the tests use (``inputs.in_magnitude``: a number
+   beyond it only at a boundary of a constant the reference compares with, never so far that an answer recursing
+   once per unit goes deeper than the tests would take it, ``inputs.depth_safe``).
 3. The reference runs each candidate once, held to machine-independent budgets (``calls.Budget``); candidates on
-   which it raises, goes over a budget or returns a value the judge cannot compare are dropped.
+   which it raises, goes over a budget or returns a value the judge cannot compare are dropped, and so is one with
+   a number beyond the tests' magnitude on which no comparison of the reference stands otherwise than on the test
+   it was made from (``_compared``: no comparison needed the value).
 4. The reference's single-edit mutants (``mutants``) are split in two halves by a hash of their code. The
-   augmenter sees only the *fit* half: it runs the fit mutants that the task's own tests do not kill on every
-   candidate, then keeps the fewest candidates that kill them, greedily (the candidate killing the most mutants
-   not yet killed twice, ties to the earlier candidate), up to ``MAX_TESTS`` tests in all. It also fits on
-   wider edits that are never measured (``mutants.fit_only``: numbers scaled, strings cut, ``and`` / ``or``
-   operands dropped), and
-   wants calls that cover what the task's tests do not (``_coverage``), then at least ``MIN_PLUS`` calls with
-   values new to the test set. The other half is left for measuring (``bench/plus_tests.py``), so the reported
-   scores are not fitted.
+   augmenter sees only the *fit* half, and wider edits that are never measured (``mutants.fit_only``: numbers
+   scaled and moved, comparison boundaries moved either way, terms, ``min`` / ``max`` arguments and ``and`` /
+   ``or`` operands dropped, strings cut, floor divisions rounded up). Those targets (the fit mutants the task's
+   own tests do not kill, and the wider edits) run on the ``SHORTLIST`` candidates that cover the most the tests
+   do not; a target none of them tells apart runs on the other candidates, and one none of those does on
+   ``SECOND`` second-generation candidates (edits of the first's: ``_kill_matrix``, ``_second``). It keeps the
+   fewest candidates, greedily (the one that does the most still wanted, ties to the earlier), that kill each
+   fit mutant twice and each wider edit once, cover what the task's tests do not (``_coverage``: lines,
+   comparison outcomes, decisive boundaries, a list shorter than every test's), up to ``MAX_TESTS`` tests in
+   all, then at least ``MIN_PLUS`` calls with values new to the test set. The other half is left for measuring
+   (``bench/plus_tests.py``), so the reported scores are not fitted.
 5. The kept calls are run again as the scorer runs a test (twice, each in a fresh process); any the scorer could
    not judge is dropped.
 
@@ -36,23 +43,34 @@ from typing import Any
 from colbench.domains.backend.judging import plan
 from colbench.domains.backend.plus.calls import CallOutcome, mutant_budget, run_calls, run_sources
 from colbench.domains.backend.plus.coverage import instrument
-from colbench.domains.backend.plus.inputs import Family, domain_of, mutated_calls, templates
-from colbench.domains.backend.plus.mutants import Mutant, fit_only, mutants
+from colbench.domains.backend.plus.inputs import (
+    Candidate,
+    Family,
+    domain_of,
+    edited_calls,
+    mutated_calls,
+    templates,
+)
+from colbench.domains.backend.plus.mutants import FIT_ONLY_LIMIT, Mutant, fit_only, mutants
 from colbench.domains.backend.scorer import BackendScorer, expected_from
 from colbench.domains.backend.values import values_equal
 from colbench.types.task import PlusTests, Task, content_id
 
-AUGMENTER_VERSION = "1"
+AUGMENTER_VERSION = "2"
 MAX_TESTS = 30
 """Tests per task at most, the task's own included: scoring cost stays close to today's."""
 CANDIDATES = 1500
 """Candidate calls the reference runs per task."""
 SHORTLIST = 400
 """Candidates the mutants run: those that cover the most the task's tests do not."""
+SECOND = 300
+"""Second-generation candidates (edits of the first's) run where a target no first-generation call tells apart
+is left."""
 MUTANT_LIMIT = 80
 """Mutants made per task (a spread of them when a reference has more)."""
 COVER = 2
-"""The augmenter keeps adding calls until every fit mutant it can kill is killed this many times."""
+"""The augmenter keeps adding calls until every fit mutant it can kill is killed this many times (a wider edit,
+once)."""
 MIN_PLUS = 5
 """Plus tests per task at least (where there are candidates): after the fit mutants are killed, calls whose
 reference values are new to the test set, so faults the fit half does not show are still looked for."""
@@ -117,29 +135,47 @@ def augment_task(
     if not families:
         return _none(task, "no test calls the task's code with literal arguments to vary")
     rng = random.Random(f"augment:{seed_of(task)}")
-    made_from = dict(mutated_calls(families, domain_of(families, reference), rng, CANDIDATES))
+    domain = domain_of(families, reference)
+    made_from = {c.call: c for c in mutated_calls(families, domain, rng, CANDIDATES)}
     if proposer is not None:
-        made_from.update((c, "") for c in proposer(task, families) if c not in made_from)
+        made_from.update((c, Candidate(c, "")) for c in proposer(task, families) if c not in made_from)
     candidates = list(made_from)
     probed = instrument(reference)
     originals = [t.source for f in families for t in f.templates]
     outcomes = run_calls(sandbox, probed, originals + candidates, seed=scorer.seed, pool="reference", cover=True)
     covered = frozenset(item for o in outcomes[: len(originals)] for item in o.covered)
     seen_values = dict(zip(originals, outcomes[: len(originals)], strict=True))
-    reference_out = outcomes[len(originals) :]
-    kept = [(c, o) for c, o in zip(candidates, reference_out, strict=True) if o.is_value]
-    new = [_coverage(o, covered, seen_values.get(made_from[c])) for c, o in kept]
+    tests = [(c, o) for c, o in zip(originals, outcomes[: len(originals)], strict=True) if o.is_value]
+    kept = [
+        (c, o)
+        for c, o in zip(candidates, outcomes[len(originals) :], strict=True)
+        if o.is_value and (not made_from[c].beyond or _compared(o, seen_values.get(made_from[c].source)))
+    ]
+    new = [_coverage(o, covered, seen_values.get(made_from[c].source)) | made_from[c].short for c, o in kept]
     rank = sorted(range(len(kept)), key=lambda k: (-sum(str(i).endswith("!") for i in new[k]), -len(new[k])))
     shortlist = sorted(rank[:SHORTLIST])
-    kept = [kept[k] for k in shortlist]
     made = mutants(reference, limit=MUTANT_LIMIT, seed=seed_of(task))
     fit = frozenset(m.index for m in made if is_fit(task, m))
     original = set(killed) if killed is not None else _killed_by_original(task, scorer, made)
-    targets = [m for m in made if m.index in fit and m.index not in original] + fit_only(reference)
-    kills = _kill_matrix(scorer, targets, kept)
-    wanted = [_coverage(o, covered, seen_values.get(made_from[call])) | kills[k] for k, (call, o) in enumerate(kept)]
+    wider = fit_only(reference, limit=FIT_ONLY_LIMIT, seed=seed_of(task))
+    targets = [m for m in made if m.index in fit and m.index not in original] + wider
+    kills, left = _kill_matrix(scorer, targets, tests, kept, shortlist)
+    wanted = {k: new[k] | kills[k] for k in kills}
+    if left:  # a second generation of calls, made from the first, for the targets none of it tells apart
+        base = [made_from[c] for c, _ in kept]
+        second = edited_calls(families, domain, rng, base, SECOND)
+        found = _second(scorer, probed, left, tests + kept, [c for c in second if c.call not in made_from])
+        for candidate, outcome, killing in found:
+            source = seen_values.get(candidate.source)
+            if candidate.beyond and not _compared(outcome, source):
+                continue
+            kept.append((candidate.call, outcome))
+            wanted[len(kept) - 1] = _coverage(outcome, covered, source) | candidate.short | killing
+    pool = sorted(wanted)
+    kept = [kept[k] for k in pool]
+    wanted_list = [wanted[k] for k in pool]
     cap = max(0, MAX_TESTS - len(task.test_cases))
-    chosen = _diverse(_cover(wanted, cap=cap), [o for _, o in kept], scorer.expected(task), cap=min(cap, MIN_PLUS))
+    chosen = _diverse(_cover(wanted_list, cap=cap), [o for _, o in kept], scorer.expected(task), cap=min(cap, MIN_PLUS))
     calls = _judgeable(task, scorer, [kept[i][0] for i in chosen])
     names = {name for name, _ in task.test_cases}
     cases = tuple((_name(k, names), call) for k, call in enumerate(calls, start=1))
@@ -161,20 +197,86 @@ def _killed_by_original(task: Task, scorer: BackendScorer, made: Sequence[Mutant
 
 
 def _kill_matrix(
-    scorer: BackendScorer, targets: Sequence[Mutant], kept: Sequence[tuple[str, CallOutcome]]
-) -> list[frozenset[int]]:
-    """For each kept call, the target mutants whose outcome on it differs from the reference's."""
+    scorer: BackendScorer,
+    targets: Sequence[Mutant],
+    tests: Sequence[tuple[str, CallOutcome]],
+    kept: Sequence[tuple[str, CallOutcome]],
+    shortlist: Sequence[int],
+) -> tuple[dict[int, frozenset[int]], list[Mutant]]:
+    """The target mutants each call tells from the reference (its outcome differs), for the shortlisted calls
+    and, where a target none of them tells apart, the other kept calls that do (by index into ``kept``); and the
+    targets none of them tells apart. (A wider edit the task's tests kill already is a target all the same: a plus
+    test that tells it apart too is an input near the task's own that matters, such as a string one letter off the
+    one the code looks for.) Two requests: the targets on the shortlist, then those left on the rest; ``tests``,
+    the reference on the task's own calls, only sets the budgets with the rest."""
+    found: dict[int, set[int]] = {k: set() for k in shortlist}
     if not targets or not kept:
-        return [frozenset() for _ in kept]
-    calls = [c for c, _ in kept]
-    budget = mutant_budget([o for _, o in kept])
-    killed: list[set[int]] = [set() for _ in kept]
-    runs = run_sources(scorer.sandbox, [(m.code, calls) for m in targets], seed=scorer.seed, budget=budget)
+        return {k: frozenset() for k in found}, []
+    budget = mutant_budget([o for _, o in [*tests, *kept]])
+    first = [kept[k][0] for k in shortlist]
+    runs = run_sources(scorer.sandbox, [(m.code, first) for m in targets], seed=scorer.seed, budget=budget)
+    left = []
     for mutant, outcomes in zip(targets, runs, strict=True):
-        for k, ((_, expected), got) in enumerate(zip(kept, outcomes, strict=True)):
-            if got.kind == "lost" or not expected.same(got):
-                killed[k].add(mutant.index)
-    return [frozenset(k) for k in killed]
+        hits = [k for k, got in zip(shortlist, outcomes, strict=True) if _differs(kept[k][1], got)]
+        for k in hits:
+            found[k].add(mutant.index)
+        if not hits:
+            left.append(mutant)
+    rest = sorted(set(range(len(kept))) - set(shortlist))
+    still = []
+    if left and rest:
+        calls = [kept[k][0] for k in rest]
+        runs = run_sources(scorer.sandbox, [(m.code, calls) for m in left], seed=scorer.seed, budget=budget)
+        for mutant, outcomes in zip(left, runs, strict=True):
+            hits = [k for k, got in zip(rest, outcomes, strict=True) if _differs(kept[k][1], got)]
+            for k in hits:
+                found.setdefault(k, set()).add(mutant.index)
+            if not hits:
+                still.append(mutant)
+    else:
+        still = left
+    return {k: frozenset(v) for k, v in found.items()}, still
+
+
+def _second(
+    scorer: BackendScorer,
+    probed: str,
+    targets: Sequence[Mutant],
+    before: Sequence[tuple[str, CallOutcome]],
+    second: Sequence[Candidate],
+) -> list[tuple[Candidate, CallOutcome, frozenset[int]]]:
+    """The second-generation calls that tell one of ``targets`` from the reference, with the reference's outcome
+    (what it covers, from ``probed``) and the targets each tells apart. Two requests: the reference on them, then
+    the targets on those it returns a value on (budgets set by all the calls the reference ran, ``before``)."""
+    if not targets or not second:
+        return []
+    calls = [c.call for c in second]
+    outcomes = run_calls(scorer.sandbox, probed, calls, seed=scorer.seed, pool="reference", cover=True)
+    ok = [(c, o) for c, o in zip(second, outcomes, strict=True) if o.is_value]
+    if not ok:
+        return []
+    budget = mutant_budget([o for _, o in before] + [o for _, o in ok])
+    jobs = [(m.code, [c.call for c, _ in ok]) for m in targets]
+    runs = run_sources(scorer.sandbox, jobs, seed=scorer.seed, budget=budget)
+    killing: list[set[int]] = [set() for _ in ok]
+    for mutant, got in zip(targets, runs, strict=True):
+        for k, ((_, expected), outcome) in enumerate(zip(ok, got, strict=True)):
+            if _differs(expected, outcome):
+                killing[k].add(mutant.index)
+    return [(c, o, frozenset(k)) for (c, o), k in zip(ok, killing, strict=True) if k]
+
+
+def _differs(expected: CallOutcome, got: CallOutcome) -> bool:
+    return got.kind == "lost" or not expected.same(got)
+
+
+def _compared(outcome: CallOutcome, template: CallOutcome | None) -> bool:
+    """Whether some comparison of the reference stands otherwise on a call than on the test it was made from (or
+    is evaluated on one only): what a call with a number beyond the tests' magnitude must show to be kept."""
+    if template is None or not template.is_value:
+        return False
+    mine, theirs = _relations(outcome), _relations(template)
+    return any(mine.get(c) != theirs.get(c) for c in mine.keys() | theirs.keys())
 
 
 def _relations(outcome: CallOutcome) -> dict[str, set[str]]:
@@ -205,9 +307,10 @@ def _coverage(outcome: CallOutcome, covered: frozenset[str], template: CallOutco
 
 def _cover(kills: Sequence[frozenset[int | str]], *, cap: int) -> list[int]:
     """The calls kept: greedily, the one that does the most still wanted (kills a fit mutant short of ``COVER``
-    kills, or covers what the task's tests do not, a decisive boundary twice too: ``_coverage``), ties to the
-    earlier call, until none helps or ``cap`` are kept; returned in candidate order."""
-    need = {m: COVER if isinstance(m, int) or m.endswith("!") else 1 for row in kills for m in row}
+    kills or a wider edit, a negative index, not killed yet, or covers what the task's tests do not, a decisive
+    boundary twice too: ``_coverage``), ties to the earlier call, until none helps or ``cap`` are kept; returned in
+    candidate order."""
+    need = {m: COVER if (isinstance(m, int) and m >= 0) or str(m).endswith("!") else 1 for row in kills for m in row}
     chosen: list[int] = []
     while len(chosen) < cap:
         best, gain = -1, 0

@@ -8,8 +8,11 @@ there. New inputs only ever fill a family's slots, with values of the shapes see
 
 * :func:`mutated_calls` (the augmenter): a seen value changed by a type-aware edit (a number moved a little,
   scaled, or set to a boundary value taken from the reference's own constants; a string swapped for another seen
-  string or a string the reference compares with; a list with an element dropped, repeated, reordered or changed;
-  a dict or tuple with one value changed; nested values edited at one leaf);
+  string or a string the reference compares with; a list with an element dropped, repeated, reordered or changed,
+  or cut to its first few; a dict or tuple with one value changed; nested values edited at one leaf), every number
+  in the *magnitude* the tests use in its place (:func:`in_magnitude`) unless it is a boundary value of a constant
+  the reference compares with, and never so large that an answer recursing once per unit goes deeper than the
+  tests' own inputs could take it (:func:`depth_safe`);
 * :func:`random_calls` (the audit's independent generator): every slot drawn afresh from its shape, uniformly, with
   a seed and strategy of its own.
 
@@ -27,12 +30,18 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from colbench.domains.backend.judging import CURRENT_RULES, plan
 
 MAX_ABS = 10**6
 """No new number is larger in size than this (or than the task's own values and constants, if larger)."""
+DEPTH = 950
+"""Frames a correct answer may recurse to on a plus test's input (Python's default limit is 1000, and the
+harness that calls it holds a few)."""
+FRAMES = 3
+"""Frames per unit of an int input that a recursive answer may use (``f(n - 1)`` is one; a helper between two
+calls two): :func:`depth_safe`."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +140,76 @@ class Family:
     skeleton: str
     templates: list[Template]
     seen: list[list[Any]]
+    _sizes: dict[tuple[Any, ...], float] | None = field(default=None, repr=False, compare=False)
+
+    def sizes(self) -> dict[tuple[Any, ...], float]:
+        """The largest size of a number the tests put in each *place*: a slot, and within it a list's elements, a
+        tuple's position, a dict's key (``(0, "*")``: the elements of slot 0's list)."""
+        if self._sizes is None:
+            found: dict[tuple[Any, ...], float] = {}
+            for i, seen in enumerate(self.seen):
+                for value in seen:
+                    for place, leaf in _places(value, (i,)):
+                        found[place] = max(found.get(place, 0.0), abs(leaf))
+            self._sizes = found
+        return self._sizes
+
+    def short(self, i: int, value: Any) -> str:
+        """``value`` is a list (or set) for slot ``i`` shorter than every one the tests put there, of one or two
+        items (or none, where the domain allows it): the size ``Z<slot>:<size>`` of the family, where a list's
+        first or last items are handled apart (an edge a test of three or more items never reaches); "" if not."""
+        if not isinstance(value, list | set | frozenset) or len(value) > 2:
+            return ""
+        lengths = [len(v) for v in self.seen[i] if isinstance(v, list | set | frozenset)]
+        return f"Z{self.skeleton}#{i}:{len(value)}" if lengths and len(value) < min(lengths) else ""
+
+    def beyond(self, i: int, value: Any) -> list[tuple[int | float, float]]:
+        """The numbers of ``value`` (for slot ``i``) outside the tests' magnitude in their place
+        (:func:`in_magnitude`), each with the size of the tests' largest there; a place no test put a number in has
+        no bound here."""
+        sizes = self.sizes()
+        return [
+            (leaf, sizes[place])
+            for place, leaf in _places(value, (i,))
+            if place in sizes and not in_magnitude(leaf, sizes[place])
+        ]
+
+
+def in_magnitude(value: int | float, size: float) -> bool:
+    """Whether a new number stays in the magnitude of the tests' numbers in its place, the largest of which has size
+    ``size``: up to twice that (an int at least two more, a float at least one more), and an int no deeper than
+    :func:`depth_safe`."""
+    if isinstance(value, int):
+        return abs(value) <= max(2 * size, size + 2) and depth_safe(value, size)
+    return abs(value) <= max(2 * size, size + 1)
+
+
+def depth_safe(value: int | float, size: float) -> bool:
+    """Whether an int beyond the tests' largest in its place (size ``size``) takes an answer that recurses up to
+    ``FRAMES`` frames per unit no deeper than ``DEPTH`` where the tests' own inputs do not take it past that: with
+    ``k`` the most frames per unit the tests' largest allows (at most ``FRAMES``), ``k * value`` stays within
+    ``DEPTH`` (so up to 316 beside tests of 10, 475 beside tests of 400, 950 beside tests of 500, anything beside
+    tests past 950); two more than the tests' largest is always safe."""
+    if not isinstance(value, int) or abs(value) <= size + 2:
+        return True
+    frames = min(FRAMES, int(DEPTH // max(size, 1)))
+    return frames == 0 or abs(value) * frames <= DEPTH
+
+
+def _places(value: Any, place: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], int | float]]:
+    """Every number of ``value`` with its place (see ``Family.sizes``)."""
+    if _is_number(value):
+        if math.isfinite(value):
+            yield place, value
+    elif isinstance(value, list | set | frozenset):
+        for v in value:
+            yield from _places(v, (*place, "*"))
+    elif isinstance(value, tuple):
+        for k, v in enumerate(value):
+            yield from _places(v, (*place, k))
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _places(v, (*place, ("key", repr(k))))
 
 
 def _slot_nodes(node: ast.AST) -> Iterator[ast.expr]:
@@ -318,7 +397,7 @@ def edit_value(value: Any, rng: random.Random, domain: Domain, seen: Sequence[An
         return _edit_string(value, rng, domain, seen)
     if isinstance(value, list) and value:
         items = list(value)
-        op = rng.randrange(5) if depth < 3 else 0
+        op = rng.randrange(6) if depth < 3 else 0
         k = rng.randrange(len(items))
         if op == 0 or op == 4:
             items[k] = edit_value(items[k], rng, domain, items, depth + 1)
@@ -326,6 +405,8 @@ def edit_value(value: Any, rng: random.Random, domain: Domain, seen: Sequence[An
             del items[k]
         elif op == 2:
             items.insert(k, edit_value(items[k], rng, domain, items, depth + 1))
+        elif op == 5 and len(items) > 1:  # its first few only: a short list reaches the code's edge cases
+            items = items[: rng.randint(1, len(items) - 1)]
         else:
             rng.shuffle(items)
         return items
@@ -338,41 +419,74 @@ def edit_value(value: Any, rng: random.Random, domain: Domain, seen: Sequence[An
     return value
 
 
-def mutated_calls(families: Sequence[Family], domain: Domain, rng: random.Random, count: int) -> list[tuple[str, str]]:
+def magnitude(family: Family, values: dict[int, Any], domain: Domain) -> bool | None:
+    """Whether new values for ``family``'s slots (slot: value) go beyond the tests' magnitude (True) or not (False),
+    or None where they may not: a number beyond :func:`in_magnitude` is allowed only where it is one of the
+    boundary values of a constant the reference compares with (``_near``), and :func:`depth_safe`. (Two
+    arguments the reference compares with each other are made equal the other way round: the smaller one's value
+    in the larger one's place.)"""
+    far = [(leaf, size) for i, v in values.items() for leaf, size in family.beyond(i, v)]
+    if not far:
+        return False
+    compared = {float(n) for b in domain.boundaries for n in _near(b)}
+    return True if all(float(leaf) in compared and depth_safe(leaf, size) for leaf, size in far) else None
+
+
+class Candidate(NamedTuple):
+    """A new call, the seen call it was made from (``source``) and whether it puts a number beyond the tests'
+    magnitude (``beyond``): a boundary value of a constant the reference compares with, which that comparison may
+    need; the augmenter keeps such a call only where a comparison stands otherwise than on that test (``augment``)."""
+
+    call: str
+    source: str
+    beyond: bool = False
+    short: frozenset[str] = frozenset()
+    """The sizes of a list shorter than the tests' it has (``Family.short``): wanted once each."""
+
+
+def mutated_calls(families: Sequence[Family], domain: Domain, rng: random.Random, count: int) -> list[Candidate]:
     """Up to ``count`` new calls, each with the seen call it was made from: a seen call with one or two of its
     slots edited, first with every boundary value (numbers around each constant the reference compares with, each
     string it compares with, one number slot set to another's value, so two arguments compared with each other can
-    be equal), then random edits; in the domain, no duplicates."""
-    made: dict[str, str] = {}
+    be equal), then random edits (one slot or two, one edit or, now and then, two or three in a row); in the
+    domain, no duplicates. Every number stays in the magnitude the tests use
+    in its place (:func:`in_magnitude`) except a boundary value of a constant the reference compares with, which
+    may go beyond it but never further than :func:`depth_safe` allows (such a call is marked ``beyond``): a constant
+    the reference only computes with (``i * 7919``) never takes an input past the tests' magnitude."""
+    made: dict[str, Candidate] = {}
     known = {t.source for f in families for t in f.templates}
     pool = [(f, t) for f in families for t in f.templates]
     if not pool:
         return []
 
-    def add(tmpl: Template, edited: dict[int, Any]) -> None:
+    def add(family: Family, tmpl: Template, edited: dict[int, Any]) -> None:
         call = tmpl.fill(edited)
-        if call not in known and call not in made and all(domain.allows(v) for v in edited.values()):
-            made[call] = tmpl.source
+        if call in known or call in made or not all(domain.allows(v) for v in edited.values()):
+            return
+        far = magnitude(family, edited, domain)
+        if far is not None:
+            short = frozenset(family.short(i, v) for i, v in edited.items()) - {""}
+            made[call] = Candidate(call, tmpl.source, far, short)
 
-    for _, tmpl in pool:  # boundaries first, one slot at a time
+    for family, tmpl in pool:  # boundaries first, one slot at a time
         numbers = [i for i, v in enumerate(tmpl.values) if _is_number(v)]
         for i, value in enumerate(tmpl.values):
             if _is_number(value):
                 for b in domain.boundaries:
                     for near in _near(b):
                         if isinstance(value, float) or float(near).is_integer():
-                            add(tmpl, {i: type(value)(near)})
+                            add(family, tmpl, {i: type(value)(near)})
                 for j in numbers:
                     other = tmpl.values[j]
                     if j != i and type(other) is type(value) and other != value:
-                        add(tmpl, {i: other})
+                        add(family, tmpl, {i: other})
             elif isinstance(value, str):
                 for text in domain.strings:
-                    add(tmpl, {i: text})
+                    add(family, tmpl, {i: text})
             elif isinstance(value, list) and value and all(isinstance(e, str) for e in value):
                 for text in domain.strings:  # one of the strings the code holds, alone and among the others
-                    add(tmpl, {i: [text]})
-                    add(tmpl, {i: [*value[:-1], text]})
+                    add(family, tmpl, {i: [text]})
+                    add(family, tmpl, {i: [*value[:-1], text]})
     boundary = list(made.items())
     rng.shuffle(boundary)
     made = dict(boundary[: count * 4 // 5])
@@ -383,9 +497,47 @@ def mutated_calls(families: Sequence[Family], domain: Domain, rng: random.Random
         slots = list(range(len(tmpl.values)))
         edited = {}
         for i in rng.sample(slots, 1 if len(slots) == 1 or rng.random() < 0.7 else 2):
-            edited[i] = edit_value(tmpl.values[i], rng, domain, family.seen[i])
-        add(tmpl, edited)
-    return list(made.items())
+            value = tmpl.values[i]
+            for _ in range(1 if rng.random() < 0.8 else rng.randint(2, 3)):  # now and then, edits of an edit
+                value = edit_value(value, rng, domain, family.seen[i])
+            edited[i] = value
+        add(family, tmpl, edited)
+    return list(made.values())
+
+
+def edited_calls(
+    families: Sequence[Family], domain: Domain, rng: random.Random, base: Sequence[Candidate], count: int
+) -> list[Candidate]:
+    """Up to ``count`` new calls made from ``base`` (calls :func:`mutated_calls` made) as those are made from the
+    tests' calls: one slot or two of a base call edited, once or twice each (a second generation, for faults that
+    only a combination of edits reaches: two arguments at once, several items of a list); each keeps its base
+    call's ``source``, stays in the domain and magnitude, and is new."""
+    by_skeleton = {f.skeleton: f for f in families}
+    taken = {c.call for c in base} | {t.source for f in families for t in f.templates}
+    made: dict[str, Candidate] = {}
+    tries = 0
+    while base and len(made) < count and tries < count * 20:
+        tries += 1
+        start = rng.choice(base)
+        tmpl = template(start.call)
+        family = by_skeleton.get(tmpl.skeleton()) if tmpl is not None else None
+        if tmpl is None or family is None:
+            continue
+        slots = list(range(len(tmpl.values)))
+        edited = {}
+        for i in rng.sample(slots, 1 if len(slots) == 1 or rng.random() < 0.5 else 2):
+            value = tmpl.values[i]
+            for _ in range(rng.randint(1, 2)):
+                value = edit_value(value, rng, domain, family.seen[i])
+            edited[i] = value
+        call = tmpl.fill(edited)
+        if call in taken or call in made or not all(domain.allows(v) for v in edited.values()):
+            continue
+        far = magnitude(family, {**dict(enumerate(tmpl.values)), **edited}, domain)
+        if far is not None:
+            short = frozenset(family.short(i, v) for i, v in edited.items()) - {""}
+            made[call] = Candidate(call, start.source, far, short)
+    return list(made.values())
 
 
 # -- the audit's inputs: every slot drawn afresh ------------------------------------------------------------

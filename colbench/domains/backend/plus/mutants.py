@@ -21,9 +21,10 @@ seed, so every task has a bounded audit cost.
 from __future__ import annotations
 
 import ast
+import math
 import random
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 _ARITH: dict[type[ast.operator], type[ast.operator]] = {
@@ -251,16 +252,28 @@ def _shown(node: ast.AST) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def fit_only(source: str) -> list[Mutant]:
+FIT_ONLY_LIMIT = 64
+"""Wider edits the augmenter fits on per task at most (a spread chosen with the task's seed where there are more)."""
+
+
+def fit_only(source: str, *, limit: int | None = None, seed: str = "") -> list[Mutant]:
     """Wider edits the augmenter also fits on, never part of the audit's or the bench's mutants (so the measured
     scores say how its tests do on faults it did not see): each number the reference holds scaled by 0.8 and by
-    1.25 (a threshold written 40 for 50), each string with its last character dropped, each operand of an
-    ``and`` / ``or`` dropped."""
+    1.25 (a threshold written 40 for 50, a rate that no input makes matter) and, an int, moved one down and two up;
+    each comparison of numbers with its boundary moved a step either way by moving its left operand (``x > 4`` as
+    ``x - 1 > 4`` and ``x + 1 > 4``; in a chain, each operand: each side of each comparison must decide some test's
+    value, also where ``and`` / ``or`` around it would hide it); each term of a sum or difference dropped (a term no
+    input makes matter); each floor division rounded up instead; each ``min`` / ``max`` of two or more values
+    replaced by each of them, each ``abs`` / ``round`` / ``int`` by its argument (a call no input makes matter);
+    each string with its first or its last character dropped; each operand of an ``and`` / ``or`` dropped. An edit
+    whose code is that of one of ``mutants(source)`` (the measured operators) is left out; with ``limit``, a spread
+    of that many chosen with ``seed``."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
     skip, made = _skipped(tree), list[Mutant]()
+    measured = {m.code for m in mutants(source)} | {ast.unparse(tree)}
     for position, node in enumerate(ast.walk(tree)):
         if id(node) in skip:
             continue
@@ -270,9 +283,19 @@ def fit_only(source: str) -> list[Mutant]:
             changed = edit(target)
             if changed is not target:
                 _replace(copy_tree, target, changed)
-            code = ast.unparse(copy_tree)
+            try:
+                code = ast.unparse(copy_tree)
+                compile(code, "mutant.py", "exec")
+            except (SyntaxError, ValueError, TypeError, RecursionError):
+                continue
+            if code in measured:
+                continue
+            measured.add(code)
             line = getattr(node, "lineno", 0)
             made.append(Mutant(-1 - len(made), "wider", line, _shown(node), _shown(changed), code))
+    if limit is not None and len(made) > limit:
+        keep = sorted(random.Random(f"wider:{seed}").sample(range(len(made)), limit))
+        made = [replace(made[k], index=-1 - i) for i, k in enumerate(keep)]
     return made
 
 
@@ -285,12 +308,79 @@ def _wider_edits(node: ast.AST) -> list[Callable[[ast.AST], ast.AST]]:
                 new = round(value * factor) if isinstance(value, int) else value * factor
                 if new != value:
                     edits.append(partial(_constant, new))
+        if isinstance(value, int):  # (up by one is the constant operator's: measured)
+            edits += [partial(_constant, value - 1), partial(_constant, value + 2)]
         elif isinstance(value, str) and len(value) >= 2:
             edits.append(partial(_constant, value[:-1]))
+            edits.append(partial(_constant, value[1:]))
     elif isinstance(node, ast.BoolOp):
         for k in range(len(node.values)):
             edits.append(partial(_without, k=k))
+    elif isinstance(node, ast.Compare) and _numeric_comparison(node):
+        step = _step(node.comparators[-1])
+        for k in range(len(node.ops) + 1 if len(node.ops) > 1 else 1):  # a chain: each operand, one at a time
+            edits += [partial(_moved, delta=-step, k=k), partial(_moved, delta=step, k=k)]
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
+        edits.append(_left_only)
+        if isinstance(node.op, ast.Add):
+            edits.append(_right_only)
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv):
+        edits.append(_ceiling)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        if node.func.id in ("min", "max") and len(node.args) >= 2:
+            edits += [partial(_argument, k=k) for k in range(len(node.args))]
+        elif node.func.id in ("abs", "round", "int") and len(node.args) >= 1:
+            edits.append(partial(_argument, k=0))
     return edits
+
+
+def _argument(node: ast.AST, k: int) -> ast.AST:
+    """The call replaced by its argument ``k`` (does the call matter on some test?)."""
+    assert isinstance(node, ast.Call)
+    return node.args[k]
+
+
+def _numeric_comparison(node: ast.Compare) -> bool:
+    """Ordering comparisons (one, or a chain) with no string literal among the operands, or one equality with a
+    number literal."""
+    sides = [node.left, *node.comparators]
+    if any(isinstance(s, ast.Constant) and isinstance(s.value, str | bytes) for s in sides):
+        return False
+    if all(isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE) for op in node.ops):
+        return True
+    return len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq | ast.NotEq) and any(_is_number(s) for s in sides)
+
+
+def _is_number(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool)
+
+
+def _step(node: ast.expr) -> int | float:
+    """A step of the comparison's scale: 1, or for a float literal a tenth of its leading digit (as
+    ``inputs._near``)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, float) and node.value:
+        return float(10 ** math.floor(math.log10(abs(node.value))) / 10)
+    return 1
+
+
+def _moved(node: ast.AST, delta: int | float, k: int = 0) -> ast.AST:
+    """The comparison with its operand ``k`` (0: the left one) moved by ``delta``."""
+    assert isinstance(node, ast.Compare)
+    op = ast.Add() if delta > 0 else ast.Sub()
+    if k == 0:
+        node.left = ast.BinOp(node.left, op, ast.Constant(abs(delta)))
+    else:
+        node.comparators[k - 1] = ast.BinOp(node.comparators[k - 1], op, ast.Constant(abs(delta)))
+    return node
+
+
+def _ceiling(node: ast.AST) -> ast.AST:
+    """``a // b`` rounded up instead of down: ``-(-a // b)``."""
+    assert isinstance(node, ast.BinOp)
+    negated = ast.BinOp(ast.UnaryOp(ast.USub(), node.left), ast.FloorDiv(), node.right)
+    return ast.UnaryOp(ast.USub(), negated)
 
 
 def _constant(value: float | str, node: ast.AST) -> ast.AST:
@@ -301,6 +391,16 @@ def _without(node: ast.AST, k: int) -> ast.AST:
     assert isinstance(node, ast.BoolOp)
     rest = node.values[:k] + node.values[k + 1 :]
     return rest[0] if len(rest) == 1 else ast.BoolOp(node.op, rest)
+
+
+def _left_only(node: ast.AST) -> ast.AST:
+    assert isinstance(node, ast.BinOp)
+    return node.left
+
+
+def _right_only(node: ast.AST) -> ast.AST:
+    assert isinstance(node, ast.BinOp)
+    return node.right
 
 
 def mutants(source: str, *, limit: int | None = None, seed: str = "") -> list[Mutant]:

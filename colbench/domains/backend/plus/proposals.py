@@ -3,16 +3,16 @@
 Off by default. The model sees what the agent and the human see of the task (the request and the hidden
 information) and the task's own test calls, and is asked for new calls, one per line. A proposed call is kept only
 when it has the skeleton of one of the task's own calls (the same function, the same argument shapes) and its
-values are in the tests' input domain (``inputs``); then it is a candidate like any other: the reference must run
-it within the budgets and it must kill something to be kept. With a model the plus tests also depend on its
-replies (temperature 0; cached with ``cache_path``).
+values are in the tests' input domain and magnitude (``inputs``); then it is a candidate like any other: the
+reference must run it within the budgets and it must kill something to be kept. With a model the plus tests also
+depend on its replies (temperature 0; cached with ``cache_path``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from colbench.domains.backend.plus.inputs import Family, domain_of, template
+from colbench.domains.backend.plus.inputs import Family, domain_of, magnitude, template
 from colbench.llm.client import LLMClient
 from colbench.types.task import Task
 
@@ -51,8 +51,8 @@ class ModelProposer:
 
 
 def kept_proposals(text: str, families: Sequence[Family], reference: str) -> list[str]:
-    """The lines of a model's reply that are calls in the shape and domain of the task's own calls."""
-    skeletons = {f.skeleton for f in families}
+    """The lines of a model's reply that are calls in the shape, domain and magnitude of the task's own calls."""
+    skeletons = {f.skeleton: f for f in families}
     domain = domain_of(families, reference)
     kept: list[str] = []
     for line in text.splitlines():
@@ -60,6 +60,8 @@ def kept_proposals(text: str, families: Sequence[Family], reference: str) -> lis
         found = template(call) if call else None
         if found is None or found.skeleton() not in skeletons or found.source in kept:
             continue
-        if all(domain.allows(v) for v in found.values):
+        family = skeletons[found.skeleton()]
+        values = dict(enumerate(found.values))
+        if all(domain.allows(v) for v in found.values) and magnitude(family, values, domain) is False:
             kept.append(found.source)
     return kept
