@@ -14,8 +14,12 @@ For every task (default: the 300-task sample in ../shared):
    where a non-equivalent held-out mutant still gets full reward, plus tests per task, augmentation time per task,
    and v2's scoring throughput as a ratio of v1's on the same answers (every held-out mutant and every reference),
    cold (empty reference cache) and warm (cached), in this run on this machine.
-4. With ``--answers FILE`` (default: bench/data/plus/independent_answers.jsonl), independently written answers are
-   scored under v1 and v2; every answer that v1 passes and v2 fails is printed (docs/tasks.md explains each).
+4. Printed: how many plus tests put a number beyond the tests' magnitude (``inputs.in_magnitude``), and how many
+   of those are not at a boundary of a constant the reference compares with (none should be).
+5. With ``--answers FILE`` (default: bench/data/plus/independent_answers.jsonl), independently written answers are
+   scored under v1 and v2, by style (``style``: written from the request, or recursive, a comprehension, a loop,
+   helpers where the reference is otherwise); every answer that v1 passes and v2 fails is printed (docs/tasks.md
+   explains each).
 
 ``--out DIR`` keeps the augmented tasks (``augmented.jsonl``) and the surviving held-out mutants
 (``survivors.jsonl``, with the possibly-equivalent ones to label by hand).
@@ -34,6 +38,7 @@ from pathlib import Path
 
 from colbench.domains.backend.plus.audit import witnessed
 from colbench.domains.backend.plus.augment import Augmented, augment_task
+from colbench.domains.backend.plus.inputs import domain_of, magnitude, template, templates
 from colbench.domains.backend.scorer import BackendScorer, ReferenceCache
 from colbench.sandbox import make_sandbox
 from colbench.tasks import Task, load_jsonl
@@ -93,6 +98,7 @@ def main() -> int:
             f"equivalent; {equivalent} possibly equivalent); tasks where a wrong held-out mutant gets full reward: "
             f"{wrong_tasks}/{len(made)} ({100 * wrong_tasks / len(made):.1f}%)"
         )
+    _magnitude(augmented)
     _throughput(sandbox, args.jobs, [(a.task, m.code) for a, m in held] + [(t, t.ground_truth) for t in augmented])
     _answers(Path(args.answers), augmented, v1)
     if args.out:
@@ -129,6 +135,35 @@ def _throughput(sandbox: object, jobs: int, pairs: list[tuple[Task, str]], round
         print(f"scoring throughput {phase} (best of {rounds}): v1 {v1:.0f}/s, v2 {v2:.0f}/s: v2/v1 = {v2 / v1:.2f}x")
 
 
+def _magnitude(tasks: list[Task]) -> None:
+    """How many plus tests put a number beyond the tests' magnitude in its place (``inputs.in_magnitude``), and of
+    those how many at no boundary of a constant the reference compares with (none should: docs/tasks.md)."""
+    calls = beyond = unneeded = 0
+    for task in tasks:
+        families = templates(task.test_cases, task.ground_truth)
+        domain = domain_of(families, task.ground_truth)
+        for _, call in task.plus.cases if task.plus else ():
+            found = template(call)
+            if found is None:
+                continue
+            callee = found.source[: found.spans[0][0]]
+            # the families it may come from (an edit can change a value's shape: a list emptied, say)
+            mine = [
+                f for f in families if f.templates[0].source.startswith(callee) and len(f.seen) == len(found.values)
+            ]
+            verdicts = {magnitude(f, dict(enumerate(found.values)), domain) for f in mine}
+            if not verdicts:
+                continue
+            calls += 1
+            far = False if False in verdicts else True if True in verdicts else None
+            beyond += far is not False
+            unneeded += far is None
+    print(
+        f"plus tests beyond the tests' magnitude: {beyond} of {calls} ({unneeded} not at a boundary of a compared "
+        f"constant or deeper than a recursive answer could go)"
+    )
+
+
 def _answers(path: Path, tasks: list[Task], scorer: BackendScorer) -> None:
     if not path.is_file():
         print(f"no independent answers at {path}: false-failure check skipped")
@@ -136,11 +171,17 @@ def _answers(path: Path, tasks: list[Task], scorer: BackendScorer) -> None:
     by_id = {t.task_id: t for t in tasks}
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     pairs = [(by_id[r["task_id"]], r["answer"]) for r in rows if r["task_id"] in by_id]
+    styles = [r.get("style", "independent") for r in rows if r["task_id"] in by_id]
     s1, s2 = scorer.score_many(pairs), scorer.score_many([(as_v2(t), a) for t, a in pairs])
     both = sum(bool(a.success and b.success) for a, b in zip(s1, s2, strict=True))
     print(
         f"independent answers: {len(pairs)}; pass v1 {sum(bool(s.success) for s in s1)}, v2 {sum(bool(s.success) for s in s2)}, both {both}"
     )
+    for style in sorted(set(styles)):
+        mine = [(a, b) for k, (a, b) in enumerate(zip(s1, s2, strict=True)) if styles[k] == style]
+        print(
+            f"  {style}: {len(mine)}; pass v1 {sum(bool(a.success) for a, _ in mine)}, v2 {sum(bool(b.success) for _, b in mine)}"
+        )
     for (task, _), a, b in zip(pairs, s1, s2, strict=True):
         if a.success and not b.success:
             failed = [t for t in b.tests if t.judgeable and not t.passed]
