@@ -16,6 +16,7 @@ from plus_tasks import OVERFIT, TRAVEL_PLUS, travel, with_plus, write_tasks
 import colbench  # noqa: F401 (registers the ids)
 from colbench.domains.backend import DOMAIN as BACKEND
 from colbench.domains.backend.env import BackendEnv
+from colbench.domains.backend.plus.augment import AUGMENTER_VERSION
 from colbench.domains.backend.plus_digest import augmenters, plus_digest
 from colbench.domains.backend.scorer import BackendScorer, ReferenceCache
 from colbench.env.versions import env_id_for, newest_env, scoring_env, scoring_envs, scoring_options
@@ -243,8 +244,9 @@ def test_an_eval_of_v2_on_tasks_without_plus_tests_computes_them_before_any_epis
     path = write_tasks(tmp_path / "plain.jsonl", [replace(t, plus=None) for t in bundled_tasks[:2]])
     run_eval(plan(tmp_path, V2, path))
     run = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert run["scoring"]["env_id"] == V2 and run["scoring"]["augmenter"] == ["1"] and run["scoring"]["plus_digest"]
-    kept = list((tmp_path / "home" / "plus" / "1").glob("*.json"))
+    assert run["scoring"]["env_id"] == V2 and run["scoring"]["augmenter"] == [AUGMENTER_VERSION]
+    assert run["scoring"]["plus_digest"]
+    kept = list((tmp_path / "home" / "plus" / AUGMENTER_VERSION).glob("*.json"))
     assert len(kept) == 2  # computed on first use, one file per task
     records = [json.loads(line) for line in (tmp_path / "run" / "episodes.jsonl").read_text().splitlines()]
     assert all(r["score"]["tests_total"] > 10 and r["score"]["env_id"] == V2 for r in records)
