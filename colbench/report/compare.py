@@ -56,7 +56,8 @@ class Paired:
 
     @property
     def across_versions(self) -> bool:
-        """The runs are of different env ids: their scores come from different rules."""
+        """The runs are of different env ids, or of other plus tests: their scores come from different rules or
+        tests (``Run.judged_by``)."""
         return self.env_a != self.env_b
 
 
@@ -133,10 +134,10 @@ def paired(a: Run, b: Run, label_a: str, label_b: str) -> Paired:
         mcnemar_p=mcnemar_exact(b_only, a_only),
         only_a=len(means_a) - len(common),
         only_b=len(means_b) - len(common),
-        env_a=a.env_id,
-        env_b=b.env_id,
+        env_a=a.judged_by,
+        env_b=b.judged_by,
         changed=tuple((t, means_a[t], means_b[t]) for t in common if means_a[t] != means_b[t])
-        if a.env_id != b.env_id
+        if a.judged_by != b.judged_by
         else (),
     )
 
@@ -272,8 +273,8 @@ def _pair_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
 
 def _version_line(pair: Paired) -> str:
     return (
-        f"{pair.b} ({pair.env_b}) vs {pair.a} ({pair.env_a}): not comparable across versions (other env ids judge "
-        f"by other rules); per-task changes: {len(pair.changed)} of {pair.tasks} tasks changed"
+        f"{pair.b} ({pair.env_b}) vs {pair.a} ({pair.env_a}): not comparable across versions (other env ids, or "
+        f"other plus tests, judge by other rules); per-task changes: {len(pair.changed)} of {pair.tasks} tasks changed"
     )
 
 

@@ -63,12 +63,14 @@ class Row:
 
 @dataclass
 class Table:
-    """The runs of one env id, ranked."""
+    """The runs of one env id (and, for ColBench+, one augmenter's plus tests), ranked. ``judged_by``: the plus tests
+    too (``Run.judged_by``), where runs of the table's env id were judged by other plus tests (else empty)."""
 
     domain: str
     env_id: str
     rows: list[Row]
     reference_label: str | None = None
+    judged_by: str = ""
 
 
 def _task_values(run: Run) -> dict[str, list[float]]:
@@ -377,8 +379,9 @@ def build_report(runs: Sequence[Run], *, reference: Run | None = None, prices: P
         runs_of_domain = [
             (run, label) for run, label in zip(unique, labels, strict=True) if run.domain_name == domain.name
         ]
-        for env_id in sorted({run.env_id for run, _ in runs_of_domain}):
-            rows = [summarize(run, label, against) for run, label in runs_of_domain if run.env_id == env_id]
+        for judged_by in sorted({run.judged_by for run, _ in runs_of_domain}):
+            chosen = [(run, label) for run, label in runs_of_domain if run.judged_by == judged_by]
+            rows = [summarize(run, label, against) for run, label in chosen]
             _annotate(rows)
             if against is not None:
                 for row in rows:
@@ -386,7 +389,11 @@ def build_report(runs: Sequence[Run], *, reference: Run | None = None, prices: P
             rows.sort(key=_sort_key)
             for rank, row in enumerate(rows, start=1):
                 row.rank = rank
-            tables.append(Table(domain.name, env_id, rows, reference_label if against is not None else None))
+            reference_of = reference_label if against is not None else None
+            env_id = chosen[0][0].env_id
+            # the plus tests are named where they split one env id's runs: a lone v2 table keeps its usual title
+            split = len({run.judged_by for run, _ in runs_of_domain if run.env_id == env_id}) > 1
+            tables.append(Table(domain.name, env_id, rows, reference_of, judged_by if split else ""))
     prices = prices if prices is not None else LIST_PRICES
     costs = [(label, role_costs(run, prices)) for run, label in zip(unique, labels, strict=True)]
     return Report(tables, costs, prices, reference, dict(zip(labels, unique, strict=True)))
@@ -590,8 +597,9 @@ def legend(report: Report) -> list[str]:
     for domain, tables in by_domain.items():
         if len(tables) > 1:
             lines.append(
-                f"{domain} runs of {' and '.join(t.env_id for t in tables)} are in separate tables: scores of "
-                "different env ids are not comparable across versions (each version judges answers by its own rules)."
+                f"{domain} runs of {' and '.join(t.judged_by or t.env_id for t in tables)} are in separate tables: "
+                "scores of different env ids are not comparable across versions (each version judges answers by its "
+                "own rules), nor are scores under other plus tests (colbench rescore brings a run over)."
             )
         spec = get_domain(domain).metrics_for(tables[0].env_id)
         if spec.has_success:
@@ -613,7 +621,7 @@ def _grounded(run: Run) -> bool:
 
 def _title(table: Table) -> str:
     runs = f"{len(table.rows)} run{'s' if len(table.rows) != 1 else ''}"
-    return f"{table.domain.capitalize()} leaderboard: {table.env_id} ({runs})"
+    return f"{table.domain.capitalize()} leaderboard: {table.judged_by or table.env_id} ({runs})"
 
 
 def _cost_title(report: Report) -> str:

@@ -39,6 +39,17 @@ class Run:
         return self.config.env_id
 
     @property
+    def judged_by(self) -> str:
+        """The env id, and for a run judged with ColBench+ tests the augmenter versions that made them (run.json's
+        ``scoring.augmenter``): runs that differ here were judged by other tests, and reports never rank or pair
+        them as one."""
+        augmenter = (self.config.scoring or {}).get("augmenter")
+        if not augmenter:
+            return self.env_id
+        versions = ", ".join(map(str, augmenter)) if isinstance(augmenter, list) else str(augmenter)
+        return f"{self.env_id} (plus tests of augmenter {versions})"
+
+    @property
     def domain_name(self) -> str:
         return self.config.domain
 

@@ -112,3 +112,26 @@ def test_runs_of_two_domains_or_no_common_task_are_one_line_errors(
     tail.episodes = {key: record for key, record in tail.episodes.items() if key[0] not in seen}
     with pytest.raises(DataError, match="no scored task in common"):
         compare([load_run(runs["empty", "scripted"]), tail])
+
+
+def test_runs_judged_by_other_plus_tests_are_never_ranked_or_paired_as_one(tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from paths import REPO
+
+    from colbench.report.leaderboard import build_report
+
+    made = []
+    for name, augmenter in (("old-plus", "1"), ("new-plus", "2")):
+        run = tmp_path / name
+        shutil.copytree(REPO / "tests" / "data" / "run_dirs" / "backend-a", run)
+        config = json.loads((run / "run.json").read_text())
+        config["scoring"] = {**config["scoring"], "augmenter": [augmenter], "plus_digest": augmenter * 8}
+        (run / "run.json").write_text(json.dumps(config))
+        made.append(load_run(run))
+    assert made[0].judged_by == "ColBench-Backend-v0 (plus tests of augmenter 1)"
+    report = build_report(made)
+    assert [t.judged_by for t in report.tables] == [r.judged_by for r in sorted(made, key=lambda r: r.judged_by)]
+    pair = compare(made).pairs[0]
+    assert pair.across_versions and "plus tests of augmenter" in pair.env_a
