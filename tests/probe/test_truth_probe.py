@@ -199,7 +199,10 @@ class Human:
 
     def __call__(self, request: dict[str, Any]) -> str:
         asked = str(request["messages"][-1]["content"])
-        question, _, note = asked.partition("(A private note")
+        start = asked.find("(A private note")  # a grounded human's note, wherever the env puts it
+        end = asked.find(".)", start) + 2 if start >= 0 else -1
+        note = asked[start:end] if start >= 0 else ""
+        question = asked[:start] + asked[end:] if start >= 0 else asked
         calls = list(dict.fromkeys(CALL.findall(question)))
         if not calls:
             return "It takes one number."
