@@ -115,6 +115,8 @@ def paired(a: Run, b: Run, label_a: str, label_b: str) -> Paired:
     losses = sum(d < 0 for d in diffs)
     episodes_a = _episode_success(a)
     episodes_b = _episode_success(b)
+    # runs are named by their env ids, and by their plus tests too where only those differ
+    plus_alike = a.env_id != b.env_id or a.judged_by == b.judged_by
     both = set(episodes_a) & set(episodes_b)
     b_only = sum(episodes_b[k] and not episodes_a[k] for k in both)
     a_only = sum(episodes_a[k] and not episodes_b[k] for k in both)
@@ -134,8 +136,8 @@ def paired(a: Run, b: Run, label_a: str, label_b: str) -> Paired:
         mcnemar_p=mcnemar_exact(b_only, a_only),
         only_a=len(means_a) - len(common),
         only_b=len(means_b) - len(common),
-        env_a=a.judged_by,
-        env_b=b.judged_by,
+        env_a=a.env_id if plus_alike else a.judged_by,
+        env_b=b.env_id if plus_alike else b.judged_by,
         changed=tuple((t, means_a[t], means_b[t]) for t in common if means_a[t] != means_b[t])
         if a.judged_by != b.judged_by
         else (),
