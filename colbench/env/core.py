@@ -29,7 +29,7 @@ from colbench.env.arg_checks import (
     check_tasks,
     fail,
 )
-from colbench.env.claim_check import ClaimChecker
+from colbench.env.claim_check import ClaimChecker, check
 from colbench.env.domain import Domain, Scorer, get_domain
 from colbench.env.simulators import make_simulator
 from colbench.env.spaces import UnicodeText
@@ -435,8 +435,7 @@ class ColbenchEnv(TextEnv):
         """The reply's claims (None when not checked); the reference runs only when the reply makes a claim."""
         if not self.truth_policy.checked:
             return None
-        found = self.claim_checker.find(episode.task, reply.text, turn.text)
-        return self.claim_checker.settle(episode.task, [found])[0] if found else ()
+        return check(self.claim_checker, episode.task, reply.text, turn.text)
 
     async def _aclaims(self, episode: Episode, turn: Turn, reply: SimReply) -> tuple[Claim, ...] | None:
         if not self.truth_policy.checked:
