@@ -20,17 +20,28 @@ if TYPE_CHECKING:
 
 
 def prompt_rows(
-    tasks: Sequence[Task], *, max_turns: int = MAX_TURNS, conversational: bool = True
+    tasks: str | Sequence[Task], *, max_turns: int = MAX_TURNS, conversational: bool = True
 ) -> list[dict[str, Any]]:
-    """The rows of ``prompt_dataset`` as plain dicts."""
+    """The rows of ``prompt_dataset`` as plain dicts (what a trainer that reads JSONL or parquet is given, OpenRLHF
+    and verl among them). ``tasks``: a split name, a JSONL file, or tasks."""
     if max_turns < 1:
         raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
     rows = []
-    for task in tasks:
+    for task in _tasks(tasks):
         text = get_domain(task.domain).agent_prompt(task, max_turns)
         prompt: Any = [{"role": "user", "content": text}] if conversational else text
         rows.append({"task_id": task.task_id, "domain": task.domain, "prompt": prompt})
     return rows
+
+
+def _tasks(tasks: str | Sequence[Task]) -> list[Task]:
+    """The tasks a split name or file names (read once per process), or the tasks given."""
+    if isinstance(tasks, str):
+        # task loaders (and the manifest's validation) only for tasks given by name
+        from colbench.tasks.sources import load_shared
+
+        return load_shared(tasks)
+    return list(tasks)
 
 
 def prompt_dataset(
@@ -43,8 +54,4 @@ def prompt_dataset(
         import datasets
     except ImportError as exc:
         raise ConfigError(f"prompt_dataset needs the datasets package (pip install 'colbench[rl]'): {exc}") from None
-    # task loaders (and the manifest's validation) only for tasks given by name
-    from colbench.tasks.sources import load_shared
-
-    chosen = load_shared(tasks) if isinstance(tasks, str) else list(tasks)
-    return datasets.Dataset.from_list(prompt_rows(chosen, max_turns=max_turns, conversational=conversational))
+    return datasets.Dataset.from_list(prompt_rows(tasks, max_turns=max_turns, conversational=conversational))

@@ -163,6 +163,18 @@ def test_prompt_dataset_rows_are_the_envs_first_observations(bundled_tasks: list
         prompt_dataset(bundled_tasks, max_turns=0)
 
 
+def test_prompt_rows_take_a_split_name_or_a_task_file_as_prompt_dataset_does(bundled_tasks: list[Task]) -> None:
+    """The rows OpenRLHF's and verl's datasets are written from: by split name, by file, or from tasks, the same."""
+    from colbench import prompt_rows
+
+    by_name = prompt_rows("backend-sample", max_turns=10)
+    assert by_name == prompt_rows(bundled_tasks, max_turns=10) == prompt_rows(str(BUNDLED_SAMPLE), max_turns=10)
+    assert [row["task_id"] for row in by_name] == [task.task_id for task in bundled_tasks]
+    assert "10" in by_name[0]["prompt"][0]["content"] and by_name != prompt_rows("backend-sample", max_turns=3)
+    with pytest.raises(ConfigError, match="no-such-split"):
+        prompt_rows("no-such-split")
+
+
 def test_shared_loads_read_a_file_again_only_when_it_changes(tmp_path: Path, bundled_tasks: list[Task]) -> None:
     from colbench.tasks import load_shared
 
