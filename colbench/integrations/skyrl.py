@@ -5,11 +5,17 @@ SkyRL's generator makes one env per sample with ``skyrl_gym.make(env_class, env_
 their tokens out of the loss itself. Here each instance plays one ColBench episode: ``env_config`` (SkyRL's
 ``environment.skyrl_gym.colbench`` section) says which env and its options (``env_id``, ``tasks``, ``simulator``,
 ``simulator_options``, ``sandbox``, ``leak_policy``...), the dataset row says which task
-(``extra_info.task_id``, written by ``skyrl_rows``), and SkyRL's ``generator.max_turns`` is the turn cap.
+(``extra_info.task_id``, written by ``skyrl_rows``), and SkyRL's ``generator.max_turns`` is the turn cap. SkyRL's
+typed config refuses keys it does not know, so that section exists only in colbench's config subclass: launch with
+``python -m colbench.integrations.skyrl_train`` (:mod:`colbench.integrations.skyrl_train`), which registers the env
+and hands the section to each instance as a ``ColbenchEnvConfig`` dataclass.
 
-    from colbench.integrations.skyrl import register, skyrl_rows
-    register()                                 # id "colbench", in the process that runs the generator
+    from colbench.integrations.skyrl import skyrl_rows
     rows = skyrl_rows("backend-test", max_turns=10)   # -> parquet for SkyRL's data.train_data
+
+Step metadata holds the step's scalar facts only (``success``, ``pass_rate``, ``termination``, leak counts...): the
+final answer is already the policy's last turn and the per-test details stay in colbench's own records, so neither
+travels with every step into SkyRL's batches and logs.
 
 A lost episode (an infrastructure failure: the human's endpoint or the sandbox) never raises out of ``step``: a raise
 would abort SkyRL's whole generation batch. SkyRL-Gym's env protocol has no way to drop an episode or mask its tokens
@@ -20,6 +26,7 @@ skyrl-gym 0.4.0 (the ``skyrl`` extra).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -105,9 +112,14 @@ class ColbenchSkyRLEnv(BaseTextEnv):  # type: ignore[misc]
 
 
 def _plain(config: Any) -> dict[str, Any]:
-    """SkyRL passes an OmegaConf section; colbench takes plain dicts."""
+    """The env's options as keywords: SkyRL's trainer passes its typed section (a ``ColbenchEnvConfig`` dataclass,
+    whose unset fields are left to the env's defaults), older SkyRL an OmegaConf section, a direct caller a dict."""
     if config is None:
         return {}
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        fields = dataclasses.asdict(config)
+        extra = fields.pop("options", None) or {}
+        return {k: v for k, v in fields.items() if v is not None} | dict(extra)
     try:
         from omegaconf import OmegaConf
 
@@ -118,6 +130,14 @@ def _plain(config: Any) -> dict[str, Any]:
     return dict(config)
 
 
+_NOT_IN_METADATA = frozenset({"answer"})  # the policy's own last turn, already in SkyRL's trajectory
+
+
 def _jsonable(info: Mapping[str, Any]) -> dict[str, Any]:
-    """``info`` without what a trainer's logs cannot hold (the per-test details stay in colbench's own records)."""
-    return {k: v for k, v in info.items() if isinstance(v, str | int | float | bool | type(None) | dict | list)}
+    """``info``'s scalar facts: what SkyRL keeps per step in its batches and logs. The per-test details
+    (``info["score"]``), claim lists and the answer's text stay in colbench's own records (module docstring)."""
+    return {
+        k: v
+        for k, v in info.items()
+        if k not in _NOT_IN_METADATA and isinstance(v, str | int | float | bool | type(None))
+    }

@@ -3,6 +3,7 @@ from a dataset row, init, step until done)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -73,4 +74,22 @@ def test_a_lost_episode_ends_flagged_without_raising(turn: int) -> None:
     assert lost["metadata"]["colbench_lost"] is True and "HTTP 400" in lost["metadata"]["error"]
     assert lost["reward"] == 0.0 and lost["observations"] == []
     assert env.get_metrics()["colbench/lost"] == 1.0
+    env.close()
+
+
+def test_step_metadata_keeps_the_per_test_details_out() -> None:
+    """SkyRL keeps every step's metadata in its batches: scalar facts only, not the per-test details (about 4 KB a
+    step before) nor the answer's text (the policy's own last turn)."""
+    row = skyrl_rows("backend-sample", max_turns=3)[4]
+    task = next(t for t in load("backend-sample") if t.task_id == row["extra_info"]["task_id"])
+    env = make(row)
+    env.init(row["prompt"])
+    outs = [env.step("What should happen with an empty input?"), env.step(f"I WANT TO ANSWER:\n{task.ground_truth}")]
+    for out in outs:
+        metadata = out["metadata"]
+        assert all(isinstance(v, str | int | float | bool | type(None)) for v in metadata.values()), metadata
+        assert len(json.dumps(metadata)) < 1024
+    final = outs[-1]["metadata"]
+    assert "score" not in final and "answer" not in final
+    assert final["success"] is True and final["tests_passed"] == final["tests_total"] > 0 and final["pass_rate"] == 1.0
     env.close()
