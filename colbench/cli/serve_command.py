@@ -9,6 +9,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from colbench.cli.arguments import add_endpoint_arguments, endpoint_options, server_token
+from colbench.env.versions import newest_env
 from colbench.errors import ConfigError
 from colbench.types.leaks import POLICY_HELP
 
@@ -18,7 +19,8 @@ if TYPE_CHECKING:
 
 def add_parser(commands: Subcommands) -> None:
     serve = commands.add_parser("serve", help="run an env as an OpenEnv environment server (docs/integrations.md)")
-    serve.add_argument("--env", default="ColBench-Backend-v1", metavar="ID")
+    newest = newest_env("backend")
+    serve.add_argument("--env", default=newest, metavar="ID", help=f"default: the newest backend id, {newest}")
     serve.add_argument("--tasks", metavar="FILE_OR_SPLIT", help="default: the env's test split")
     serve.add_argument("--simulator", default="scripted", metavar="SPEC", help="openai:MODEL | llamacpp | scripted")
     serve.add_argument("--max-turns", type=int, metavar="N")

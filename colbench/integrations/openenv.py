@@ -2,12 +2,26 @@
 
 OpenEnv (openenv-core 0.3.0) keeps an episode per WebSocket connection: a client connects to ``/ws``, the server
 makes that session its own env, and ``reset`` / ``step`` / ``state`` messages drive it; sessions never see each
-other and have no id a client could guess or send. ``/health``, ``/schema`` and ``/metadata`` are plain HTTP. The
-server runs in OpenEnv's production mode: no stateless HTTP ``/reset`` / ``/step`` / ``/state`` (each request made
-a fresh env, so ``/step`` could never follow a reset) and no MCP (colbench envs have no MCP tools; its HTTP
-sessions would hold env slots no connection owns): ``POST /mcp`` answers a JSON-RPC error, which is what OpenEnv's
-runtime check (``openenv validate --url``) looks for. TRL, verifiers, SkyRL and others consume servers of this kind;
-``ColbenchClient`` is the typed client.
+other and have no id a client could guess or send. ``/health``, ``/schema`` and ``/metadata`` are plain HTTP.
+
+**Simulation mode, served as OpenEnv's production routes.** An episode is what OpenEnv's guide calls simulation
+mode: the trainer owns it (``reset``, one action per ``step``, a reward and ``done`` on each). A step's action is
+either a turn (``ColbenchAction(message=...)``) or one of the env's MCP tools, ``ask_human(question)`` and
+``submit_answer(answer)``, called the way RFC 003 has simulation mode call them: ``step(CallToolAction(...))``
+(OpenEnv's ``MCPToolClient.call_tool``), ``step(ListToolsAction())`` to list them. Both kinds of action drive the
+same episode of the same session, so a trainer may mix them. The tools are registered as simulation-mode tools
+(``MCPEnvironment.tool(mode="simulation")``). The routes, though, are registered in OpenEnv's production mode, which
+departs from its guide on purpose: production mode there means MCP tools served directly on ``/mcp`` with no episode
+control and no rewards, while here it only drops OpenEnv's stateless HTTP ``/reset`` / ``/step`` / ``/state`` (each
+request made a fresh env, so ``/step`` could never follow a reset). ``/mcp`` (HTTP and WebSocket) and MCP JSON-RPC
+messages on ``/ws`` are refused with a JSON-RPC error: a tool called there would play an episode whose reward no one
+receives, and OpenEnv's HTTP MCP sessions would hold env slots no connection owns. OpenEnv's runtime check
+(``openenv validate --url``) passes.
+
+**The scorer as a rubric (RFC 004).** The environment's ``rubric`` is a ``ColbenchRubric`` (OpenEnv's
+``TrajectoryRubric``): 0 for each question, the scorer's verdict on the final answer, read from the record the env's
+scorer made of it (never a second scoring); ``compute_step_rewards()`` puts the whole reward on the answer step.
+Every reward the server sends is the rubric's, checked against the env's own.
 
 What this module adds to OpenEnv's server, which has none of it:
 
@@ -39,22 +53,36 @@ import contextlib
 import hmac
 import json
 import logging
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import gymnasium as gym
 from fastapi import FastAPI
+from fastmcp import FastMCP
+from fastmcp.client.client import CallToolResult
+from mcp.types import TextContent
 from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
 from openenv.core.env_server.http_server import HTTPEnvServer
-from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.mcp_environment import MCPEnvironment
+from openenv.core.env_server.mcp_types import (
+    CallToolAction,
+    CallToolObservation,
+    ListToolsAction,
+    ToolError,
+    ToolErrorType,
+)
 from openenv.core.env_server.types import Action, ConcurrencyConfig, Observation, ServerMode, State
-from pydantic import Field
+from openenv.core.rubrics import TrajectoryRubric
+from pydantic import Field, ValidatorFunctionWrapHandler, model_validator
 from websockets.asyncio.client import connect as ws_connect
 
 import colbench  # noqa: F401 (registers the ids)
 from colbench.env.core import TextEnv
+from colbench.env.versions import newest_env
 from colbench.errors import ColbenchError, ConfigError, InfraError
+from colbench.types.dialogue import ANSWER_MARKER, is_answer
 
 log = logging.getLogger(__name__)
 
@@ -76,19 +104,34 @@ PUBLIC_INFO = (
     "leaks",
     "usage",
 )
+#: The env ``colbench serve`` and the image serve by default: the newest backend id, as ``colbench score`` uses.
+DEFAULT_ENV = newest_env("backend") or "ColBench-Backend-v2"
+#: Why MCP outside an episode is refused: its tools are played as steps of a ``/ws`` session, which carry rewards.
+MCP_REFUSED = (
+    "colbench's MCP tools (ask_human, submit_answer) are simulation-mode tools: call them as steps of an episode on "
+    "the /ws WebSocket (OpenEnv's MCPToolClient.call_tool, or step(CallToolAction(...))), where each gets its reward"
+)
 #: The answer to any ``/mcp`` request: a JSON-RPC error (method not found), as OpenEnv's runtime contract expects.
-NO_MCP = {
-    "jsonrpc": "2.0",
-    "id": None,
-    "error": {"code": -32601, "message": "colbench envs have no MCP tools: play an episode over the /ws WebSocket"},
-}
+NO_MCP = {"jsonrpc": "2.0", "id": None, "error": {"code": -32601, "message": MCP_REFUSED}}
 HIDDEN_INFO = ("hidden_information", "ground_truth", "score", "answer", "answer_html")
 
 
 class ColbenchAction(Action):  # type: ignore[misc]
-    """One agent turn."""
+    """One agent turn. As the server's action model it also admits OpenEnv's MCP actions: a step whose data has
+    ``"type": "call_tool"`` or ``"list_tools"`` is validated as ``CallToolAction`` / ``ListToolsAction`` (OpenEnv's
+    own routing does so only for servers whose action model is MCP's alone)."""
 
     message: str = Field(max_length=MAX_ACTION_CHARS)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _mcp_actions(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        kind = data.get("type") if isinstance(data, dict) else None
+        if kind == "call_tool":
+            return CallToolAction.model_validate(data)
+        if kind == "list_tools":
+            return ListToolsAction.model_validate(data)
+        return handler(data)
 
 
 class ColbenchObservation(Observation):  # type: ignore[misc]
@@ -104,41 +147,135 @@ class ColbenchState(State):  # type: ignore[misc]
     done: bool = False
 
 
-class ColbenchOpenEnv(Environment):  # type: ignore[misc]
-    """One session's episode: a colbench env made with ``env_id`` and ``env_kwargs``."""
+def verdict_reward(record: Mapping[str, Any]) -> float:
+    """The reward in a scorer's record of a final answer (``Score.details()``): a frontend v1 score's ``reward``, a
+    backend score's ``pass_rate``, a frontend v0 score's ``similarity``. An answer the scorer could not judge has no
+    reward at all (its env raises ``InfraError`` before a record reaches here)."""
+    if record.get("status") not in (None, "ok"):
+        raise InfraError(f"the scorer could not judge the answer ({record.get('status')}: {record.get('error')})")
+    for key in ("reward", "pass_rate", "similarity"):
+        if record.get(key) is not None:
+            return float(record[key])
+    raise ColbenchError(f"the scorer's record has no reward: {sorted(record)}")
+
+
+class ColbenchRubric(TrajectoryRubric):  # type: ignore[misc]
+    """The env's scorer as an OpenEnv rubric (RFC 004): 0.0 for every question, then the scorer's verdict on the
+    final answer. It reads the record the env's scorer made (``info["score"]`` of the server-side observation, which
+    clients never see), so an answer is scored once, in its sandbox. Reset with the episode."""
+
+    def score_trajectory(self, trajectory: list[tuple[Any, Any]]) -> float:
+        _, final = trajectory[-1]
+        record = final.info.get("score")
+        if not isinstance(record, Mapping):
+            raise ColbenchError("the final observation carries no score record")
+        return verdict_reward(record)
+
+    def compute_step_rewards(self) -> list[float]:
+        """The whole reward on the step that delivered the answer, 0 on each question (as the env rewards)."""
+        if not self._trajectory:
+            return []
+        return [0.0] * (len(self._trajectory) - 1) + [self.score_trajectory(self._trajectory)]
+
+
+#: The env's MCP tools: name -> the turn a call makes from its one argument.
+TOOL_TURNS: dict[str, tuple[str, Callable[[str], str]]] = {
+    "ask_human": ("question", lambda question: question),
+    "submit_answer": ("answer", lambda answer: answer if is_answer(answer) else f"{ANSWER_MARKER}\n{answer}"),
+}
+
+
+class ColbenchOpenEnv(MCPEnvironment):  # type: ignore[misc]
+    """One session's episode: a colbench env made with ``env_id`` and ``env_kwargs``, played by turns or by its
+    simulation-mode MCP tools, rewarded by its rubric."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
     def __init__(self, env_id: str, env_kwargs: Mapping[str, Any], expose_hidden: bool = False) -> None:
-        super().__init__()
-        env = gym.make(env_id, expose_hidden=expose_hidden, **env_kwargs)
-        assert isinstance(env, TextEnv)
-        self._env = env
+        super().__init__(FastMCP("colbench"))
+        self.rubric = ColbenchRubric()  # MCPEnvironment's constructor takes no rubric; Environment reads this one
+        self._mode = "simulation"  # the mode MCPEnvironment lists and calls mode-specific tools in
+        try:
+            # From the spec, not the id: Gymnasium warns that an id older than the newest of its name is "out of
+            # date", and serving v1 is a choice.
+            env = gym.make(gym.spec(env_id), expose_hidden=expose_hidden, **env_kwargs)
+        except TypeError as exc:  # an option the env does not take
+            raise ConfigError(f"env {env_id}: {str(exc).split(' was raised from', 1)[0]}") from None
+        assert isinstance(env.unwrapped, TextEnv)
+        self._env: TextEnv = env.unwrapped
         self._expose_hidden = expose_hidden
         self._state = ColbenchState()
         self._closed = False
 
+        @self.tool(mode="simulation")  # type: ignore[untyped-decorator]
+        def ask_human(question: str) -> str:
+            """Ask the person one or a few short clarifying questions; uses one of your turns. Returns the reply."""
+            return self._tool_step(CallToolAction(tool_name="ask_human", arguments={"question": question})).text
+
+        @self.tool(mode="simulation")  # type: ignore[untyped-decorator]
+        def submit_answer(answer: str) -> str:
+            """Deliver your final answer (the complete code); this ends the episode and scores it."""
+            return self._tool_step(CallToolAction(tool_name="submit_answer", arguments={"answer": answer})).text
+
     def reset(
         self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None, **_: Any
     ) -> ColbenchObservation:
+        self._reset_rubric()
         observation, info = self._open().reset(seed=seed, options={"task_id": task_id} if task_id else None)
         return self._began(observation, info, episode_id)
 
     async def reset_async(
         self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None, **_: Any
     ) -> ColbenchObservation:
+        self._reset_rubric()
         observation, info = await self._open().areset(seed=seed, options={"task_id": task_id} if task_id else None)
         return self._began(observation, info, episode_id)
 
-    def step(self, action: ColbenchAction, timeout_s: float | None = None, **_: Any) -> ColbenchObservation:
+    def step(self, action: Action, timeout_s: float | None = None, **kwargs: Any) -> Observation:
+        if isinstance(action, CallToolAction) and action.tool_name in TOOL_TURNS:
+            return self._called(action, self._turn_sync)
+        return super().step(action, timeout_s=timeout_s, **kwargs)  # a turn, or OpenEnv's list/unknown tool
+
+    async def step_async(self, action: Action, timeout_s: float | None = None, **kwargs: Any) -> Observation:
+        if isinstance(action, CallToolAction) and action.tool_name in TOOL_TURNS:
+            return await self._acalled(action)
+        if isinstance(action, ColbenchAction):
+            return await self._turn_async(action, action.message)
+        return await super().step_async(action, timeout_s=timeout_s, **kwargs)
+
+    def _step_impl(self, action: Action, timeout_s: float | None = None, **_: Any) -> Observation:
+        if not isinstance(action, ColbenchAction):
+            raise ColbenchError(f"a step takes a ColbenchAction or an MCP tool action, got {type(action).__name__}")
+        return self._turn_sync(action, action.message)
+
+    def _tool_step(self, action: CallToolAction) -> ColbenchObservation:
+        """A tool called as a plain function (OpenEnv's code mode): the turn it makes, synchronously."""
+        message = _tool_message(action)
+        if isinstance(message, ToolError):
+            raise ConfigError(message.message)
+        return self._turn_sync(action, message)
+
+    def _called(self, action: CallToolAction, turn: Callable[[Action, str], ColbenchObservation]) -> Observation:
+        message = _tool_message(action)
+        if isinstance(message, ToolError):
+            return CallToolObservation(tool_name=action.tool_name, result=None, error=message)
+        return _tool_result(action.tool_name, turn(action, message))
+
+    async def _acalled(self, action: CallToolAction) -> Observation:
+        message = _tool_message(action)
+        if isinstance(message, ToolError):
+            return CallToolObservation(tool_name=action.tool_name, result=None, error=message)
+        return _tool_result(action.tool_name, await self._turn_async(action, message))
+
+    def _turn_sync(self, action: Action, message: str) -> ColbenchObservation:
         try:
-            return self._stepped(*self._open().step(action.message))
+            return self._stepped(action, *self._open().step(message))
         except InfraError as exc:
             raise _infra(exc) from exc
 
-    async def step_async(self, action: ColbenchAction, timeout_s: float | None = None, **_: Any) -> ColbenchObservation:
+    async def _turn_async(self, action: Action, message: str) -> ColbenchObservation:
         try:
-            return self._stepped(*await self._open().astep(action.message))
+            return self._stepped(action, *await self._open().astep(message))
         except InfraError as exc:
             raise _infra(exc) from exc
 
@@ -155,6 +292,7 @@ class ColbenchOpenEnv(Environment):  # type: ignore[misc]
         may still be open then: its next message gets an error saying so)."""
         self._closed = True
         self._env.close()
+        super().close()
 
     def _open(self) -> TextEnv:
         if self._closed:
@@ -166,17 +304,61 @@ class ColbenchOpenEnv(Environment):  # type: ignore[misc]
         return ColbenchObservation(text=observation, info=self._public(info), reward=0.0, done=False)
 
     def _stepped(
-        self, observation: str, reward: Any, terminated: bool, truncated: bool, info: Mapping[str, Any]
+        self, action: Action, observation: str, reward: Any, terminated: bool, truncated: bool, info: Mapping[str, Any]
     ) -> ColbenchObservation:
         done = bool(terminated or truncated)
         self._state.step_count += 1
         self._state.turn = int(info.get("turn") or 0)
         self._state.done = done
-        return ColbenchObservation(text=observation, info=self._public(info), reward=float(reward), done=done)
+        # The rubric sees the whole info (the scorer's record included); the client, the public part.
+        scored = ColbenchObservation(text=observation, info=dict(info), reward=None, done=done)
+        judged = float(self._apply_rubric(action, scored))
+        if not math.isclose(judged, float(reward), abs_tol=1e-9):
+            raise ColbenchError(f"the rubric's reward {judged} is not the env's {float(reward)}: a colbench bug")
+        return ColbenchObservation(text=observation, info=self._public(info), reward=judged, done=done)
 
     def _public(self, info: Mapping[str, Any]) -> dict[str, Any]:
         keys = PUBLIC_INFO + (HIDDEN_INFO if self._expose_hidden else ())
         return {k: info[k] for k in keys if k in info}
+
+
+def _tool_message(action: CallToolAction) -> str | ToolError:
+    """The turn a call of one of the env's tools makes, or the error its arguments get (the episode unchanged)."""
+    argument, turn = TOOL_TURNS[action.tool_name]
+    given = action.arguments
+    value = given.get(argument)
+    if set(given) != {argument} or not isinstance(value, str):
+        return ToolError(
+            error_type=ToolErrorType.INVALID_ARGS,
+            message=f"{action.tool_name} takes one string argument, {argument!r}; got {sorted(given)}",
+        )
+    if len(value) > MAX_ACTION_CHARS:
+        return ToolError(error_type=ToolErrorType.INVALID_ARGS, message=f"{argument} over {MAX_ACTION_CHARS} chars")
+    if action.tool_name == "ask_human" and is_answer(value):
+        return ToolError(
+            error_type=ToolErrorType.INVALID_ARGS,
+            message=f"a question may not contain {ANSWER_MARKER!r} (it would end the episode): call submit_answer",
+        )
+    return turn(value)
+
+
+def _tool_result(name: str, observation: ColbenchObservation) -> CallToolObservation:
+    """A tool call's observation: the human's reply (or a note that the episode ended) as the tool's text, the
+    public ``info`` beside it, and the step's reward and ``done``."""
+    if not observation.done:
+        text = observation.text
+    elif observation.info.get("termination") == "turn_limit":
+        text = "That was your last turn: the episode is over and that message was scored as your answer."
+    else:
+        text = "Answer received; the episode is over."
+    result = CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content={"result": text, "info": observation.info},
+        meta=None,
+        data=text,
+        is_error=False,
+    )
+    return CallToolObservation(tool_name=name, result=result, reward=observation.reward, done=observation.done)
 
 
 def _infra(exc: InfraError) -> InfraError:
@@ -188,7 +370,7 @@ def _infra(exc: InfraError) -> InfraError:
 
 
 def make_app(
-    env_id: str,
+    env_id: str = DEFAULT_ENV,
     env_kwargs: Mapping[str, Any] | None = None,
     *,
     token: str | None = None,
@@ -224,6 +406,7 @@ def make_app(
         concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=session_timeout),
     )
     server.register_routes(app, mode=ServerMode.PRODUCTION)
+    # /mcp (HTTP and WebSocket) is OpenEnv's production-mode tool access: refused (the module docstring says why).
     app.router.routes[:] = [r for r in app.router.routes if not getattr(r, "path", "").startswith("/mcp")]
     app.add_middleware(Guard, token=token, max_body_bytes=max_body_bytes)
     return app
@@ -275,12 +458,13 @@ class Guard:
 class SessionFrames:
     """One WebSocket connection's ASGI channels, between the client and OpenEnv's ``/ws`` handler.
 
-        OpenEnv's handler reads text frames only and calls ``.get`` on the parsed JSON, so a binary frame or a JSON
-        ``null`` / list / number ends the session with SESSION_ERROR: those frames are answered here and never reach
-        it. OpenEnv also closes a connection the client has closed (a traceback in the log each time): that close is
-    dropped. Its capacity refusal is sent before the client's first message and followed by a close at once, so a client
-        that sends first (OpenEnv's own does) meets a bare close: the refusal is repeated in answer to that message and
-        the close carries code 1013 with the reason."""
+    OpenEnv's handler reads text frames only and calls ``.get`` on the parsed JSON, so a binary frame or a JSON
+    ``null`` / list / number ends the session with SESSION_ERROR: those frames are answered here and never reach it,
+    as are MCP JSON-RPC messages (the tools are steps here: ``MCP_REFUSED``). OpenEnv also closes a connection the
+    client has closed (a traceback in the log each time): that close is dropped. Its capacity refusal is sent before
+    the client's first message and followed by a close at once, so a client that sends first (OpenEnv's own does)
+    meets a bare close: the refusal is repeated in answer to that message and the close carries code 1013 with the
+    reason."""
 
     REFUSAL_WAIT_S = 10.0
 
@@ -294,7 +478,7 @@ class SessionFrames:
             problem = _frame_problem(message) if message["type"] == "websocket.receive" else None
             if problem is None:
                 return message
-            await self._send({"type": "websocket.send", "text": _ws_error(problem, "INVALID_JSON")})
+            await self._send({"type": "websocket.send", "text": _ws_error(*problem)})
 
     async def send(self, message: dict[str, Any]) -> None:
         if message["type"] == "websocket.send" and _error_code(message.get("text")) == "CAPACITY_REACHED":
@@ -331,18 +515,21 @@ def _error_code(text: str | None) -> str | None:
     return code if isinstance(code, str) else None
 
 
-def _frame_problem(message: Mapping[str, Any]) -> str | None:
-    """Why OpenEnv's handler cannot take this frame, or None when it can (bad JSON text it answers itself)."""
+def _frame_problem(message: Mapping[str, Any]) -> tuple[str, str] | None:
+    """Why this frame is answered here (the message and its error code), or None when OpenEnv's handler takes it
+    (bad JSON text it answers itself): frames it cannot read, and MCP JSON-RPC messages (``MCP_REFUSED``)."""
     text = message.get("text")
     if text is None:
-        return "binary frames are not part of the protocol: send each message as JSON text"
+        return "binary frames are not part of the protocol: send each message as JSON text", "INVALID_JSON"
     try:
         parsed = json.loads(text)
     except ValueError:
         return None
-    if isinstance(parsed, dict):
-        return None
-    return f"a message must be a JSON object with a 'type', got {type(parsed).__name__}"
+    if not isinstance(parsed, dict):
+        return f"a message must be a JSON object with a 'type', got {type(parsed).__name__}", "INVALID_JSON"
+    if parsed.get("type") == "mcp":
+        return MCP_REFUSED, "UNKNOWN_TYPE"
+    return None
 
 
 def _ws_error(message: str, code: str) -> str:
