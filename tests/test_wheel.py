@@ -97,6 +97,7 @@ def test_the_wheel_holds_the_data_folders(wheel: Path) -> None:
         "colbench/view/templates/episode.html",
         "colbench/view/static/view.js",
         "colbench/view/static/view.css",
+        "colbench_verifiers/__init__.py",  # verifiers' taskset id (tests/integrations/test_integrations_verifiers_id.py)
     } <= names
     assert script.external_attr >> 16 & 0o111, "the build script lost its executable bit"
     assert not any(name.startswith(("tests/", "envs/", "tasks/", "sandbox/")) for name in names)

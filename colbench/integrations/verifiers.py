@@ -2,9 +2,9 @@
 
 verifiers 0.4.0 keeps only this API (0.3.x ships it beside the older ``MultiTurnEnv``, so one adapter serves both).
 verifiers finds an environment by its taskset id: a top-level module exporting one ``Taskset`` and one ``Env``
-subclass in ``__all__`` (a dotted id fails its plugin lookup). This module answers as ``colbench_verifiers`` once
-imported, so ``colbench_env(...)`` makes the env in Python; verifiers' CLI and prime-rl import the id in a fresh
-process, so they need a ``colbench_verifiers.py`` on the path that imports this module (docs/integrations.md).
+subclass in ``__all__`` (a dotted id fails its plugin lookup). The wheel ships that module, ``colbench_verifiers``
+(it re-exports this module's classes), so the id ``colbench_verifiers`` loads in verifiers' CLI, prime-rl and
+``colbench_env(...)`` alike with nothing for the user to write.
 
 Each episode plays one ColBench task: the policy (the ``agent`` seat, verifiers' tool-less ``null`` chat harness by
 default, in a local subprocess: it runs no code) answers the task's prompt, ``run`` hands each reply to the colbench
@@ -20,7 +20,6 @@ verifiers' trainer (prime-rl) masks such episodes out and logs their rate.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,8 +35,7 @@ from colbench.types.dialogue import MAX_TURNS
 
 __all__ = ["ColbenchEnv", "ColbenchTaskset", "colbench_env"]
 
-TASKSET_ID = "colbench_verifiers"
-sys.modules.setdefault(TASKSET_ID, sys.modules[__name__])  # the top-level name verifiers' loader imports
+TASKSET_ID = "colbench_verifiers"  # the top-level module verifiers' loader imports (colbench_verifiers/__init__.py)
 
 
 class ColbenchTasksetConfig(vf.TasksetConfig):  # type: ignore[misc]
