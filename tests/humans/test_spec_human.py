@@ -14,6 +14,7 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
+from malformed import refused
 from openai_stub import StubOpenAIServer
 
 from colbench.domains.backend.scorer import BackendScorer
@@ -183,11 +184,7 @@ def test_specs_export_writes_a_file_a_leaderboard_can_pin(tmp_path: Path) -> Non
     ],
 )
 def test_malformed_specs_files_are_one_line_errors(tmp_path: Path, content: str, message: str) -> None:
-    path = tmp_path / "specs.jsonl"
-    path.write_text(content)
-    with pytest.raises(DataError, match=message) as caught:
-        load_specs(path)
-    assert "\n" not in str(caught.value)
+    refused(load_specs, tmp_path / "specs.jsonl", content, message)
 
 
 def test_the_spec_human_never_sees_the_code(tasks: list[Task], scorer: BackendScorer, tmp_path: Path) -> None:

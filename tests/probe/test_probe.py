@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 from local_model import needs_model
+from malformed import refused
 from openai_stub import StubOpenAIServer
 
 from colbench.env.domain import all_domains
-from colbench.errors import ConfigError, DataError
+from colbench.errors import ConfigError
 from colbench.probe import ProbeConfig, run_probe, summary_table
 from colbench.probe.probing import read_rows
 from colbench.probe.suite import load_suite
@@ -81,12 +82,7 @@ def test_placeholders_are_filled_from_the_task() -> None:
     ],
 )
 def test_a_malformed_suite_is_one_line_naming_the_file(tmp_path: Path, content: str, message: str) -> None:
-    path = tmp_path / "suite.toml"
-    path.write_text(content)
-    with pytest.raises(DataError) as caught:
-        load_suite("backend", path)
-    text = str(caught.value)
-    assert str(path) in text and message in text and "\n" not in text
+    refused(lambda path: load_suite("backend", path), tmp_path / "suite.toml", content, message)
 
 
 def test_verdicts() -> None:

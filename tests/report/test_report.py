@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from malformed import refused
 from paths import REPO, TESTS
 
 from colbench.env.domain import get_domain
@@ -448,10 +449,7 @@ def test_price_table_toml_and_spec_lookup(tmp_path: Path) -> None:
     ],
 )
 def test_bad_price_tables_name_the_file(tmp_path: Path, content: str, message: str) -> None:
-    path = tmp_path / "p.json"
-    path.write_text(content)
-    with pytest.raises(DataError, match=re.escape(str(path)) + ".*" + re.escape(message)):
-        load_prices(path)
+    refused(load_prices, tmp_path / "p.json", content, message)
 
 
 def test_a_model_not_in_the_table_costs_unknown_never_zero() -> None:
