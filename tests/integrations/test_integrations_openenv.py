@@ -1,7 +1,9 @@
-"""OpenEnv: ``colbench serve`` in its own process, driven by the real OpenEnv client package, and attacked (no or a
-wrong token, bad JSON, JSON that is not an object, binary frames, huge bodies and messages, guessing sessions, too
-many sessions, concurrent resets, idle expiry, a failing human endpoint). Every attack gets a clear error and leaves
-the other sessions as they were; bad arguments stop the server before it listens."""
+"""OpenEnv: ``colbench serve`` in its own process, driven by the real OpenEnv client package (its ``EnvClient`` and
+its MCP client, ``MCPToolClient``, in one episode), and attacked (no or a wrong token, bad JSON, JSON that is not an
+object, binary frames, huge bodies and messages, guessing sessions, too many sessions, concurrent resets, idle
+expiry, a failing human endpoint, MCP outside an episode). Every attack gets a clear error and leaves the other
+sessions as they were; bad arguments stop the server before it listens. The scorer is the environment's OpenEnv
+rubric."""
 
 from __future__ import annotations
 
@@ -25,11 +27,21 @@ import contextlib
 import httpx
 from openai_stub import StubOpenAIServer
 from openenv.cli._validation import validate_running_environment
+from openenv.core.env_server.mcp_types import CallToolAction
+from openenv.core.mcp_client import MCPToolClient
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 
 from colbench._util.hosts import needs_token
-from colbench.integrations.openenv import ColbenchAction, ColbenchClient
+from colbench.errors import InfraError
+from colbench.integrations.openenv import (
+    DEFAULT_ENV,
+    ColbenchAction,
+    ColbenchClient,
+    ColbenchOpenEnv,
+    ColbenchRubric,
+    verdict_reward,
+)
 from colbench.tasks import Task
 
 TOKEN = "s3cret-token-for-tests"
@@ -81,6 +93,14 @@ class Server:
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
     running = Server("--max-sessions", "16", "--max-body-bytes", "65536")
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def tokenless_server() -> Iterator[Server]:
+    """A server on loopback without a token: OpenEnv's own clients (MCPToolClient, validate) send no headers."""
+    running = Server(token=False)
     yield running
     running.stop()
 
@@ -279,6 +299,7 @@ def test_bad_arguments_stop_the_server_before_it_listens() -> None:
     for args, wanted in (
         (["--tasks", "/nonexistent"], "/nonexistent"),
         (["--env", "NoSuchEnv-v1"], "NoSuchEnv-v1"),
+        (["--env-options", '{"bogus": 1}'], "'bogus'"),  # an option the env does not take (was a traceback, exit 1)
     ):
         done = subprocess.run(
             [sys.executable, "-m", "colbench", "serve", "--port", str(free_port()), *args],
@@ -291,13 +312,9 @@ def test_bad_arguments_stop_the_server_before_it_listens() -> None:
         assert "Traceback" not in done.stderr
 
 
-def test_openenv_runtime_validation_passes() -> None:
+def test_openenv_runtime_validation_passes(tokenless_server: Server) -> None:
     """OpenEnv's own check of a running server (``openenv validate --url``): production mode, all criteria met."""
-    server = Server(token=False)
-    try:
-        report = validate_running_environment(server.url)
-    finally:
-        server.stop()
+    report = validate_running_environment(tokenless_server.url)
     failed = [c["id"] for c in report["criteria"] if not c["passed"]]
     assert report["passed"] and report["mode"] == "production" and not failed, failed
 
@@ -312,3 +329,80 @@ def test_serving_beyond_loopback_needs_a_token() -> None:
         timeout=120,
     )
     assert done.returncode == 2 and "--token-env" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_mcp_tools_and_turns_play_one_episode_with_openenv_mcp_client(
+    tokenless_server: Server, bundled_tasks: list[Task]
+) -> None:
+    """OpenEnv's MCPToolClient against a running server: the tools listed, ask_human called, a plain turn, then
+    submit_answer as a step (reward 1, done); one episode behind all of them (3 steps, 3 turns). Bad arguments are
+    a tool error that leaves the episode as it was."""
+    task = bundled_tasks[3]
+
+    async def episode() -> tuple[Any, ...]:
+        async with MCPToolClient(base_url=tokenless_server.url, message_timeout_s=60) as env:
+            await env.reset(task_id=task.task_id)
+            tools = {t.name: t.input_schema for t in await env.list_tools()}
+            reply = await env.call_tool("ask_human", question=ASK)
+            with pytest.raises(RuntimeError, match="invalid_args") as bad:
+                await env.call_tool("ask_human", question=f"I WANT TO ANSWER:\n{task.ground_truth}")
+            turn = await env.step(ColbenchAction(message="Anything else I should know?"))
+            done = await env.step(CallToolAction(tool_name="submit_answer", arguments={"answer": task.ground_truth}))
+            state = await env.state()
+            return tools, reply, str(bad.value), turn, done, state
+
+    tools, reply, bad, turn, done, state = asyncio.run(episode())
+    assert tools["ask_human"]["required"] == ["question"] and tools["submit_answer"]["required"] == ["answer"]
+    assert isinstance(reply, str) and reply and "submit_answer" in bad
+    assert turn.reward == 0.0 and not turn.done
+    assert done.done and done.reward == 1.0 and state.step_count == 3
+    info = done.observation.result["structured_content"]["info"]
+    assert info["turn"] == 3 and info["success"] is True and info["task_id"] == task.task_id
+    assert "hidden_information" not in json.dumps(done.observation.result) and '"score"' not in json.dumps(info)
+
+
+def test_mcp_outside_an_episode_is_refused_with_the_reason(tokenless_server: Server) -> None:
+    """Production-mode MCP (HTTP /mcp, MCP JSON-RPC on /ws) is refused: a tool played there would have no reward."""
+    rpc = {"jsonrpc": "2.0", "method": "tools/list", "params": {}, "id": 1}
+    answered = httpx.post(f"{tokenless_server.url}/mcp", json=rpc).json()
+    assert answered["error"]["code"] == -32601 and "simulation-mode" in answered["error"]["message"]
+
+    async def on_ws() -> dict[str, Any]:
+        async with ws_connect(tokenless_server.url.replace("http", "ws") + "/ws") as ws:
+            await ws.send(json.dumps({"type": "mcp", "data": rpc}))
+            refused = json.loads(await ws.recv())
+            await ws.send(json.dumps({"type": "reset", "data": {}}))  # and the session goes on
+            return {"refused": refused, "then": json.loads(await ws.recv())["type"]}
+
+    seen = asyncio.run(on_ws())
+    assert seen["refused"]["data"]["code"] == "UNKNOWN_TYPE" and "CallToolAction" in seen["refused"]["data"]["message"]
+    assert seen["then"] == "observation"
+
+
+def test_the_server_defaults_to_the_newest_env_id_without_gymnasium_warning(tokenless_server: Server) -> None:
+    log = tokenless_server.log()
+    assert DEFAULT_ENV == "ColBench-Backend-v2" and f"colbench serve: {DEFAULT_ENV} at" in log
+    assert "out of date" not in log
+
+
+def test_the_scorer_is_the_environments_openenv_rubric(bundled_tasks: list[Task]) -> None:
+    """The rubric gives 0 for each question and the scorer's verdict on the answer: a wrong answer gets its
+    pass rate (what the env's scorer says, here 0), and compute_step_rewards puts it on the answer step."""
+    task = bundled_tasks[3]
+    env = ColbenchOpenEnv(DEFAULT_ENV, {"tasks": "backend-sample", "sandbox": "bwrap"})
+    try:
+        assert isinstance(env.rubric, ColbenchRubric)
+        env.reset(task_id=task.task_id)
+        asked = env.step(ColbenchAction(message=ASK))
+        name = task.ground_truth.split("def ", 1)[1].split("(", 1)[0]
+        wrong = f"def {name}(*args, **kwargs):\n    return None"
+        done = env.step(ColbenchAction(message=f"I WANT TO ANSWER:\n{wrong}"))
+        rewards = env.rubric.compute_step_rewards()
+    finally:
+        env.close()
+    assert asked.reward == 0.0 and done.done and 0.0 <= done.reward < 1.0
+    assert done.reward == done.info["pass_rate"] == env.rubric.last_score and rewards == [0.0, done.reward]
+    assert verdict_reward({"status": "ok", "pass_rate": 0.25, "tests_passed": 1}) == 0.25
+    assert verdict_reward({"status": "ok", "similarity": 0.5, "reward": 0.75}) == 0.75  # frontend v1: its reward
+    with pytest.raises(InfraError):
+        verdict_reward({"status": "infra_error", "error": "sandbox down", "pass_rate": None})
