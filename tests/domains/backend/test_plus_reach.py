@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hand_tasks import make_task
 
 from colbench.domains.backend.plus.augment import augment_task
@@ -124,13 +125,6 @@ RISK_TESTS = [
 ]
 
 
-def test_a_comparison_masked_in_an_or_chain_is_put_where_it_decides(scorer: BackendScorer) -> None:
-    """(Augmenter 1 let `age > 66` and `age >= 45` through: too many tests wanted for the cap, none of them these.)"""
-    task = make_task(RISK, RISK_TESTS, task_id="risk")
-    wrong = [("age > 65", "age > 66"), ("age > 45", "age >= 45"), ("bmi >= 35", "bmi >= 36"), ("bp > 130", "bp > 131")]
-    assert all(_killed_by_plus_only(scorer, task, RISK.replace(a, b, 1)) for a, b in wrong)
-
-
 OFFER = """def best_offer(prices, fees):
     return min(prices, key=lambda k: prices[k] + 0.3 * fees[k])
 """
@@ -143,11 +137,37 @@ OFFER_TESTS = [
 ]
 
 
-def test_a_coefficient_no_test_makes_matter_is_made_to(scorer: BackendScorer) -> None:
-    """(Augmenter 1 let `- 0.3 * fees` through: its few killing inputs were never run against the wider edits.)"""
-    task = make_task(OFFER, OFFER_TESTS, task_id="offer")
-    for wrong in ("prices[k] + 1.3 * fees[k]", "prices[k] + 0.6 * fees[k]", "prices[k] - 0.3 * fees[k]"):
-        assert _killed_by_plus_only(scorer, task, OFFER.replace("prices[k] + 0.3 * fees[k]", wrong)), wrong
+# (task id, reference, its tests, the edits that make it wrong where no test looks)
+HIDDEN_BY_THE_TESTS = [
+    # A comparison masked in an or chain is put where it decides. (Augmenter 1 let `age > 66` and `age >= 45`
+    # through: too many tests wanted for the cap, none of them these.)
+    (
+        "risk",
+        RISK,
+        RISK_TESTS,
+        [("age > 65", "age > 66"), ("age > 45", "age >= 45"), ("bmi >= 35", "bmi >= 36"), ("bp > 130", "bp > 131")],
+    ),
+    # A coefficient no test makes matter is made to. (Augmenter 1 let `- 0.3 * fees` through: its few killing
+    # inputs were never run against the wider edits.)
+    (
+        "offer",
+        OFFER,
+        OFFER_TESTS,
+        [(" + 0.3 * ", " + 1.3 * "), (" + 0.3 * ", " + 0.6 * "), (" + 0.3 * ", " - 0.3 * ")],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("task_id", "reference", "tests", "edits"), HIDDEN_BY_THE_TESTS, ids=[case[0] for case in HIDDEN_BY_THE_TESTS]
+)
+def test_a_wrong_edit_the_tests_miss_is_killed_by_the_plus_tests(
+    scorer: BackendScorer, task_id: str, reference: str, tests: list[str], edits: list[tuple[str, str]]
+) -> None:
+    task = make_task(reference, tests, task_id=task_id)
+    for old, new in edits:
+        assert reference.count(old) == 1, old  # the edit touches the one place the case is about
+        assert _killed_by_plus_only(scorer, task, reference.replace(old, new)), (old, new)
 
 
 RISES = """def ends_rising(notes):
