@@ -2,10 +2,10 @@
 
 verl's rollout worker makes an agent loop per sample and awaits ``run(sampling_params, **row)``, which must return
 the prompt's token ids, the response's token ids and a ``response_mask`` (1 on the policy's tokens, 0 on what the
-environment added). ``ColbenchAgentLoop`` plays one ColBench episode: the row's ``extra_info.task_id`` picks the
-task, each turn is generated through verl's ``server_manager`` (its inference servers), the simulated human's reply
-is appended in the chat template's own markup (``colbench.env.tokens.feedback_text``) with mask 0, and the env's reward
-becomes ``reward_score`` (so verl's reward manager is skipped).
+environment added). ``ColbenchAgentLoop`` plays one ColBench episode: the row's ``task_id`` (``extra_info.task_id``
+where set) picks the task, each turn is generated through verl's ``server_manager`` (its inference servers), the
+simulated human's reply is appended in the chat template's own markup (``colbench.env.tokens.feedback_text``) with
+mask 0, and the env's reward becomes ``reward_score`` (so verl's reward manager is skipped).
 
 A lost episode (an infrastructure failure: the human's endpoint or the sandbox) never raises out of ``run``, which
 would fail verl's whole generation step. verl cannot drop one sample of a batch, and ``reward_score`` must be a number
@@ -13,11 +13,14 @@ would fail verl's whole generation step. verl cannot drop one sample of a batch,
 aggregation leaves fully masked samples out), ``reward_score`` 0 and ``extra_fields["colbench_lost"]`` True (the
 error in ``extra_fields["colbench_error"]``) for the trainer to log.
 
-    # verl config: actor_rollout_ref.rollout.agent.agent_loop_config_path: colbench_loops.yaml, containing
+    # verl config: actor_rollout_ref.rollout.agent.agent_loop_config_path=colbench_loops.yaml, containing
     #   - name: colbench
     #     _target_: colbench.integrations.verl.ColbenchAgentLoop
-    # the dataset: colbench.prompt_rows(...) with agent_name "colbench" and extra_info {"task_id": ...}
+    # and actor_rollout_ref.rollout.agent.default_agent_loop=colbench (or an agent_name column "colbench")
+    # the dataset: colbench.prompt_rows(tasks, max_turns=...) as parquet (its task_id column picks the task; a row's
+    #   extra_info.task_id, where set, is used first)
     # the env's options: $COLBENCH_VERL, a JSON object (tasks, max_turns, simulator, simulator_options, ...)
+    # (docs/integrations.md shows the whole main_ppo launch; a test composes it with verl's own Hydra config)
 
 Tested with verl 0.9.1 installed with ``--no-deps`` next to its pure-Python needs (ray, tensordict, hydra-core,
 codetiming) in a venv of its own: its own dependencies pull the CUDA build of torch, and its hydra needs an antlr4
@@ -49,9 +52,11 @@ class ColbenchAgentLoop(AgentLoopBase):  # type: ignore[misc]
 
     async def run(self, sampling_params: dict[str, Any], **row: Any) -> AgentLoopOutput:
         options = env_options(CONFIG_ENV)
-        task_id = (row.get("extra_info") or {}).get("task_id")
+        task_id = (row.get("extra_info") or {}).get("task_id") or row.get("task_id")
         if not task_id:
-            raise ConfigError("a verl row for ColBench needs extra_info.task_id (build rows with prompt_rows)")
+            raise ConfigError(
+                "a verl row for ColBench needs a task_id column (write the rows with colbench.prompt_rows)"
+            )
         env = gym.make(options.pop("env_id", "ColBench-Backend-v1"), **options)
         assert isinstance(env, TextEnv)
         try:

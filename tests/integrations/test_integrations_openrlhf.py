@@ -204,7 +204,8 @@ def test_the_documented_data_and_agent_file_play_an_episode(
     args, _ = train_ppo_ray_args(argv)
     monkeypatch.chdir(tmp_path)
     data = launch("openrlhf-data")
-    exec(data.replace('"backend-test"', '"backend-sample"'), {})  # the docs' block, on the bundled split
+    assert f'"{options["tasks"]}"' in data
+    exec(data.replace(f'"{options["tasks"]}"', '"backend-sample"'), {})  # the docs' block, on the bundled split
     rows = load_dataset("json", data_files=args.data.prompt_dataset)["train"]  # as OpenRLHF reads a .jsonl
     tokenizer = AutoTokenizer.from_pretrained(exported_model)
     task = bundled_tasks[2]
