@@ -30,6 +30,7 @@ class FakeEngine:
 
     def __init__(self, tokenizer: Any, replies: list[str]) -> None:
         self.tokenizer, self.replies = tokenizer, list(replies)
+        self.sampled: list[list[int]] = []  # the token ids of each turn, as returned
 
     async def generate(self, prompt_token_ids: list[int], sampling_params: Any, multi_modal_data: Any = None) -> Any:
         text = self.replies.pop(0)
@@ -39,6 +40,7 @@ class FakeEngine:
             out = SimpleNamespace(token_ids=ids, text=self.tokenizer.decode(ids), finish_reason="length", logprobs=None)
         else:
             out = SimpleNamespace(token_ids=ids, text=text, finish_reason="stop", logprobs=None)
+        self.sampled.append(list(ids))
         return SimpleNamespace(outputs=[out])
 
 
@@ -67,9 +69,19 @@ def run(
 
 
 def play(executor: Any, tokenizer: Any, prompt: str, label: str, replies: list[str], max_length: int) -> dict[str, Any]:
+    """The executor's response, and under ``SAMPLED`` the token ids the engine returned, turn by turn."""
     engine = FakeEngine(tokenizer, replies)
     params = SimpleNamespace(max_tokens=None, logprobs=None)
-    return dict(asyncio.run(executor.execute(prompt, label, params, max_length, tokenizer, engine)))
+    response = dict(asyncio.run(executor.execute(prompt, label, params, max_length, tokenizer, engine)))
+    return response | {SAMPLED: engine.sampled}
+
+
+SAMPLED = "test_sampled_ids"  # not OpenRLHF's: its experience code reads only the keys it knows
+
+
+def trained_ids(result: dict[str, Any]) -> list[list[int]]:
+    """The token ids OpenRLHF trains on (its action mask is 1 exactly on ``action_ranges``)."""
+    return [result["observation_tokens"][a:b] for a, b in result["action_ranges"]]
 
 
 def test_the_openrlhf_executor_plays_colbench(
@@ -86,6 +98,7 @@ def test_the_openrlhf_executor_plays_colbench(
     tokens = result["observation_tokens"]
     acted = [tokenizer.decode(tokens[a:b], skip_special_tokens=True) for a, b in result["action_ranges"]]
     assert acted == [question, answer]  # only the policy's turns are actions
+    assert trained_ids(result) == result[SAMPLED]  # exactly the tokens sampled, turn by turn
     text = tokenizer.decode(tokens)
     # The human's reply follows the policy's turn as the template renders a user turn, then the assistant header:
     # the context is exactly the chat the template would render.
@@ -107,7 +120,7 @@ def test_a_wrong_turn_scores_zero_and_the_cap_ends_the_episode(
 
     tokenizer = AutoTokenizer.from_pretrained(exported_model)
     result = run(tokenizer, bundled_tasks[0], ["Hi?", "Hm?", "def f(): pass"])
-    assert result["reward"] == 0.0 and len(result["action_ranges"]) == 3
+    assert result["reward"] == 0.0 and len(result["action_ranges"]) == 3 and trained_ids(result) == result[SAMPLED]
 
 
 def test_missing_config_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -135,7 +148,7 @@ def test_a_lost_episode_trains_nothing_and_is_flagged(
         configure(monkeypatch, exported_model, **human)
         result = run(tokenizer, bundled_tasks[0], ["Hi?", "Hm?", "def f(): pass"])
     assert result["extra_logs"]["colbench_lost"] == 1.0 and result["reward"] == 0.0
-    assert result["action_ranges"] == []  # no token of it is trained
+    assert result["action_ranges"] == [] and result[SAMPLED]  # sampled, and no token of it is trained
     # The episode ended at the failing turn: the context holds that turn and no reply to it.
     text = tokenizer.decode(result["observation_tokens"])
     assert text.count("<|im_start|>assistant\n") == turn and text.endswith(("Hi?", "Hm?")[turn - 1] + "<|im_end|>")
@@ -229,7 +242,7 @@ def test_the_documented_data_and_agent_file_play_an_episode(
     assert result["reward"] == 1.0 and float(result["extra_logs"]["colbench_success"]) == 1.0
     tokens = result["observation_tokens"]
     acted = [tokenizer.decode(tokens[a:b], skip_special_tokens=True) for a, b in result["action_ranges"]]
-    assert acted == [QUESTION, answer]
+    assert acted == [QUESTION, answer] and trained_ids(result) == result[SAMPLED]
 
 
 def test_episodes_however_they_end_batch_together_in_openrlhf(
