@@ -7,6 +7,7 @@ import json
 import os
 from typing import Any
 
+from colbench.env.versions import newest_env
 from colbench.errors import ConfigError
 
 
@@ -25,3 +26,9 @@ def env_options(variable: str, *, required: tuple[str, ...] = ()) -> dict[str, A
     if not isinstance(options, dict) or missing:
         raise ConfigError(f"{variable} must be a JSON object of env options with {', '.join(required) or 'them'}")
     return options
+
+
+def default_env_id() -> str:
+    """The env id an adapter plays when its options name none: the newest backend id, as ``colbench score`` and
+    ``colbench serve`` default to (an out-of-date id would log Gymnasium's warning at every episode)."""
+    return newest_env("backend") or "ColBench-Backend-v2"

@@ -46,7 +46,7 @@ import colbench  # noqa: F401 (registers the ids)
 from colbench.env.core import TextEnv
 from colbench.env.tokens import feedback_text
 from colbench.errors import ConfigError, InfraError
-from colbench.integrations.env_config import env_options
+from colbench.integrations.env_config import default_env_id, env_options
 from colbench.types.chat import Message
 
 CONFIG_ENV = "COLBENCH_OPENRLHF"
@@ -76,7 +76,7 @@ class ColbenchAgentInstance(AgentInstanceBase):  # type: ignore[misc]
     def __init__(self, *args: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         options = dict(config) if config is not None else env_options(CONFIG_ENV, required=("tokenizer",))
         self.tokenizer = _tokenizer(options.pop("tokenizer"))
-        env = gym.make(options.pop("env_id", "ColBench-Backend-v1"), **options)
+        env = gym.make(options.pop("env_id", None) or default_env_id(), **options)
         assert isinstance(env, TextEnv)
         self.env = env
         self.messages: list[Message] = []

@@ -37,6 +37,7 @@ from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 import colbench  # noqa: F401 (registers the ids)
 from colbench.env.dataset import prompt_rows
 from colbench.errors import ConfigError, InfraError
+from colbench.integrations.env_config import default_env_id
 from colbench.tasks.sources import load_shared
 from colbench.types.dialogue import MAX_TURNS
 from colbench.types.task import Task
@@ -74,7 +75,7 @@ class ColbenchSkyRLEnv(BaseTextEnv):  # type: ignore[misc]
             raise ConfigError("a SkyRL row for ColBench needs extra_info.task_id (build rows with skyrl_rows)")
         self.task_id = str(task_id)
         self.max_turns = int(extras.get("max_turns") or config.pop("max_turns", MAX_TURNS))
-        self.env = gym.make(config.pop("env_id", "ColBench-Backend-v1"), max_turns=self.max_turns, **config)
+        self.env = gym.make(config.pop("env_id", None) or default_env_id(), max_turns=self.max_turns, **config)
         self._last: dict[str, Any] = {}
 
     def init(self, prompt: list[dict[str, str]]) -> tuple[list[dict[str, str]], dict[str, Any]]:

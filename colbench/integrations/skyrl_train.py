@@ -29,7 +29,7 @@ class ColbenchEnvConfig(BaseConfig):  # type: ignore[misc]
     """The env's options (``environment.skyrl_gym.colbench.*``); a field left unset (None) takes the env's default.
     ``options`` carries any other keyword of the env (``truth_policy``, ``human_grounding``, a domain's own)."""
 
-    env_id: str = "ColBench-Backend-v1"
+    env_id: str | None = None  # None: the newest backend id (integrations.env_config.default_env_id)
     tasks: str | None = None
     simulator: str | None = None
     simulator_options: dict[str, Any] = field(default_factory=dict)

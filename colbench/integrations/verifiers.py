@@ -30,6 +30,7 @@ from pydantic import Field
 import colbench  # noqa: F401 (registers the ids)
 from colbench.env.core import TextEnv
 from colbench.env.dataset import prompt_rows
+from colbench.integrations.env_config import default_env_id
 from colbench.tasks.sources import load_shared
 from colbench.types.dialogue import MAX_TURNS
 
@@ -68,7 +69,7 @@ class ColbenchEnv(vf.Env[ColbenchEnvConfig]):  # type: ignore[misc]
     async def run(self, task: vf.Task, agents: vf.Agents) -> None:
         options = dict(self.config.env_options)
         taskset = self.config.taskset
-        env_id = options.pop("env_id", "ColBench-Backend-v1")
+        env_id = options.pop("env_id", None) or default_env_id()
         env = gym.make(env_id, tasks=taskset.tasks, max_turns=taskset.max_turns, **options)
         assert isinstance(env, TextEnv)  # gym.make returns colbench's env itself, with its async API
         try:

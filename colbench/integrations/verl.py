@@ -40,7 +40,7 @@ import colbench  # noqa: F401 (registers the ids)
 from colbench.env.core import TextEnv
 from colbench.env.tokens import feedback_text
 from colbench.errors import ConfigError, InfraError
-from colbench.integrations.env_config import env_options
+from colbench.integrations.env_config import default_env_id, env_options
 from colbench.types.chat import Message
 
 CONFIG_ENV = "COLBENCH_VERL"
@@ -57,7 +57,7 @@ class ColbenchAgentLoop(AgentLoopBase):  # type: ignore[misc]
             raise ConfigError(
                 "a verl row for ColBench needs a task_id column (write the rows with colbench.prompt_rows)"
             )
-        env = gym.make(options.pop("env_id", "ColBench-Backend-v1"), **options)
+        env = gym.make(options.pop("env_id", None) or default_env_id(), **options)
         assert isinstance(env, TextEnv)
         try:
             return await self._episode(env, str(task_id), sampling_params)

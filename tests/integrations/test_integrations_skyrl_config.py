@@ -78,8 +78,8 @@ def test_the_documented_launch_parses_with_colbenchs_config() -> None:
     section = env.skyrl_gym.colbench
     assert isinstance(section, ColbenchEnvConfig)  # typed, not a loose dict
     assert (section.env_id, section.tasks, section.simulator, section.sandbox) == (
-        "ColBench-Backend-v1",
-        "backend-test",
+        "ColBench-Backend-v2",
+        "backend-train",
         "openai:gpt-4o",
         "docker",
     )
