@@ -314,7 +314,7 @@ def split_by_reference(prefixes: Sequence[Prefix], *, held_out: float, seed: int
     group). No reference and no task id is on both sides (checked: a DataError if ever they were)."""
     if not 0 < held_out < 1:
         raise ConfigError(f"held_out must be a fraction between 0 and 1, got {held_out}")
-    groups = _groups(prefixes)
+    groups = groups_by_reference(prefixes)
     if len(groups) < 2:
         raise ConfigError(f"{len(prefixes)} prefixes share {len(groups)} reference(s): a split needs at least two")
     order = sorted(groups)  # the union-find roots, sorted: the same groups shuffle alike on every machine
@@ -341,8 +341,9 @@ def _in_order(prefixes: Sequence[Prefix], chosen: Sequence[Prefix]) -> list[Pref
     return [p for p in prefixes if id(p) in ids]
 
 
-def _groups(prefixes: Sequence[Prefix]) -> dict[str, list[Prefix]]:
-    """Prefixes joined when they share a reference or a task id (union-find over both)."""
+def groups_by_reference(prefixes: Sequence[Prefix]) -> dict[str, list[Prefix]]:
+    """Prefixes joined when they share a reference (whitespace aside) or a task id (union-find over both), by a
+    stable name of each group: the units the split keeps apart and the evaluation's bootstrap resamples."""
     parent: dict[str, str] = {}
 
     def find(x: str) -> str:
