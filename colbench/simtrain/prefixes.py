@@ -42,7 +42,7 @@ from colbench.runs import EpisodeRecord, load_run
 from colbench.tasks.rows import task_from_row
 from colbench.tasks.sources import load
 from colbench.types.chat import Message
-from colbench.types.dialogue import Turn
+from colbench.types.dialogue import Turn, is_answer
 from colbench.types.task import Task
 
 KEY_CHARS = 16
@@ -272,7 +272,8 @@ def prefixes_by_playing(
 
 
 async def _play(env_id: str, task: Task, human: Any, agent: Any, max_turns: int, seed: int, domain: str) -> list[Turn]:
-    """One episode, the eval player's loop (the agent's conversation: observations as user turns); its dialogue."""
+    """One episode, the eval player's loop (the agent's conversation: observations as user turns); its dialogue up
+    to the final turn, which is not played (no human answers it: no prefix, and no answer to score)."""
     env = gym.make(
         gym.spec(env_id),
         disable_env_checker=True,
@@ -292,6 +293,8 @@ async def _play(env_id: str, task: Task, human: Any, agent: Any, max_turns: int,
                 task_id=task.task_id, domain=domain, turn=int(info.get("turn", 0)) + 1, max_turns=max_turns
             )
             reply = await agent.aact(messages, context)
+            if is_answer(reply.text) or context.turn >= max_turns:
+                return list(env.dialogue)  # the final turn: nobody replies to it, and scoring it is not needed
             observation, _, terminated, truncated, info = await env.astep(reply.text)
             if terminated or truncated:
                 return list(env.dialogue)
