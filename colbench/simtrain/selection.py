@@ -11,10 +11,10 @@
   the description nor in any turn of the prefix);
 - **empty**: blank, or only whitespace and punctuation (no letter or digit);
 - **off-topic**, conservatively (a reply that is merely brief or unsure is never off-topic): not empty, not a
-  refusal (:func:`colbench.probe.verdicts.empty_or_refusal`), no question mark, no digit, not opening with an answer
-  word (yes, no, sure, ...), and no content word (four letters or more, not filler) shared with the task's
-  description, its hidden information or any turn of the prefix (:func:`colbench.probe.verdicts.off_topic`'s
-  words);
+  refusal (:func:`colbench.probe.verdicts.empty_or_refusal`), no question mark, no digit, no answer or preference
+  word (yes, no, sure, fine, whatever, either, maybe, prefer, ...), and no content word (four letters or more,
+  not filler) shared with the task's description, its hidden information or any turn of the prefix
+  (:func:`colbench.probe.verdicts.off_topic`'s words);
 - **refusal** (recorded, not vetoed: "I'm not sure" is an honest answer): ``empty_or_refusal`` of a reply that has
   a letter (the probe's rule, whose "no letter is empty" would call "42" a refusal).
 
@@ -47,7 +47,11 @@ NO_TRUE_CLAIM = "no checked true claim while another has one"
 DROP_REASONS = (LEAK, FALSE_CLAIM, EMPTY, OFF_TOPIC, NO_TRUE_CLAIM, MORE_OVER_RELEASE)
 """Why a candidate is dropped, in the order the checks apply."""
 _CONTENT = re.compile(r"[^\W_]")
-_ANSWER_OPENING = re.compile(r"^\W*(?:yes|yeah|yep|no|nope|sure|correct|right|exactly|ok(?:ay)?)\b", re.IGNORECASE)
+_ANSWER_WORD = re.compile(
+    r"\b(?:yes|yeah|yep|no|nope|not|sure|correct|right|wrong|exactly|ok(?:ay)?|fine|whatever|either|neither|both|"
+    r"none|any|maybe|probably|prefer|default|depends)\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,7 @@ def is_refusal(text: str) -> bool:
 
 def is_off_topic(text: str, prefix: Prefix) -> bool:
     """The conservative off-topic rule of the module docstring."""
-    if is_empty(text) or is_refusal(text) or "?" in text or re.search(r"\d", text) or _ANSWER_OPENING.match(text):
+    if is_empty(text) or is_refusal(text) or "?" in text or re.search(r"\d", text) or _ANSWER_WORD.search(text):
         return False
     said = "\n".join([prefix.task.problem_description, *(t.text for t in prefix.dialogue)])
     return off_topic(text, replace(prefix.task, problem_description=said))
