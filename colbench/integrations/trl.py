@@ -28,9 +28,10 @@ task by its text. Tested with trl 1.16.0 (the ``trl`` extra).
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 from transformers import TrainerCallback
@@ -77,7 +78,12 @@ class ColbenchRollout:
     ``leak_policy``, ...); ``max_turns`` must match the dataset's. ``turn_tokens``: new tokens per agent turn.
     ``generate``: the policy (``Generate``; default: the trainer's model with its generation config, sampling as
     TRL does, with log-probs and entropies from the sampling distribution). ``outcomes`` holds the episodes played
-    since ``DiagnosticsCallback`` last took them.
+    since ``DiagnosticsCallback`` last took them (``take_outcomes``).
+
+    Lengths: TRL's ``max_completion_length`` does not apply here (TRL only passes it to its own generation): an
+    episode's completion is up to ``max_turns`` agent turns of at most ``turn_tokens`` each, plus the human's replies
+    and the template's headers between them, and it is never cut, because a cut episode would be trained on turns
+    the env never scored. Bound it with ``max_turns`` and ``turn_tokens`` (and the human's reply cap).
     """
 
     def __init__(
@@ -92,6 +98,9 @@ class ColbenchRollout:
     ) -> None:
         if turn_tokens < 1:
             raise ConfigError(f"turn_tokens must be >= 1, got {turn_tokens}")
+        # One env made and closed now (milliseconds: nothing is started before an episode), so that a bad split, a
+        # misspelt option or a bogus sandbox fails here, before the trainer loads a model, not at its first step.
+        made_env(env_id, tasks=tasks, max_turns=max_turns, **env_kwargs).close()
         self.env_id, self.tasks, self.max_turns = env_id, tasks, max_turns
         self.turn_tokens = turn_tokens
         self.generate = generate or self._generate_with_trainer
@@ -191,6 +200,11 @@ class ColbenchRollout:
             )
         return self._task_of_prompt[text]
 
+    def take_outcomes(self) -> list[EpisodeOutcome]:
+        """The episodes played since the last call (``DiagnosticsCallback`` takes them), oldest first."""
+        taken, self.outcomes = self.outcomes, []
+        return taken
+
     # -- the default policy: the trainer's model -----------------------------------------------------------------
     def _generate_with_trainer(self, contexts: list[tuple[int, ...]], trainer: Any) -> list[SampledText]:
         import torch
@@ -238,27 +252,83 @@ class ColbenchRollout:
         return turns
 
 
+class OutcomeSource(Protocol):
+    """Where ``DiagnosticsCallback`` reads episodes: ``ColbenchRollout`` (rollout_func), or the factory of
+    ``ColbenchToolEnv.factory`` (environment_factory)."""
+
+    def take_outcomes(self) -> list[EpisodeOutcome]: ...
+
+
 class DiagnosticsCallback(TrainerCallback):
-    """Logs ``colbench.integrations.diagnostics.step_metrics`` of the episodes ``rollout`` played in each training
-    step (reward, success, lost episodes, leak rate, turns, answer length, entropy per turn bucket).
+    """Logs ``colbench.integrations.diagnostics.step_metrics`` of the episodes its sources played: reward, success,
+    lost episodes, leak rate, turns, answer length, entropy per turn bucket (where the policy's sampling measured
+    it: the rollout_func path).
 
-    They go into GRPOTrainer's own per-step metrics, so TRL averages them over ``logging_steps`` and logs them with
-    its own (``trainer.state.log_history`` and every ``report_to`` backend); a callback's ``on_log`` would come
-    after the reporters."""
+    Training episodes and evaluation episodes are kept apart by when they were played: Transformers' loop ends each
+    training step (``on_step_end``: the step's episodes, as ``colbench/...``) before it evaluates, and each
+    evaluation batch (``on_prediction_step``) before it logs the evaluation: those episodes are logged once per
+    evaluation, over all its batches, as ``eval_colbench/...``. They go into GRPOTrainer's own metrics, so TRL
+    averages them over ``logging_steps`` and logs them with its own (``trainer.state.log_history`` and every
+    ``report_to`` backend); a callback's ``on_log`` would come after the reporters.
 
-    def __init__(self, rollout: ColbenchRollout) -> None:
-        self.rollout = rollout
+    ``trainer``: the GRPOTrainer whose metrics take them; a ``ColbenchRollout`` source knows its trainer from its
+    first call, a tool env factory does not: use ``DiagnosticsCallback.attach(trainer, factory)``."""
+
+    def __init__(self, *sources: OutcomeSource, trainer: Any = None) -> None:
+        if not sources:
+            raise ConfigError("DiagnosticsCallback needs a source: a ColbenchRollout or a ColbenchToolEnv factory")
+        self.sources, self.trainer = sources, trainer
+        self._evaluated: list[EpisodeOutcome] = []
+
+    @classmethod
+    def attach(cls, trainer: Any, *sources: OutcomeSource) -> DiagnosticsCallback:
+        """A callback logging ``sources``' episodes into ``trainer``'s metrics, added to it; returned."""
+        callback = cls(*sources, trainer=trainer)
+        trainer.add_callback(callback)
+        return callback
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        trainer, outcomes = self.rollout.trainer, self.rollout.outcomes
-        if trainer is None or not outcomes:
-            return
+        outcomes = self._taken()
+        if outcomes:
+            for name, value in step_metrics(outcomes).items():
+                self._store()["train"][name].append(value)
+
+    def on_prediction_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._evaluated += self._taken()
+        if self._evaluated:  # the evaluation's episodes so far, as one value each (TRL logs and clears them)
+            store = self._store()["eval"]
+            for name, value in step_metrics(self._evaluated).items():
+                store[name] = [value]
+
+    def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._evaluated = []
+
+    def _taken(self) -> list[EpisodeOutcome]:
+        return [outcome for source in self.sources for outcome in source.take_outcomes()]
+
+    def _store(self) -> Any:
+        trainer = self.trainer or next((getattr(s, "trainer", None) for s in self.sources), None)
         store = getattr(trainer, "_metrics", None)
         if store is None:
-            raise ConfigError(f"DiagnosticsCallback needs TRL's GRPOTrainer, got {type(trainer).__name__}")
-        for name, value in step_metrics(outcomes).items():
-            store["train"][name].append(value)
-        outcomes.clear()
+            raise ConfigError(
+                f"DiagnosticsCallback needs TRL's GRPOTrainer, got {type(trainer).__name__}: for an environment "
+                "factory, add it with DiagnosticsCallback.attach(trainer, factory)"
+            )
+        return store
+
+
+def made_env(env_id: str, **options: Any) -> gym.Env[Any, Any]:
+    """``gym.make(env_id, **options)``, an unknown id or option reported as a one-line ``ConfigError`` (the env's
+    own checks already raise one for a bad split, sandbox or simulator)."""
+    try:
+        return gym.make(env_id, **options)
+    except gym.error.Error as exc:
+        raise ConfigError(f"env {env_id!r}: {exc}") from None
+    except TypeError as exc:
+        unknown = re.search(r"unexpected keyword argument '(\w+)'", str(exc))
+        if unknown is None:
+            raise
+        raise ConfigError(f"{env_id}: unknown option {unknown[1]!r}") from None
 
 
 @contextlib.contextmanager

@@ -1,11 +1,12 @@
 """TRL: the real GRPOTrainer trains 2 steps on CPU with ColBench episodes as rollouts (the embedded model exported
 to transformers, a scripted human), on exactly the ids the policy sampled; the simulated human's tokens are out of
 the loss, TRL sees which completions were cut at the token limit, an episode lost to the human's endpoint is no
-score, and the diagnostics land in the trainer's log."""
+score, and the diagnostics land in the trainer's log, the evaluation's apart from training's."""
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -35,6 +36,7 @@ class GrpoRun:
     rollouts: list[dict[str, Any]]
     trained: list[dict[str, list[list[int]]]]
     sampled: list[tuple[tuple[int, ...], SampledText]]
+    evaluated: list[dict[str, Any]]
 
     def turns_of(self, step: int, row: int) -> list[SampledText]:
         """The turns the policy sampled in episode ``row`` of ``step``, in order."""
@@ -50,8 +52,10 @@ class GrpoRun:
 
 @pytest.fixture(scope="module")
 def grpo(exported_model: Path, tmp_path_factory: pytest.TempPathFactory) -> GrpoRun:
-    """One GRPOTrainer, 2 CPU steps of ``EPISODES`` episodes (max_turns 2, 8 tokens a turn; the end-of-turn token made likely
-    so that some turns end and some are cut): ``mask_truncated_completions`` off in step 1, on in step 2."""
+    """One GRPOTrainer, 2 CPU steps of ``EPISODES`` episodes (max_turns 2, 8 tokens a turn; the end-of-turn token made
+    likely so that some turns end and some are cut): ``mask_truncated_completions`` off in step 1, on in step 2. An
+    evaluation of ``EPISODES`` episodes of another task runs before training (``eval_on_start``), its turns scripted
+    (two questions at entropy 1.5)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
 
@@ -67,15 +71,24 @@ def grpo(exported_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Grpo
         simulator=ScriptedSimulator([HUMAN]),
         sandbox="bwrap",
     )
-    run = GrpoRun(None, AutoTokenizer.from_pretrained(exported_model), [], [], [])
+    run = GrpoRun(None, AutoTokenizer.from_pretrained(exported_model), [], [], [], [])
     policy = rollout.generate
 
+    question = [*run.tokenizer("What type is the input?", add_special_tokens=False)["input_ids"], EOT]
+
     def sampling(contexts: list[tuple[int, ...]], trainer: Any) -> list[SampledText]:
+        if not trainer.model.training:  # the evaluation's policy asks, scripted: no draw from the model's RNG
+            return [SampledText("What type is the input?", question, [-0.5] * len(question), entropy=1.5)] * len(
+                contexts
+            )
         turns = policy(contexts, trainer)
         run.sampled += zip(contexts, turns, strict=True)
         return turns
 
     def recording(prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        if not trainer.model.training:
+            run.evaluated.append(rollout(prompts, trainer))
+            return run.evaluated[-1]
         trainer.mask_truncated_completions = len(run.rollouts) == 1
         out = rollout(prompts, trainer)
         run.rollouts.append(out)
@@ -87,11 +100,16 @@ def grpo(exported_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Grpo
         processing_class=run.tokenizer,
         reward_funcs=reward_functions("reward", "leak_penalty"),
         train_dataset=prompt_dataset("backend-sample", max_turns=2).select(range(2)),
+        eval_dataset=prompt_dataset("backend-sample", max_turns=2).select([2]),
         rollout_func=recording,
         callbacks=[DiagnosticsCallback(rollout)],
         args=cpu_grpo_config(
             tmp_path_factory.mktemp("grpo"),
             per_device_train_batch_size=EPISODES,
+            per_device_eval_batch_size=EPISODES,
+            eval_strategy="steps",
+            eval_steps=100,  # never within the 2 steps: the one evaluation is the one before training
+            eval_on_start=True,
             generation_kwargs={"sequence_bias": [[[EOT], 4.0]]},
         ),
     )
@@ -99,8 +117,9 @@ def grpo(exported_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Grpo
 
     def trained_on(inputs: Any) -> dict[str, Any]:  # what TRL computes the loss on, as it computed it
         out = prepare(inputs)
-        mask = out["completion_mask"] * out["tool_mask"]
-        run.trained.append({"completion_ids": out["completion_ids"].tolist(), "loss_mask": mask.tolist()})
+        if trainer.model.training:
+            mask = out["completion_mask"] * out["tool_mask"]
+            run.trained.append({"completion_ids": out["completion_ids"].tolist(), "loss_mask": mask.tolist()})
         return out  # type: ignore[no-any-return]
 
     trainer._generate_and_score_completions = trained_on
@@ -156,6 +175,24 @@ def test_grpo_logs_the_clipped_ratio_and_the_diagnostics(grpo: GrpoRun) -> None:
     assert 0 < sum(all_cut) < len(all_cut)  # both kinds of completion were seen
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_evaluation_episodes_are_logged_apart_from_training(grpo: GrpoRun) -> None:
+    """Each evaluation (the one before training, and Transformers' one at the end) played its own episodes: they
+    are logged as ``eval_colbench/...`` with that evaluation, never counted in a training step's ``colbench/...``."""
+    evaluations = [e for e in grpo.trainer.state.log_history if "eval_loss" in e]
+    assert len(evaluations) == len(grpo.evaluated) >= 1
+    for evaluation, played in zip(evaluations, grpo.evaluated, strict=True):
+        assert len(played["completion_ids"]) == EPISODES
+        assert evaluation["eval_colbench/episodes"] == EPISODES and evaluation["eval_colbench/lost"] == 0
+        assert evaluation["eval_colbench/reward"] == pytest.approx(sum(played["colbench_reward"]) / EPISODES)
+        assert evaluation["eval_colbench/entropy/turn_1"] == evaluation["eval_colbench/entropy/turn_2"] == 1.5
+        assert not [key for key in evaluation if key.startswith("colbench/")]
+    training = [e for e in grpo.trainer.state.log_history if "loss" in e]
+    assert [e["colbench/episodes"] for e in training] == [EPISODES, EPISODES]
+    assert not [key for e in training for key in e if key.startswith("eval_")]
+
+
 def test_a_lost_episode_is_no_score_at_the_first_or_a_later_turn(exported_model: Path) -> None:
     """The human's endpoint answers once, then fails: one episode is lost at its first turn, the other at its
     second. The rollout returns; every reward function gives None for both; nothing of them is trained."""
@@ -201,6 +238,24 @@ def test_rollout_refuses_prompts_of_other_tasks() -> None:
         reward_functions("accuracy")
     with pytest.raises(ConfigError, match="turn_tokens"):
         ColbenchRollout(turn_tokens=0)
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"tasks": "backend-tset"}, "tasks='backend-tset': expected a JSONL file or one of the splits"),
+        ({"tasks": "backend-sample", "simulatr": "scripted"}, "unknown option 'simulatr'"),
+        ({"tasks": "backend-sample", "sandbox": "bogus"}, "sandbox='bogus'"),
+        ({"tasks": "backend-sample", "env_id": "ColBench-Backnd-v1"}, "ColBench-Backnd-v1"),
+    ],
+)
+def test_a_bad_option_fails_when_the_rollout_is_made(options: dict[str, Any], says: str) -> None:
+    """Before the trainer loads a model: a bad split, a misspelt option, a bogus sandbox, an unknown env id."""
+    from colbench.integrations.trl import ColbenchRollout
+
+    with pytest.raises(ConfigError, match=re.escape(says)) as raised:
+        ColbenchRollout(max_turns=2, **options)
+    assert "\n" not in str(raised.value)
 
 
 @pytest.mark.slow
