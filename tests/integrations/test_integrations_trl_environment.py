@@ -1,5 +1,6 @@
 """TRL ``environment_factory``: ``ColbenchToolEnv``'s contract on its own (ask, submit, the turn cap, refusals, a
-human endpoint that fails), then the real GRPOTrainer training 2 CPU steps through its tools.
+human endpoint that fails, its prompt, its reward through ``get_reward``), then the real GRPOTrainer training 2 CPU
+steps through its tools, with the diagnostics in its log.
 
 In the trainer run everything is real (TRL 1.16's GRPOTrainer, its prompt rendering with the tool schemas, its
 tool-call parsing and tool loop, its masks and loss; the exported SmolLM2; a local HTTP human; bwrap scoring) except
@@ -25,17 +26,25 @@ from trl_cpu import cpu_grpo_config
 from colbench.env.dataset import prompt_rows
 from colbench.errors import ConfigError
 from colbench.humans.simulator import ScriptedSimulator
-from colbench.integrations.trl_environment import ColbenchToolEnv, environment_rewards
+from colbench.integrations.trl_environment import (
+    ColbenchPageToolEnv,
+    ColbenchToolEnv,
+    environment_rewards,
+    tool_prompt,
+    tool_rows,
+)
+from colbench.types.dialogue import ANSWER_MARKER
 from colbench.types.task import Task
 
 pytest.importorskip("trl")
 
 HUMAN = "Keep it short and return an int."
-REWARDS = ("reward", "success", "leak_penalty")
+REWARDS = ("success", "leak_penalty")
 
 
 def rewards(env: ColbenchToolEnv) -> list[float | None]:
-    return [f(environments=[env])[0] for f in environment_rewards(*REWARDS)]
+    """The env's reward (``get_reward``, as TRL reads it), then each reward function's."""
+    return [env.get_reward(), *(f(environments=[env])[0] for f in environment_rewards(*REWARDS))]
 
 
 def tool_env(tasks: list[Task], scorer: Any, max_turns: int = 3, **kwargs: Any) -> ColbenchToolEnv:
@@ -46,8 +55,8 @@ def tool_env(tasks: list[Task], scorer: Any, max_turns: int = 3, **kwargs: Any) 
 def test_a_rollout_asks_submits_and_is_scored_as_the_env_scores(bundled_tasks: list[Task], scorer: Any) -> None:
     task = bundled_tasks[0]
     env = tool_env(bundled_tasks, scorer)
-    note = env.reset(**prompt_rows(bundled_tasks, max_turns=3)[0])
-    assert "ask_human" in note and "submit_answer" in note
+    note = env.reset(**tool_rows(bundled_tasks, max_turns=3)[0])
+    assert note is None  # the row's prompt is the tools prompt: nothing to add
     assert env.ask_human("Int or float?") == HUMAN
     assert env.submit_answer(task.ground_truth) == "Answer received; the session is over."
     assert rewards(env) == [1.0, 1.0, 0.0]
@@ -57,13 +66,13 @@ def test_a_rollout_asks_submits_and_is_scored_as_the_env_scores(bundled_tasks: l
     assert env.ask_human("Still there?").startswith("Refused: the session is over")
     assert rewards(env) == [1.0, 1.0, 0.0] and env.outcome.turns == 2
     # The pooled instance starts clean on the next row.
-    env.reset(**prompt_rows(bundled_tasks, max_turns=3)[1])
+    env.reset(**tool_rows(bundled_tasks, max_turns=3)[1])
     assert env.outcome.termination is None and rewards(env) == [0.0, 0.0, 0.0]
 
 
 def test_the_last_turn_is_scored_as_the_answer_at_the_cap(bundled_tasks: list[Task], scorer: Any) -> None:
     env = tool_env(bundled_tasks, scorer, max_turns=2)
-    env.reset(**prompt_rows(bundled_tasks, max_turns=2)[0])
+    env.reset(**tool_rows(bundled_tasks, max_turns=2)[0])
     assert env.ask_human("Int or float?") == HUMAN
     assert env.ask_human("And negatives?").startswith("That was your last turn")
     assert env.outcome.termination == "turn_limit" and rewards(env) == [0.0, 0.0, 0.0]
@@ -73,7 +82,7 @@ def test_the_last_turn_is_scored_as_the_answer_at_the_cap(bundled_tasks: list[Ta
 
 def test_a_rollout_that_never_answers_scores_zero(bundled_tasks: list[Task], scorer: Any) -> None:
     env = tool_env(bundled_tasks, scorer)
-    env.reset(**prompt_rows(bundled_tasks, max_turns=3)[0])
+    env.reset(**tool_rows(bundled_tasks, max_turns=3)[0])
     env.ask_human("Int or float?")
     assert env.outcome.termination is None and rewards(env) == [0.0, 0.0, 0.0]
 
@@ -90,7 +99,7 @@ def test_a_human_endpoint_down_loses_the_episode_never_scores_it(
             simulator="openai:human",
             simulator_options={"base_url": server.base_url, "api_key": "k", "max_retries": 0},
         )
-        env.reset(**prompt_rows(bundled_tasks, max_turns=3)[0])
+        env.reset(**tool_rows(bundled_tasks, max_turns=3)[0])
         for _ in range(failing_turn - 1):
             assert env.ask_human("Int or float?") == HUMAN
         assert "not scored" in env.ask_human("And negatives?")  # no exception out of the tool
@@ -105,19 +114,66 @@ def test_bad_rows_and_names_fail_with_one_line(bundled_tasks: list[Task], scorer
     with pytest.raises(ConfigError, match="no task_id column"):
         env.reset(prompt=[{"role": "user", "content": "Solve this."}])
     with pytest.raises(ConfigError, match="max_turns=3"):  # a dataset made for another turn cap
-        env.reset(**prompt_rows(bundled_tasks, max_turns=5)[0])
+        env.reset(**tool_rows(bundled_tasks, max_turns=5)[0])
+    with pytest.raises(ConfigError, match="tool_dataset"):  # the text protocol's prompt: I WANT TO ANSWER
+        env.reset(**prompt_rows(bundled_tasks, max_turns=3)[0])
     with pytest.raises(ConfigError, match="reset"):
         env.ask_human("Hello?")
     with pytest.raises(ConfigError, match="expected some of"):
         environment_rewards("accuracy")
+    with pytest.raises(ConfigError, match="count it twice"):  # the env's reward is get_reward's
+        environment_rewards("reward", "leak_penalty")
+    with pytest.raises(ConfigError, match="unknown option 'simulatr'"):
+        ColbenchToolEnv.factory("ColBench-Backend-v1", tasks=bundled_tasks, simulatr="scripted")()
+    with pytest.raises(ConfigError, match="ColbenchPageToolEnv"):  # a frontend env behind the backend's tools
+        ColbenchToolEnv.factory("ColBench-Frontend-v1", tasks="frontend-sample", embedder="test")()
+
+
+def test_a_row_without_a_prompt_gets_the_tools_prompt(bundled_tasks: list[Task], scorer: Any) -> None:
+    """TRL lets an env own the data: a row with no prompt (TRL's empty user message) gets it from reset."""
+    env = tool_env(bundled_tasks, scorer)
+    assert env.reset(task_id=bundled_tasks[0].task_id, prompt=[{"role": "user", "content": ""}]) == tool_prompt(
+        bundled_tasks[0], 3
+    )
+
+
+@pytest.mark.parametrize(
+    ("cls", "tasks"), [(ColbenchToolEnv, "backend-sample"), (ColbenchPageToolEnv, "frontend-sample")]
+)
+def test_the_tools_prompt_asks_for_the_tools_not_the_answer_marker(cls: type[Any], tasks: str) -> None:
+    """The tools path's task prompt names the env's tools (the ones TRL exposes) and never the text protocol's
+    marker, which no tool call could carry."""
+    tools = [n for n, _ in inspect.getmembers(cls, predicate=inspect.isfunction) if n[0] != "_"]
+    tools = [n for n in tools if n not in ("reset", "get_reward")]  # TRL's rule for what becomes a tool
+    for row in tool_rows(tasks, max_turns=4):
+        text = row["prompt"][0]["content"]
+        assert ANSWER_MARKER not in text and "4 turns" in text
+        assert all(name in text for name in tools), tools
+
+
+def test_the_factory_pickles_and_reports_each_episode_once(bundled_tasks: list[Task], scorer: Any) -> None:
+    """AsyncGRPOTrainer pickles the factory into its rollout process; each finished episode is reported for the
+    diagnostics when TRL asks for its reward, once."""
+    import pickle
+
+    factory = ColbenchToolEnv.factory("ColBench-Backend-v1", tasks="backend-sample", max_turns=3, sandbox="bwrap")
+    assert pickle.loads(pickle.dumps(factory)).options == factory.options
+    env = factory()
+    env.reset(**tool_rows("backend-sample", max_turns=3)[0])
+    env.ask_human("Int or float?")
+    assert env.get_reward() == 0.0 and env.get_reward() == 0.0  # never answered: the policy failed
+    (outcome,) = factory.take_outcomes()
+    assert (outcome.reward, outcome.success, outcome.turns, outcome.lost) == (0.0, False, 1, False)
+    assert factory.take_outcomes() == []
 
 
 def test_its_tools_are_the_two_methods_trl_will_expose() -> None:
-    """TRL exposes every public function of the class but ``reset`` as a tool, with a schema from its docstring."""
+    """TRL exposes every public function of the class but ``reset`` and ``get_reward`` as a tool, with a schema
+    from its docstring."""
     from transformers.utils import get_json_schema
 
     public = [n for n, _ in inspect.getmembers(ColbenchToolEnv, predicate=inspect.isfunction) if n[0] != "_"]
-    assert public == ["ask_human", "reset", "submit_answer"]
+    assert public == ["ask_human", "get_reward", "reset", "submit_answer"]
     schema = get_json_schema(ColbenchToolEnv.submit_answer)["function"]
     assert schema["parameters"]["required"] == ["answer"]
     assert "complete Python code" in schema["parameters"]["properties"]["answer"]["description"]
@@ -206,13 +262,15 @@ def failing_human(task: Task) -> Callable[[dict[str, Any]], str]:
 def grpo_run(
     exported_model: Path, bundled_tasks: list[Task], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Any]]:
-    """Two GRPO steps (one task each, 2 rollouts; the second task's human endpoint fails) through ``ColbenchToolEnv``; what the model sampled, what TRL
-    prepared for the loss, what each reward function returned and the trainer's log."""
+    """Two GRPO steps (one task each, 2 rollouts; the second task's human endpoint fails) through
+    ``ColbenchToolEnv``, with ``DiagnosticsCallback``; what the model sampled, what TRL prepared for the loss, what
+    each reward function returned and the trainer's log."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
     from trl import GRPOTrainer
 
-    from colbench import prompt_dataset
     from colbench.integrations.chatml_tools import with_tool_calling
+    from colbench.integrations.trl import DiagnosticsCallback
+    from colbench.integrations.trl_environment import tool_dataset
 
     tasks = bundled_tasks[:2]
     tokenizer = with_tool_calling(AutoTokenizer.from_pretrained(exported_model))
@@ -240,19 +298,20 @@ def grpo_run(
         return record
 
     with StubOpenAIServer(default=failing_human(tasks[1])) as server:
+        factory = ColbenchToolEnv.factory(
+            "ColBench-Backend-v1",
+            tasks=tasks,
+            max_turns=3,
+            simulator="openai:human",
+            simulator_options={"base_url": server.base_url, "api_key": "k", "max_retries": 0},
+            sandbox="bwrap",
+        )
         trainer = GRPOTrainer(
             model=model,
             processing_class=tokenizer,
             reward_funcs=[recording(n, f) for n, f in zip(REWARDS, environment_rewards(*REWARDS), strict=True)],
-            train_dataset=prompt_dataset(tasks, max_turns=3),
-            environment_factory=ColbenchToolEnv.factory(
-                "ColBench-Backend-v1",
-                tasks=tasks,
-                max_turns=3,
-                simulator="openai:human",
-                simulator_options={"base_url": server.base_url, "api_key": "k", "max_retries": 0},
-                sandbox="bwrap",
-            ),
+            train_dataset=tool_dataset(tasks, max_turns=3),
+            environment_factory=factory,
             args=cpu_grpo_config(
                 tmp_path_factory.mktemp("grpo_tools"),
                 per_device_train_batch_size=2,
@@ -269,6 +328,7 @@ def grpo_run(
             return out
 
         trainer._generate_and_score_completions = prepared
+        DiagnosticsCallback.attach(trainer, factory)
         trainer.train()
     run["log"] = trainer.state.log_history
     run["turns"] = turns
@@ -282,7 +342,7 @@ def test_grpo_trains_through_the_tools(grpo_run: dict[str, Any], bundled_tasks: 
     assert len(steps) == 2 and all(math.isfinite(e["loss"]) for e in steps)
     assert all(e["tools/call_frequency"] == 3.0 for e in steps)  # ask, ask, submit in every rollout
     assert all(e["completions/clipped_ratio"] == 0.0 for e in steps)  # every completion ends at its end-of-turn
-    outcomes = [o for _, step in grpo_run["rewards"]["reward"] for o in step]
+    outcomes = [o for _, step in grpo_run["rewards"]["success"] for o in step]
     answered = [o for o in outcomes if o.task_id == bundled_tasks[0].task_id]
     assert len(outcomes) == 4 and len(answered) == 2
     assert all(o.error is None and o.termination == "answered" and o.turns == 3 for o in answered)
@@ -338,6 +398,30 @@ def test_lost_episodes_get_none_from_every_reward_function(grpo_run: dict[str, A
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
+def test_the_env_reward_and_the_diagnostics_are_in_the_trainers_log(
+    grpo_run: dict[str, Any], bundled_tasks: list[Task]
+) -> None:
+    """TRL adds ``get_reward`` as a reward column of its own (the env's reward, once: no reward function repeats
+    it) and leaves a lost episode out (None); ``DiagnosticsCallback`` logs each step's episodes from the factory."""
+    steps = [e for e in grpo_run["log"] if "loss" in e]
+    for entry, (_, outcomes) in zip(steps, grpo_run["rewards"]["success"], strict=True):
+        assert len({o.task_id for o in outcomes}) == 1 and entry["colbench/episodes"] == 2
+        if outcomes[0].task_id == bundled_tasks[1].task_id:  # the human's endpoint down: both episodes lost
+            assert entry["rewards/ColbenchToolEnv/mean"] is None and entry["colbench/lost"] == 2
+            assert "colbench/reward" not in entry and "colbench/leak_rate" not in entry
+        else:  # a wrong answer, scored 0 by the env; no leaks from the stub human
+            assert entry["rewards/ColbenchToolEnv/mean"] == 0.0 and entry["colbench/lost"] == 0
+            assert (entry["colbench/reward"], entry["colbench/success"], entry["colbench/leak_rate"]) == (0, 0, 0)
+            assert entry["colbench/turns"] == 3 and entry["colbench/answer_chars"] == len(ANSWER) + 1
+    assert sorted(k for k in steps[0] if k.startswith("rewards/") and k.endswith("/mean")) == [
+        "rewards/ColbenchToolEnv/mean",
+        "rewards/environment_leak_penalty/mean",
+        "rewards/environment_success/mean",
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
 def test_the_tools_example_runs_a_step(exported_model: Path, tmp_path: Path) -> None:
     args = ["--model", str(exported_model), "--max_steps", "1", "--cpu", "--sandbox", "bwrap", "--limit", "1"]
     metrics = run_example(
@@ -345,3 +429,4 @@ def test_the_tools_example_runs_a_step(exported_model: Path, tmp_path: Path) -> 
     )
     assert len(metrics["loss"]) == 1 and all(math.isfinite(x) for x in metrics["loss"])
     assert len(metrics["tool_calls"]) == 1 and (tmp_path / "run" / "model" / "config.json").is_file()
+    assert metrics["colbench/episodes"] == [2.0]  # the diagnostics of the tools path, logged by the example
