@@ -15,7 +15,6 @@ from typing import Any
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
-from colbench import prompt_dataset
 from colbench.llm.export import export_hf
 from colbench.tasks import Task, load_shared
 
@@ -65,26 +64,16 @@ def env_options(config: GRPOFlags) -> dict[str, Any]:
     return {"simulator": config.simulator, "simulator_options": human, "sandbox": config.sandbox}
 
 
-def grpo_trainer(
-    config: GRPOFlags,
-    model: Any,
-    tokenizer: Any,
-    tasks: list[Task],
-    reward_funcs: list[Any],
-    settings: dict[str, Any] | None = None,
-    **rollouts: Any,
-) -> GRPOTrainer:
-    """TRL's ``GRPOTrainer`` of the policy on the tasks' prompts (``colbench.prompt_dataset``): ``rollouts`` say
-    how the script plays them (``rollout_func`` and ``callbacks``, or ``environment_factory``). Its
-    ``GRPOConfig`` comes from the shared flags (a log line per step, no checkpoints, the two reward functions
-    weighted 1 and ``--leak_weight``) and the script's own ``settings``."""
-    args = GRPOConfig(
+def grpo_config(config: GRPOFlags, reward_weights: list[float], settings: dict[str, Any] | None = None) -> GRPOConfig:
+    """The run's ``GRPOConfig``: from the shared flags (a log line per step, no checkpoints), the reward functions'
+    weights and the script's own ``settings`` (the launch test builds it from the documented command line)."""
+    return GRPOConfig(
         output_dir=str(Path(config.out) / "checkpoints"),
         max_steps=config.max_steps,
         per_device_train_batch_size=config.batch_size,
         num_generations=config.num_generations,
         learning_rate=config.learning_rate,
-        reward_weights=[1.0, config.leak_weight],
+        reward_weights=reward_weights,
         logging_steps=1,
         save_strategy="no",
         report_to=[],
@@ -93,12 +82,27 @@ def grpo_trainer(
         seed=config.seed,
         **(settings or {}),
     )
+
+
+def grpo_trainer(
+    config: GRPOFlags,
+    model: Any,
+    tokenizer: Any,
+    train_dataset: Any,
+    reward_funcs: list[Any],
+    reward_weights: list[float],
+    settings: dict[str, Any] | None = None,
+    **rollouts: Any,
+) -> GRPOTrainer:
+    """TRL's ``GRPOTrainer`` of the policy on ``train_dataset`` (the script's prompts of the tasks), with
+    ``grpo_config``: ``rollouts`` say how the script plays them (``rollout_func`` and ``callbacks``, or
+    ``environment_factory``)."""
     return GRPOTrainer(
         model=model,
         processing_class=tokenizer,
         reward_funcs=reward_funcs,
-        train_dataset=prompt_dataset(tasks, max_turns=config.max_turns),
-        args=args,
+        train_dataset=train_dataset,
+        args=grpo_config(config, reward_weights, settings),
         **rollouts,
     )
 

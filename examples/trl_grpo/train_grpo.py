@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from grpo_lib import GRPOFlags, env_options, grpo_trainer, load_policy, train_and_save, training_tasks
 from transformers import HfArgumentParser
 
+from colbench import prompt_dataset
 from colbench.integrations.diagnostics import PREFIX
 from colbench.integrations.trl import ColbenchRollout, DiagnosticsCallback, reward_functions
 
@@ -43,7 +44,14 @@ def main(config: Config) -> dict[str, list[float]]:
     )
     reward_funcs = reward_functions("reward", "leak_penalty")
     trainer = grpo_trainer(
-        config, model, tokenizer, tasks, reward_funcs, rollout_func=rollout, callbacks=[DiagnosticsCallback(rollout)]
+        config,
+        model,
+        tokenizer,
+        prompt_dataset(tasks, max_turns=config.max_turns),
+        reward_funcs,
+        [1.0, config.leak_weight],
+        rollout_func=rollout,
+        callbacks=[DiagnosticsCallback(rollout)],
     )
     return train_and_save(trainer, config, {"loss": "loss", "reward": "reward"}, prefix=PREFIX)
 
