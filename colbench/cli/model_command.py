@@ -48,6 +48,7 @@ def cmd_model_export_hf(args: argparse.Namespace) -> int:
 
 def cmd_model_export_gguf(args: argparse.Namespace) -> int:
     """Write the GGUF and print its path (serve it with ``--simulator llamacpp:PATH`` or ``--agent llamacpp:PATH``)."""
+    # run-time import: `colbench --help` loads no command's library
     from colbench.llm.export import export_gguf
 
     print(export_gguf(args.model_dir, args.base, args.out, dtype=args.dtype))
