@@ -28,7 +28,10 @@ def env_options(variable: str, *, required: tuple[str, ...] = ()) -> dict[str, A
     return options
 
 
-def default_env_id() -> str:
-    """The env id an adapter plays when its options name none: the newest backend id, as ``colbench score`` and
+def default_env_id(domain: str = "backend") -> str:
+    """The env id an adapter plays when its options name none: the domain's newest id, as ``colbench score`` and
     ``colbench serve`` default to (an out-of-date id would log Gymnasium's warning at every episode)."""
-    return newest_env("backend") or "ColBench-Backend-v2"
+    newest = newest_env(domain)
+    if newest is None:
+        raise ConfigError(f"domain {domain!r} has no registered env id")
+    return newest

@@ -15,7 +15,7 @@ of its text. The env still gets text: each action is a ``SampledText`` (:mod:`co
 
     from colbench.integrations.trl import ColbenchRollout, DiagnosticsCallback, reward_functions
     from colbench import prompt_dataset
-    rollout = ColbenchRollout("ColBench-Backend-v1", tasks="backend-sample", simulator="openai:human",
+    rollout = ColbenchRollout("ColBench-Backend-v2", tasks="backend-sample", simulator="openai:human",
                               simulator_options={"base_url": "http://127.0.0.1:8001/v1"}, max_turns=4)
     trainer = GRPOTrainer(model=..., reward_funcs=reward_functions("reward"), train_dataset=prompt_dataset(
         "backend-sample", max_turns=4), rollout_func=rollout, callbacks=[DiagnosticsCallback(rollout)],
@@ -42,6 +42,7 @@ from colbench.env.tokens import ChatTokens
 from colbench.env.vector import ColbenchVectorEnv
 from colbench.errors import ConfigError
 from colbench.integrations.diagnostics import EpisodeOutcome, step_metrics
+from colbench.integrations.env_config import default_env_id
 from colbench.tasks.sources import load_shared
 from colbench.types.dialogue import MAX_TURNS, after_marker
 from colbench.types.sampled import SampledText
@@ -88,7 +89,7 @@ class ColbenchRollout:
 
     def __init__(
         self,
-        env_id: str = "ColBench-Backend-v1",
+        env_id: str | None = None,
         *,
         tasks: str = "backend-test",
         max_turns: int = MAX_TURNS,
@@ -100,6 +101,7 @@ class ColbenchRollout:
             raise ConfigError(f"turn_tokens must be >= 1, got {turn_tokens}")
         # One env made and closed now (milliseconds: nothing is started before an episode), so that a bad split, a
         # misspelt option or a bogus sandbox fails here, before the trainer loads a model, not at its first step.
+        env_id = env_id or default_env_id()
         made_env(env_id, tasks=tasks, max_turns=max_turns, **env_kwargs).close()
         self.env_id, self.tasks, self.max_turns = env_id, tasks, max_turns
         self.turn_tokens = turn_tokens

@@ -23,7 +23,7 @@ adds the others on top (``GRPOTrainer`` only).
     from colbench.integrations.chatml_tools import with_tool_calling
     from colbench.integrations.trl import DiagnosticsCallback
     from colbench.integrations.trl_environment import ColbenchToolEnv, environment_rewards, tool_dataset
-    factory = ColbenchToolEnv.factory("ColBench-Backend-v1", tasks="backend-sample", max_turns=4,
+    factory = ColbenchToolEnv.factory("ColBench-Backend-v2", tasks="backend-sample", max_turns=4,
                                       simulator="openai:human", simulator_options={"base_url": "http://h:8001/v1"})
     trainer = GRPOTrainer(model=..., processing_class=with_tool_calling(tokenizer),
                           reward_funcs=environment_rewards("leak_penalty"),
@@ -52,6 +52,7 @@ import colbench  # noqa: F401 (registers the ids)
 from colbench._util.prompts import fill
 from colbench.errors import ConfigError, InfraError
 from colbench.integrations.diagnostics import EpisodeOutcome
+from colbench.integrations.env_config import default_env_id
 from colbench.integrations.trl import chosen, made_env
 from colbench.tasks.sources import load_shared
 from colbench.types.dialogue import ANSWER_MARKER, MAX_TURNS, after_marker, is_answer
@@ -194,7 +195,7 @@ class ToolEnvFactory:
     not a closure, because AsyncGRPOTrainer pickles it into its rollout process. The envs it makes report each
     finished episode here (``take_outcomes``, for ``DiagnosticsCallback``; in this process only)."""
 
-    def __init__(self, cls: type[_ToolEnv], env_id: str, options: dict[str, Any]) -> None:
+    def __init__(self, cls: type[_ToolEnv], env_id: str | None, options: dict[str, Any]) -> None:
         self.cls, self.env_id, self.options = cls, env_id, options
         self.outcomes: deque[EpisodeOutcome] = deque(maxlen=OUTCOME_BACKLOG)
 
@@ -216,7 +217,8 @@ class _ToolEnv:
 
     domain = ""
 
-    def __init__(self, env_id: str = "ColBench-Backend-v1", *, max_turns: int = MAX_TURNS, **env_kwargs: Any) -> None:
+    def __init__(self, env_id: str | None = None, *, max_turns: int = MAX_TURNS, **env_kwargs: Any) -> None:
+        env_id = env_id or default_env_id(self.domain)
         self._env = made_env(env_id, max_turns=max_turns, **env_kwargs)
         made = self._env.unwrapped.domain.name  # type: ignore[attr-defined]
         if made != self.domain:
@@ -228,7 +230,7 @@ class _ToolEnv:
         self._reported = False
 
     @classmethod
-    def factory(cls, env_id: str = "ColBench-Backend-v1", **kwargs: Any) -> ToolEnvFactory:
+    def factory(cls, env_id: str | None = None, **kwargs: Any) -> ToolEnvFactory:
         """The ``environment_factory`` TRL calls with no arguments: each call makes an env with these options (TRL
         makes one when the trainer is built, so a bad option fails there). Picklable (AsyncGRPOTrainer)."""
         return ToolEnvFactory(cls, env_id, kwargs)

@@ -24,7 +24,7 @@ class GRPOFlags:
     """The flags both examples take (each script's ``Config`` adds its own; every field is a command-line flag)."""
 
     model: str = "smollm2"  # smollm2: the embedded model (colbench model export-hf); or a directory / hub id
-    env_id: str = "ColBench-Backend-v1"
+    env_id: str = "ColBench-Backend-v2"
     tasks: str = "backend-sample"
     limit: int = 0  # train on the first N tasks (0: all)
     max_turns: int = 3

@@ -64,7 +64,7 @@ def test_the_documented_gpu_launch_parses_and_makes_trls_config(tmp_path: Path) 
     module, config = parsed(launch("trl"))
     assert (config.model, config.tasks, config.max_turns, config.turn_tokens) == (
         "Qwen/Qwen2.5-7B-Instruct",
-        "backend-test",
+        "backend-train",
         10,
         512,
     )
