@@ -80,7 +80,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "prefixes": {"tasks": "backend-test", "limit": 36, "max_turns": 2, "held_out": 0.4},
         "sample": {"k": 4, "concurrency": 8},
         "select": {},
-        "train": {"lr": 5e-5, "batch_size": 4, "micro_batch_size": 1, "max_length": 2048},
+        "train": {"lr": 5e-5, "batch_size": 4, "micro_batch_size": 1, "max_length": 2048, "train_last_layers": 6},
         "evaluate": {"k": 3, "concurrency": 8, "probe_limit": 1, "probe_category": "truth", "probe_draws": 1},
     },
     "gpu": {

@@ -49,6 +49,7 @@ class TrainConfig:
     max_length: int = 4096  # longer rows are skipped (counted), never cut
     warmup_steps: float = 0.0  # a number of steps, or below 1 a share of them (transformers 5)
     gradient_checkpointing: bool = False
+    train_last_layers: int = 0  # CPU runs only: train just the top N blocks and the final norm (0: all)
     bf16: bool | None = None  # None: on a GPU that supports it
     threads: int = 0  # CPU threads for torch (0: its default)
     export_gguf: bool | None = None  # None: when the base is a GGUF
@@ -95,9 +96,17 @@ def main(config: TrainConfig) -> dict[str, Any]:
     rows = [{"prompt": r["prompt"], "completion": r["completion"]} for r in read_jsonl(data_file)]
     if not rows:
         raise SystemExit(f"train_sft: {data_file} holds no rows (no candidate survived the selection)")
-    lengths = [len(tokenizer.apply_chat_template(r["prompt"] + r["completion"], tokenize=True)) for r in rows]
+    lengths = [
+        len(tokenizer.apply_chat_template(r["prompt"] + r["completion"], return_dict=True)["input_ids"]) for r in rows
+    ]
     fits = [r for r, n in zip(rows, lengths, strict=True) if n <= config.max_length]
     log("train", f"{len(fits)} rows ({len(rows) - len(fits)} longer than {config.max_length} skipped)")
+
+    if config.train_last_layers > 0:  # the backward pass stops at the lowest trained block: ~3x faster on a CPU
+        model.requires_grad_(False)
+        for block in model.model.layers[-config.train_last_layers :]:
+            block.requires_grad_(True)
+        model.model.norm.requires_grad_(True)
 
     # -- one epoch of TRL SFT, loss on the completion (the human's reply) only -------------------------------------
     accumulate = max(1, config.batch_size // config.micro_batch_size)
@@ -141,6 +150,8 @@ def main(config: TrainConfig) -> dict[str, Any]:
         "base_gguf_sha256": file_digest(gguf) if gguf else None,
         "data": {"file": str(data_file.resolve()), "sha256": file_digest(data_file), "rows": len(rows)},
         "rows_trained": len(fits),
+        "tokens_trained_on": sum(n for n in lengths if n <= config.max_length),
+        "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "steps": result.global_step,
         "loss_first": losses[0] if losses else None,
         "loss_last": losses[-1] if losses else None,
