@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -85,6 +85,13 @@ def write_json_atomic(path: str | Path, value: Any, *, durable: bool = False, so
     """``value`` as indented JSON (one trailing newline), written with :func:`write_atomic`."""
     text = json.dumps(value, ensure_ascii=False, indent=2, sort_keys=sort_keys) + "\n"
     write_atomic(path, text, durable=durable)
+
+
+def write_jsonl_atomic(path: str | Path, rows: Iterable[Any]) -> int:
+    """``rows`` as JSON lines, written with :func:`write_atomic`; how many were written."""
+    lines = [json.dumps(row, ensure_ascii=False) + "\n" for row in rows]
+    write_atomic(path, "".join(lines))
+    return len(lines)
 
 
 def fsync_dir(path: str | Path) -> None:

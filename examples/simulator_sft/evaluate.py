@@ -32,11 +32,12 @@ from sft_lib import (
     Timer,
     judged_row,
     log,
-    parse_config,
     save_json,
     simulator_options,
     write_jsonl,
 )
+
+from colbench._util.config_cli import parse_config
 
 
 @dataclass

@@ -15,16 +15,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sft_lib import (
-    ENV_ID,
-    HELD_OUT_PREFIXES,
-    TRAIN_PREFIXES,
-    Timer,
-    log,
-    parse_config,
-    save_json,
-    simulator_options,
-)
+from sft_lib import ENV_ID, HELD_OUT_PREFIXES, TRAIN_PREFIXES, Timer, log, save_json, simulator_options
+
+from colbench._util.config_cli import parse_config
 
 
 @dataclass

@@ -31,8 +31,10 @@ from evaluate import EvalConfig
 from make_prefixes import PrefixConfig
 from sample_candidates import SampleConfig
 from select_replies import SelectConfig
-from sft_lib import SMOLLM2, config_args, log, parse_config, save_json
+from sft_lib import SMOLLM2, log, save_json
 from train_sft import TrainConfig
+
+from colbench._util.config_cli import config_args, parse_config
 
 HERE = Path(__file__).resolve().parent
 STAGES = ["prefixes", "sample", "select", "train", "evaluate"]

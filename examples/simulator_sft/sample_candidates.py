@@ -14,17 +14,9 @@ import asyncio
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sft_lib import (
-    CANDIDATES,
-    ENV_ID,
-    TRAIN_PREFIXES,
-    Timer,
-    log,
-    parse_config,
-    save_json,
-    simulator_options,
-    write_jsonl,
-)
+from sft_lib import CANDIDATES, ENV_ID, TRAIN_PREFIXES, Timer, log, save_json, simulator_options, write_jsonl
+
+from colbench._util.config_cli import parse_config
 
 
 @dataclass

@@ -29,11 +29,12 @@ from sft_lib import (
     judged_row,
     log,
     make_human,
-    parse_config,
     read_jsonl,
     save_json,
     write_jsonl,
 )
+
+from colbench._util.config_cli import parse_config
 
 
 @dataclass

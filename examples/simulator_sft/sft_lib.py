@@ -8,21 +8,14 @@ library under them is :mod:`colbench.simtrain` (tested in tests/simtrain).
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import hashlib
-import json
 import sys
 import time
-import types
-import typing
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from colbench._util.storage import write_atomic, write_json_atomic
-
-T = TypeVar("T")
+from colbench._util.storage import iter_jsonl, write_json_atomic, write_jsonl_atomic
 
 ENV_ID = "ColBench-Backend-v2"
 """The env whose human is trained (its domain's human prompt, leak detector, claims checker and scorer)."""
@@ -39,76 +32,17 @@ HUMAN_DIR = "human"  # the trained transformers model; human.gguf beside it, bas
 BASE_GGUF = "base.gguf"
 
 
-def parse_config(cls: type[T], argv: Sequence[str] | None = None) -> T:
-    """A dataclass as a command line: every field is ``--field-name`` (bools: ``--flag`` / ``--no-flag``; lists take
-    several values; ``X | None`` fields accept ``none``); ``--help`` lists the defaults."""
-    hints = typing.get_type_hints(cls)
-    parser = argparse.ArgumentParser(description=cls.__doc__)
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        kind = hints[f.name]
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-        args = typing.get_args(kind)
-        optional = typing.get_origin(kind) in (typing.Union, types.UnionType) and type(None) in args
-        base = next((a for a in args if a is not type(None)), kind) if optional else kind
-        if base is bool and optional:  # three states: --flag true | false | none
-            parser.add_argument(
-                flag, type=_tristate, default=default, help=f"true | false | none; default: {default!r}"
-            )
-        elif base is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=f"{default!r}")
-        elif typing.get_origin(base) is list:
-            parser.add_argument(flag, nargs="*", type=typing.get_args(base)[0], default=default, help=f"{default!r}")
-        else:
-            convert = (lambda text, c=base: None if text.lower() in ("none", "") else c(text)) if optional else base
-            parser.add_argument(flag, type=convert, default=default, help=f"default: {default!r}")
-    return cls(**vars(parser.parse_args(argv)))
-
-
-def _tristate(text: str) -> bool | None:
-    words = {"true": True, "yes": True, "false": False, "no": False, "none": None, "": None}
-    if text.lower() not in words:
-        raise argparse.ArgumentTypeError(f"expected true, false or none, not {text!r}")
-    return words[text.lower()]
-
-
-def config_args(config: Any) -> list[str]:
-    """The command line that ``parse_config`` turns back into ``config`` (``run_all.py`` runs stages with it)."""
-    argv: list[str] = []
-    hints = typing.get_type_hints(type(config))
-    for f in dataclasses.fields(config):
-        value, flag = getattr(config, f.name), "--" + f.name.replace("_", "-")
-        if hints[f.name] == bool | None:
-            argv += [flag, str(value).lower()]
-        elif isinstance(value, bool):
-            argv.append(flag if value else "--no-" + f.name.replace("_", "-"))
-        elif isinstance(value, list):
-            argv += [flag, *map(str, value)]
-        else:
-            argv += [flag, "none" if value is None else str(value)]
-    return argv
-
-
 def log(stage: str, message: str) -> None:
     print(f"[{stage}] {message}", file=sys.stderr, flush=True)
 
 
-def save_json(path: str | Path, value: Any) -> None:
-    write_json_atomic(path, value)
+save_json = write_json_atomic
+write_jsonl = write_jsonl_atomic  # rows as JSON lines, atomically; returns how many
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    with Path(path).open(encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                yield json.loads(line)
-
-
-def write_jsonl(path: str | Path, rows: Iterable[Any]) -> int:
-    lines = [json.dumps(row, ensure_ascii=False) + "\n" for row in rows]
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, "".join(lines))
-    return len(lines)
+    """The rows of a JSONL file (bad JSON: a DataError naming the line)."""
+    return (row for _, row in iter_jsonl(path))
 
 
 def file_digest(path: str | Path) -> str:

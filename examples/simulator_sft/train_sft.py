@@ -22,18 +22,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sft_lib import (
-    BASE_GGUF,
-    HUMAN_DIR,
-    SFT_ROWS,
-    SMOLLM2,
-    Timer,
-    file_digest,
-    log,
-    parse_config,
-    read_jsonl,
-    save_json,
-)
+from sft_lib import BASE_GGUF, HUMAN_DIR, SFT_ROWS, SMOLLM2, Timer, file_digest, log, read_jsonl, save_json
+
+from colbench._util.config_cli import parse_config
 
 
 @dataclass

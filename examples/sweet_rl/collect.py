@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweet_lib import Trajectory, log, parse_config, read_jsonl, save_json, write_jsonl
+from sweet_lib import Trajectory, log, read_jsonl, save_json, write_jsonl
 
+from colbench._util.config_cli import parse_config
 from colbench.env.domain import get_domain
 from colbench.tasks import task_from_row
 from colbench.types.dialogue import MAX_TURNS

@@ -19,7 +19,9 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweet_lib import log, parse_config, read_trajectories, save_json, trajectory_pairs, write_jsonl
+from sweet_lib import log, read_trajectories, save_json, trajectory_pairs, write_jsonl
+
+from colbench._util.config_cli import parse_config
 
 
 @dataclass

@@ -31,11 +31,13 @@ from typing import Any
 
 from collect import CollectConfig
 from preferences import PreferencesConfig
-from sweet_lib import SMOLLM2, config_args, log, parse_config, save_json
+from sweet_lib import SMOLLM2, log, save_json
 from train_critic import CriticConfig
 from train_mtdpo import MTDPOConfig
 from train_policy import PolicyConfig
 from train_rft import RFTConfig
+
+from colbench._util.config_cli import config_args, parse_config
 
 HERE = Path(__file__).resolve().parent
 STAGES = ["collect", "preferences", "critic", "policy", "rft", "mtdpo"]

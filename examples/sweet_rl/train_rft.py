@@ -24,10 +24,11 @@ from sweet_lib import (
     freeze_lower_layers,
     log,
     open_stage,
-    parse_config,
     read_trajectories,
     save_stage,
 )
+
+from colbench._util.config_cli import parse_config
 
 
 @dataclass

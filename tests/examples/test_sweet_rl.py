@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -188,23 +187,6 @@ def test_trajectory_records_check_roles() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------- configs
-
-
-@dataclass
-class _Config:
-    name: str = "x"
-    count: int = 3
-    rate: float = 0.5
-    flag: bool = True
-    maybe: int | None = None
-    items: list[str] = field(default_factory=list)
-
-
-def test_config_command_line_round_trip() -> None:
-    config = _Config(name="y", count=7, rate=2e-7, flag=False, maybe=4, items=["a", "b"])
-    assert L.parse_config(_Config, L.config_args(config)) == config
-    assert L.parse_config(_Config, []) == _Config()
-    assert L.parse_config(_Config, ["--maybe", "none", "--no-flag"]) == _Config(flag=False)
 
 
 # ---------------------------------------------------------------------------------------------------- turn masks

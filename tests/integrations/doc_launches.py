@@ -36,5 +36,7 @@ def launch(name: str, path: Path = DOCS) -> str:
 
 def shell_words(block: str) -> list[str]:
     """A shell block's command as argv words: continuation lines joined, comments dropped."""
-    lines = [line for line in block.replace("\\\n", " ").splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    lines = [
+        line for line in block.replace("\\\n", " ").splitlines() if line.strip() and not line.lstrip().startswith("#")
+    ]
     return shlex.split(" ".join(lines), comments=True)
