@@ -80,8 +80,8 @@ from websockets.asyncio.client import connect as ws_connect
 
 import colbench  # noqa: F401 (registers the ids)
 from colbench.env.core import TextEnv
-from colbench.env.versions import newest_env
 from colbench.errors import ColbenchError, ConfigError, InfraError
+from colbench.integrations.env_config import default_env_id
 from colbench.types.dialogue import ANSWER_MARKER, is_answer
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ PUBLIC_INFO = (
     "usage",
 )
 #: The env ``colbench serve`` and the image serve by default: the newest backend id, as ``colbench score`` uses.
-DEFAULT_ENV = newest_env("backend") or "ColBench-Backend-v2"
+DEFAULT_ENV = default_env_id()
 #: Why MCP outside an episode is refused: its tools are played as steps of a ``/ws`` session, which carry rewards.
 MCP_REFUSED = (
     "colbench's MCP tools (ask_human, submit_answer) are simulation-mode tools: call them as steps of an episode on "
