@@ -29,6 +29,7 @@ from sft_lib import (
     ENV_ID,
     HELD_OUT_PREFIXES,
     HUMAN_DIR,
+    METRICS,
     Timer,
     judged_row,
     log,
@@ -151,7 +152,7 @@ def main(config: EvalConfig) -> dict[str, Any]:
             metrics["probe"][name] = probe(config, spec, tasks_file, work / f"probe_{name}")
             seconds[f"probe_{name}"] = round(timer() - started, 1)
     metrics["seconds"] = {**seconds, "total": timer()}
-    save_json(work / "evaluation.json", metrics)
+    save_json(work / METRICS["evaluate"], metrics)
     return metrics
 
 

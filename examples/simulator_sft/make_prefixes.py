@@ -15,7 +15,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sft_lib import ENV_ID, HELD_OUT_PREFIXES, TRAIN_PREFIXES, Timer, log, save_json, simulator_options
+from sft_lib import ENV_ID, HELD_OUT_PREFIXES, METRICS, TRAIN_PREFIXES, Timer, log, save_json, simulator_options
 
 from colbench._util.config_cli import parse_config
 
@@ -91,7 +91,7 @@ def main(config: PrefixConfig) -> dict[str, object]:
         "held_out_tasks": len({p.task.task_id for p in held_out}),
         "seconds": timer(),
     }
-    save_json(work / "prefixes.metrics.json", metrics)
+    save_json(work / METRICS["prefixes"], metrics)
     log("prefixes", f"{len(train)} train and {len(held_out)} held-out prefixes in {metrics['seconds']}s")
     return metrics
 

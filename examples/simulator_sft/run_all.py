@@ -31,7 +31,7 @@ from evaluate import EvalConfig
 from make_prefixes import PrefixConfig
 from sample_candidates import SampleConfig
 from select_replies import SelectConfig
-from sft_lib import SMOLLM2, log, save_json
+from sft_lib import METRICS, SMOLLM2, log, save_json
 from train_sft import TrainConfig
 
 from colbench._util.config_cli import config_args, parse_config
@@ -141,13 +141,7 @@ def main(config: RunAllConfig) -> dict[str, Any]:
         log("run_all", f"{stage}: {seconds[stage]}s")
     summary: dict[str, Any] = {"preset": config.preset, "seconds": seconds}
     summary["seconds_total"] = round(time.monotonic() - started, 1)
-    for name, file in {
-        "prefixes": "prefixes.metrics.json",
-        "sample": "sample.metrics.json",
-        "select": "select.metrics.json",
-        "train": "train.metrics.json",
-        "evaluate": "evaluation.json",
-    }.items():
+    for name, file in METRICS.items():
         if (work / file).is_file():
             found = json.loads((work / file).read_text())
             summary[name] = {k: v for k, v in found.items() if k not in ("config", "per_prefix", "losses")}

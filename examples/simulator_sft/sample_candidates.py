@@ -14,7 +14,7 @@ import asyncio
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sft_lib import CANDIDATES, ENV_ID, TRAIN_PREFIXES, Timer, log, save_json, simulator_options, write_jsonl
+from sft_lib import CANDIDATES, ENV_ID, METRICS, TRAIN_PREFIXES, Timer, log, save_json, simulator_options, write_jsonl
 
 from colbench._util.config_cli import parse_config
 
@@ -53,7 +53,7 @@ def main(config: SampleConfig) -> dict[str, object]:
     write_jsonl(work / CANDIDATES, [asdict(c) for c in candidates])
     metrics = {"config": asdict(config), "prefixes": len(prefixes), "candidates": len(candidates), "seconds": timer()}
     metrics["seconds_per_reply"] = round(metrics["seconds"] / max(1, len(candidates)), 2)
-    save_json(work / "sample.metrics.json", metrics)
+    save_json(work / METRICS["sample"], metrics)
     log("sample", f"{len(candidates)} candidates in {metrics['seconds']}s")
     return metrics
 

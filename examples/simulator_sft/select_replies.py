@@ -23,6 +23,7 @@ from sft_lib import (
     CANDIDATES,
     ENV_ID,
     JUDGED,
+    METRICS,
     SFT_ROWS,
     TRAIN_PREFIXES,
     Timer,
@@ -94,7 +95,7 @@ def main(config: SelectConfig) -> dict[str, object]:
         "found": counts,
         "seconds": timer(),
     }
-    save_json(work / "select.metrics.json", metrics)
+    save_json(work / METRICS["select"], metrics)
     log("select", f"{len(rows)} rows kept of {len(judged_rows)} candidates: {dict(reasons)}")
     return metrics
 

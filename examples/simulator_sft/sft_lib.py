@@ -30,6 +30,14 @@ JUDGED = "judged.jsonl"
 SFT_ROWS = "sft.jsonl"
 HUMAN_DIR = "human"  # the trained transformers model; human.gguf beside it, base.gguf the start point as a GGUF
 BASE_GGUF = "base.gguf"
+METRICS = {
+    "prefixes": "prefixes.metrics.json",
+    "sample": "sample.metrics.json",
+    "select": "select.metrics.json",
+    "train": "train.metrics.json",
+    "evaluate": "evaluation.json",
+}
+"""Each stage's figures, by stage (``run_all.py`` gathers them into summary.json)."""
 
 
 def log(stage: str, message: str) -> None:

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sft_lib import BASE_GGUF, HUMAN_DIR, SFT_ROWS, SMOLLM2, Timer, file_digest, log, read_jsonl, save_json
+from sft_lib import BASE_GGUF, HUMAN_DIR, METRICS, SFT_ROWS, SMOLLM2, Timer, file_digest, log, read_jsonl, save_json
 
 from colbench._util.config_cli import parse_config
 
@@ -156,7 +156,7 @@ def main(config: TrainConfig) -> dict[str, Any]:
         "host_cpus": os.cpu_count(),
     }
     save_json(out / "manifest.json", manifest)
-    save_json(work / "train.metrics.json", manifest)
+    save_json(work / METRICS["train"], manifest)
     return manifest
 
 
