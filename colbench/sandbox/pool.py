@@ -169,6 +169,7 @@ class WorkerPool(ABC):
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._all: set[Worker] = set()
+        self._starting: dict[str, list[threading.Thread]] = {p: [] for p in POOLS}  # warm(wait=False)'s starts
         self._closed = False
 
     # -- what a runtime provides -------------------------------------------------------------------------------
@@ -214,6 +215,8 @@ class WorkerPool(ABC):
             try:
                 worker = self._idle[pool].get_nowait()
             except queue.Empty:
+                if self._await_starts(pool):
+                    continue  # a worker that warm() was starting is ready (or failed, its slot free again)
                 slot = self._slots[pool].get()
                 try:
                     return self._spawn_retrying(pool, slot)
@@ -271,13 +274,17 @@ class WorkerPool(ABC):
             self._idle[pool].put(worker)
             return True
 
-    def warm(self, pools: Sequence[str] = POOLS) -> None:
-        """Start every worker ``pools`` may use now, in parallel, so that no job waits for a start-up later."""
+    def warm(self, pools: Sequence[str] = POOLS, *, count: int | None = None, wait: bool = True) -> None:
+        """Start ``count`` more workers of each of ``pools`` (None: every one they may use) now, in parallel, so
+        that no job waits for a start-up later. ``wait=False`` returns at once: a command that scores one answer
+        then starts its reference and answer workers together, beside its own set-up, instead of one after the
+        other when each is first needed (a job that needs a worker still being started waits for that start; a
+        start that fails is retried by the job, which then reports the error)."""
         if self._closed:
             raise SandboxError("sandbox is closed")
         slots: list[tuple[str, int]] = []
         for pool in pools:
-            while True:
+            while count is None or sum(p == pool for p, _ in slots) < count:
                 try:
                     slots.append((pool, self._slots[pool].get_nowait()))
                 except queue.Empty:
@@ -286,18 +293,37 @@ class WorkerPool(ABC):
 
         def start(pool: str, slot: int) -> None:
             try:
-                self._idle[pool].put(self._spawn(pool, slot))
+                worker = self._spawn(pool, slot)
             except BaseException as exc:
                 self._slots[pool].put(slot)
                 errors.append(exc)
+                return
+            if self._closed:  # closed while it started: close() may have listed the workers before this one
+                self._discard(worker)
+            else:
+                self._idle[pool].put(worker)
 
         threads = [threading.Thread(target=start, args=item, daemon=True) for item in slots]
+        if not wait:
+            with self._lock:  # each start listed as it begins: a job that finds no idle worker waits for them
+                for (pool, _), thread in zip(slots, threads, strict=True):
+                    thread.start()
+                    self._starting[pool].append(thread)
+            return
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
         if errors:
             raise errors[0]
+
+    def _await_starts(self, pool: str) -> bool:
+        """Wait for the starts ``warm(wait=False)`` has in flight for ``pool``; False when there were none."""
+        with self._lock:
+            threads, self._starting[pool] = self._starting[pool], []
+        for thread in threads:
+            thread.join()
+        return bool(threads)
 
     # -- the Sandbox protocol ----------------------------------------------------------------------------------
     def run_tests(
@@ -344,6 +370,8 @@ class WorkerPool(ABC):
 
     def close(self) -> None:
         self._closed = True
+        for pool in POOLS:  # a worker still starting stops itself once started (warm's start): none outlives this
+            self._await_starts(pool)
         with self._lock:
             workers = list(self._all)
             self._all.clear()

@@ -22,6 +22,7 @@ import pytest
 from paths import REPO
 
 from colbench.domains.backend.values import Record, decode
+from colbench.errors import SandboxError
 from colbench.sandbox.contract import Limits, Sandbox
 
 FAST = Limits(timeout_s=2.0)
@@ -579,6 +580,34 @@ def test_warm_workers_outlive_the_threads_that_started_them(sandbox: Sandbox) ->
         fresh.close()
 
 
+def test_warm_without_waiting_starts_each_pool_once_and_close_leaves_no_worker(sandbox: Sandbox) -> None:
+    """``warm(count=1, wait=False)`` (what a scorer does when made) returns before any worker is up; the first job
+    of each pool then waits for that start instead of starting a second worker, and ``close`` right after a warm
+    that is still starting leaves no worker running."""
+    from colbench.sandbox.pool import WorkerPool
+
+    assert isinstance(sandbox, WorkerPool)
+    fresh = type(sandbox)(workers=2)
+    try:
+        fresh.warm(count=1, wait=False)
+        assert values(fresh, "def f(x):\n    return x + 1\n", ["f(1)"]) == [2]
+        assert fresh.run_tests("x = 3", ["x"], pool="reference")[0].outcome == "value"
+        with fresh._lock:
+            started = set(fresh._all)
+        assert sorted(w.pool for w in started) == ["answer", "reference"]
+    finally:
+        fresh.close()
+    assert not any(w.alive() for w in started)
+    closing = type(sandbox)(workers=2)
+    closing.warm(wait=False)
+    closing.close()
+    with closing._lock:
+        assert not closing._all
+    assert all(not t.is_alive() for pool in closing._starting.values() for t in pool)
+    with pytest.raises(SandboxError):
+        closing.run_tests("x = 1", ["x"])
+
+
 def test_sysv_ipc_objects_do_not_survive_the_job(sandbox: Sandbox) -> None:
     plant = (
         "import ctypes\ndef f():\n    libc = ctypes.CDLL(None)\n"
@@ -771,7 +800,6 @@ def test_an_unreachable_docker_daemon_is_an_infrastructure_error(monkeypatch: py
 def test_a_worker_that_dies_before_its_handshake_is_started_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """Killed at birth (from outside, by the OOM killer): one more start, and the job runs; a runtime that cannot
     start workers at all still fails with its one-line error."""
-    from colbench.errors import SandboxError
     from colbench.sandbox.bwrap import BwrapSandbox
 
     sandbox = BwrapSandbox(workers=1)

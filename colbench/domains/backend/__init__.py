@@ -93,9 +93,12 @@ class BackendDomain(Domain):
         # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.scorer import BackendScorer
         from colbench.sandbox import make_sandbox
+        from colbench.sandbox.pool import WorkerPool
 
         rules, plus = _version(options)
         sandbox = make_sandbox(str(options.get("sandbox", "auto")), workers=jobs)
+        if isinstance(sandbox, WorkerPool):  # the first answer's reference and answer workers start together, now
+            sandbox.warm(count=1, wait=False)
         return BackendScorer(
             sandbox, jobs=jobs, owns_sandbox=True, rules=rules, plus=plus, plus_source=self.plus_source(sandbox)
         )
