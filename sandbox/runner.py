@@ -851,6 +851,12 @@ def _add_site_dirs(dirs):
     sys.path.extend(d for d in dirs if d not in sys.path)
 
 
+def _import_fat():
+    for name in PRELOAD_FAT:
+        with contextlib.suppress(Exception):
+            __import__(name)
+
+
 def _fat(job):
     """Whether a job's code or tests name a module of ``PRELOAD_FAT`` (or a library that imports one)."""
     return any(word in text for text in (job["code"], *job["tests"]) for word in FAT_WORDS)
@@ -873,11 +879,13 @@ def _set_up_parent():
 
 
 class _Zygote:
-    """The fat parent: a second runner process, started before any job, that has imported ``PRELOAD_FAT`` and runs
+    """The fat parent: a second runner process, started by the first job that needs it (between jobs, when no test
+    process is left and the runner has run no untrusted code itself), that has imported ``PRELOAD_FAT`` and runs
     the jobs that name those modules (``_fat``), while the lean runner runs every other job.
 
-    It is started by a double fork, so it is not the lean runner's child (the runner waits for all of its children
-    after each job) and the lean runner is not its parent. It runs as a uid of its own (the saved uid root, as
+    It is started by a double fork, with the runner not a subreaper for that moment, so it is orphaned to the
+    sandbox's init, not to the runner (which waits for all of its children after each job), and the lean runner
+    is not its parent. It runs as a uid of its own (the saved uid root, as
     the runner's), and tests' processes are killed by uid (``_kill_tests``), so each parent's clean-up spares the
     other. It writes its jobs' outcomes to the host itself (the runner's stdout, which it shares) and tells the
     runner on a private pipe when a job, clean-up included, is over; the runner reads the next job only then. If
@@ -888,16 +896,20 @@ class _Zygote:
     def __init__(self, sandboxed):
         job_r, job_w = os.pipe()
         done_r, done_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                if os.fork() == 0:
-                    os.close(job_w)
-                    os.close(done_r)
-                    self._serve(job_r, done_w, sandboxed)
-            finally:
-                os._exit(0)
-        os.waitpid(pid, 0)
+        _LIBC.prctl(36, 0, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER off: the orphan goes to init, not to this runner
+        try:
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    if os.fork() == 0:
+                        os.close(job_w)
+                        os.close(done_r)
+                        self._serve(job_r, done_w, sandboxed)
+                finally:
+                    os._exit(0)
+            os.waitpid(pid, 0)  # the middle process has exited: its child is init's now
+        finally:
+            _LIBC.prctl(36, 1, 0, 0, 0)
         os.close(job_r)
         os.close(done_w)
         self.jobs, self.done = job_w, done_r
@@ -912,9 +924,7 @@ class _Zygote:
             os.dup2(_DEVNULL, 0)  # the host's jobs are the lean runner's to read
             os.seteuid(0)
             _drop_privileges(os.getuid() + PARENT_UID_OFFSET, keep_saved_root=True)
-            for name in PRELOAD_FAT:
-                with contextlib.suppress(Exception):
-                    __import__(name)
+            _import_fat()
             _set_up_parent()
             os.write(done_w, b"r")
             with os.fdopen(job_r, "rb") as jobs:
@@ -969,21 +979,25 @@ def main():
     if libc is not None:
         libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0: no ptrace or /proc/<pid>/{mem,fd} from our children
     # A lean runner and a fat parent where the tests have a uid of their own (each parent's clean-up must spare
-    # the other); elsewhere one runner that has imported everything, as the fat parent has.
-    zygote = None
-    if sandboxed and CHILD_UID is not None and libc is not None:
-        with contextlib.suppress(OSError):
-            zygote = _Zygote(sandboxed)
-    if zygote is None:
-        for name in PRELOAD_FAT:
-            with contextlib.suppress(Exception):
-                __import__(name)
+    # the other), the fat parent started by the first job that needs it: most workers never run one, and its
+    # imports were most of a worker's start-up; elsewhere one runner that has imported everything.
+    two_parents = sandboxed and CHILD_UID is not None and libc is not None
+    if not two_parents:
+        _import_fat()
     _set_up_parent()
     _emit({"ready": True})
+    zygote = None
     for line in sys.stdin:
         if not line.strip():
             continue
         job = json.loads(line)
+        if two_parents and zygote is None and _fat(job):
+            try:
+                zygote = _Zygote(sandboxed)
+            except OSError:  # it cannot start: from now on this runner imports everything and runs every job
+                two_parents = False
+                _import_fat()
+                gc.freeze()
         if zygote is not None and _fat(job):
             zygote.run(line)
         else:

@@ -485,6 +485,33 @@ def test_numpy_is_seeded_whichever_parent_forks_the_test(sandbox: Sandbox) -> No
     assert values(sandbox, hidden, ["f()"]) == [0.5488135039273248]  # numpy.random.seed(0)
 
 
+def test_the_fat_parent_starts_with_the_first_job_that_needs_it(sandbox: Sandbox) -> None:
+    """A worker starts lean (importing numpy and bs4 was most of its start-up); the first job naming numpy starts
+    the fat parent, one process more, orphaned to init and not to the runner, which after every job waits for all
+    of its own children: lean jobs, an orphan a test leaves, and jobs of the fat parent all run on after it."""
+    from colbench.sandbox.pool import WorkerPool
+
+    assert isinstance(sandbox, WorkerPool)
+    fresh = type(sandbox)(workers=1)
+    processes = "import os\ndef f():\n    return len([p for p in os.listdir('/proc') if p.isdigit()])\n"
+    fat = "import numpy\ndef f():\n    return int(numpy.int64(7))\n"
+    orphan = (
+        "import os, time\ndef f():\n    if os.fork() == 0:\n        if os.fork() == 0:\n            time.sleep(60)\n"
+        "        os._exit(0)\n    time.sleep(0.2)\n    return 1\n"
+    )
+    try:
+        before = values(fresh, processes, ["f()"])[0]
+        assert values(fresh, fat, ["f()"]) == [7]
+        after = values(fresh, processes, ["f()"])[0]
+        assert after == before + (1 if as_root(fresh) else 0)
+        assert values(fresh, orphan, ["f()"]) == [1]
+        assert values(fresh, processes, ["f()"]) == [after]  # the orphan was killed and reaped
+        assert values(fresh, fat, ["f()", "f()"]) == [7, 7]
+        assert values(fresh, "def f():\n    return 2\n", ["f()"]) == [2]
+    finally:
+        fresh.close()
+
+
 @pytest.mark.parametrize("kill", ["os.kill(-1, 9)", "[os.kill(p, 9) for p in pids()]"], ids=["all", "each"])
 def test_a_test_cannot_kill_either_parent(sandbox: Sandbox, kill: str) -> None:
     """Neither the lean runner nor the parent that has imported numpy can be killed by a test of either."""
