@@ -13,16 +13,29 @@ Scores every task's reference solution as the answer. Measured, in tasks per sec
   process; its start-up is not a per-task cost), as many answers scored at once.
 * ``<runtime> warm``: the same answers again with the reference outputs cached (the RL-training case).
 
-Then the latency of one scoring call on a warm pool (reference cached, one call at a time): p50 and p99.
+Then the latency of one scoring call on a warm pool (reference cached, one call at a time): p50 and p99, and, with
+``--whole``, the whole command as a user runs it (start-up, imports, the pool, reading the files, writing the
+results): ``colbench score backend`` on the same answers against a process that loads the tasks and runs the
+in-process ``exec`` above, both timed from outside, ``--whole`` runs each.
+
+``--count N`` scores N tasks: the file's, then copies of them, each copy with an id of its own and a comment line
+added to its reference (``# copy K``), so that it is a different reference to the cache and the cold phase stays
+cold. ``--env`` picks the rules (v0, v1, v2: v2 needs tasks with plus tests, such as the bundled
+``backend-sample``).
+
+    python bench/score_backend.py --count 1000 --env ColBench-Backend-v1 --whole 3
+
 Machines differ and are noisy: compare the ratios, which are measured in one run on one machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import math
 import os
-import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,36 +43,66 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from exec_baseline import unsafe_exec_score
+
 from colbench.domains.backend.scorer import BackendScorer
+from colbench.env.versions import scoring_options
 from colbench.sandbox import make_sandbox
 from colbench.sandbox.pool import WorkerPool, default_workers
-from colbench.tasks import Task, load_jsonl
+from colbench.tasks import Task, load
 
 EXEC_ROUNDS = 3
 DEFAULT_TASKS = Path(__file__).resolve().parents[2] / "shared" / "data" / "colbench" / "backend_test_sample.jsonl"
 
 
-def unsafe_exec_score(task: Task, code: str) -> int:
-    """What the original release did (minus its blocklist): everything in this process."""
-    passed = 0
-    for _, expr in task.test_cases:
-        try:
-            random.seed(0)
-            ref_ns: dict[str, object] = {}
-            exec(task.ground_truth, ref_ns)
-            expected = eval(expr, ref_ns)
-            random.seed(0)
-            ans_ns: dict[str, object] = {}
-            exec(code, ans_ns)
-            got = eval(expr, ans_ns)
-            passed += bool(expected == got)
-        except Exception:
-            pass
-    return passed
-
-
 def rate(n: int, seconds: float) -> float:
     return n / seconds if seconds > 0 else float("inf")
+
+
+def copies(tasks: list[Task], count: int) -> list[Task]:
+    """``count`` tasks: ``tasks``, then copies with ids and references of their own (see the module docstring)."""
+    out = list(tasks[:count])
+    k = 1
+    while len(out) < count:
+        for task in tasks[: count - len(out)]:
+            out.append(
+                dataclasses.replace(
+                    task, task_id=f"{task.task_id}-copy{k}", ground_truth=f"{task.ground_truth}\n# copy {k}\n"
+                )
+            )
+        k += 1
+    return out
+
+
+def whole_command(tasks: list[Task], env: str, runtimes: list[str], runs: int) -> None:
+    """Both whole commands, ``runs`` times each in turn; the median wall time of each, and the rate ratio."""
+    with tempfile.TemporaryDirectory() as work:
+        tasks_file, answers_file = Path(work, "tasks.jsonl"), Path(work, "answers.jsonl")
+        tasks_file.write_text("".join(json.dumps(t.to_row()) + "\n" for t in tasks), encoding="utf-8")
+        answers = [{"task_id": t.task_id, "answer": "I WANT TO ANSWER:\n" + t.ground_truth} for t in tasks]
+        answers_file.write_text("".join(json.dumps(a) + "\n" for a in answers), encoding="utf-8")
+        commands = {
+            "exec (unsafe)": [sys.executable, str(Path(__file__).with_name("exec_baseline.py")), str(tasks_file)]
+        }
+        for runtime in runtimes:
+            commands[f"colbench {runtime}"] = [
+                *(sys.executable, "-m", "colbench", "score", "backend", "--tasks", str(tasks_file)),
+                *("--answers", str(answers_file), "--out", str(Path(work, "out.jsonl")), "--env", env),
+                *("--sandbox", runtime),
+            ]
+        seconds: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(runs):
+            for name, command in commands.items():
+                started = time.perf_counter()
+                subprocess.run(command, check=True, capture_output=True, cwd=work)
+                seconds[name].append(time.perf_counter() - started)
+    medians = {name: sorted(times)[len(times) // 2] for name, times in seconds.items()}
+    base = rate(len(tasks), medians["exec (unsafe)"])
+    print(f"whole command, {len(tasks)} answers, median of {runs} (each from a cold start, cold caches)")
+    print(f"{'command':<16}{'seconds':>10}{'tasks/s':>10}{'ratio to exec':>16}")
+    for name, median in medians.items():
+        r = rate(len(tasks), median)
+        print(f"{name:<16}{median:>10.2f}{r:>10.1f}{r / base:>16.3f}")
 
 
 def main() -> int:
@@ -67,11 +110,16 @@ def main() -> int:
     parser.add_argument("tasks", nargs="?", default=str(DEFAULT_TASKS))
     parser.add_argument("--jobs", type=int, default=None, help="sandbox workers per pool (default: the sandbox's)")
     parser.add_argument("--runtimes", default="bwrap,docker", help="comma-separated: bwrap, docker")
+    parser.add_argument("--count", type=int, default=None, help="tasks scored (copies beyond the file's)")
+    parser.add_argument("--env", default="ColBench-Backend-v1", help="the env id whose rules score")
+    parser.add_argument("--whole", type=int, default=0, metavar="RUNS", help="also time the whole commands")
     args = parser.parse_args()
-    if not Path(args.tasks).exists():
-        print(f"no task file at {args.tasks}: pass a ColBench backend JSONL", file=sys.stderr)
+    if not Path(args.tasks).exists() and args.tasks == str(DEFAULT_TASKS):
+        print(f"no task file at {args.tasks}: pass a ColBench backend JSONL or split", file=sys.stderr)
         return 2
-    tasks = load_jsonl(args.tasks)
+    tasks = load(args.tasks)
+    tasks = copies(tasks, args.count or len(tasks))
+    options = scoring_options(args.env)
     answers = ["I WANT TO ANSWER:\n" + t.ground_truth for t in tasks]
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -82,7 +130,9 @@ def main() -> int:
             unsafe_s = math.inf
             for _ in range(EXEC_ROUNDS):
                 started = time.perf_counter()
-                unsafe_passed = sum(unsafe_exec_score(t, t.ground_truth) for t in tasks)
+                unsafe_passed = sum(
+                    unsafe_exec_score(t.ground_truth, [e for _, e in t.test_cases], t.ground_truth) for t in tasks
+                )
                 unsafe_s = min(unsafe_s, time.perf_counter() - started)
         finally:
             os.chdir(cwd)
@@ -92,7 +142,7 @@ def main() -> int:
     workers = args.jobs or default_workers()
     print(
         f"{n} tasks, {sum(len(t.test_cases) for t in tasks)} tests, {workers} sandbox workers per pool, "
-        f"{os.cpu_count()} cores"
+        f"{os.cpu_count()} cores, {args.env}"
     )
     print(f"{'mode':<16}{'tasks/s':>10}{'ratio to exec':>16}{'tests passed':>15}")
     print(f"{'exec (unsafe)':<16}{base:>10.1f}{1.0:>16.3f}{unsafe_passed:>15}")
@@ -101,7 +151,7 @@ def main() -> int:
         sandbox = make_sandbox(runtime, workers=workers)
         assert isinstance(sandbox, WorkerPool)
         try:
-            scorer = BackendScorer(sandbox)
+            scorer = BackendScorer(sandbox, rules=options["rules"], plus=options["plus_tests"])
             sandbox.warm()  # start every worker of both pools, so start-up is not billed to the first tasks
             for label in ("cold", "warm"):
                 started = time.perf_counter()
@@ -122,6 +172,8 @@ def main() -> int:
         ms = sorted(x * 1000 for x in one)
         p50, p99 = ms[len(ms) // 2], ms[min(len(ms) - 1, int(len(ms) * 0.99))]
         print(f"latency of one scoring call, {runtime} warm pool: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    if args.whole:
+        whole_command(tasks, args.env, args.runtimes.split(","), args.whole)
     return 0
 
 
