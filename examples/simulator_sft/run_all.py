@@ -8,7 +8,7 @@ Presets (flags given after ``--preset`` override nothing: edit the stage configs
 - ``tiny``: a CI smoke run, a few minutes on two CPU cores: 4 bundled ``backend-sample`` tasks, the asker agent,
   K = 2, one SFT step, the probe's one-line question on one task.
 - ``cpu``: the measured CPU run (README.md): the embedded SmolLM2-135M human, ``--limit`` tasks of ``--tasks``
-  played by the asker agent, K = 4 to train and 3 to evaluate, about 40 minutes on two shared cores.
+  played by the asker agent, K = 5 to train and 4 to evaluate, about an hour on two shared cores.
 - ``gpu``: an 8B human on a GPU (README.md): ``--simulator openai:NAME`` served by vLLM (or any OpenAI-compatible
   server, ``COLBENCH_SIMULATOR_BASE_URL``) for sampling, ``--model`` the same weights as a transformers directory
   or hub id for training; evaluation serves the trained directory the same way (``--trained openai:NAME``).
@@ -79,11 +79,11 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         },
     },
     "cpu": {
-        "prefixes": {"tasks": "backend-test", "limit": 36, "max_turns": 2, "held_out": 0.4},
-        "sample": {"k": 4, "concurrency": 8},
+        "prefixes": {"tasks": "backend-test", "limit": 80, "max_turns": 2, "held_out": 0.4},
+        "sample": {"k": 5, "concurrency": 8},
         "select": {},
-        "train": {"lr": 5e-5, "batch_size": 4, "micro_batch_size": 1, "max_length": 2048, "train_last_layers": 6},
-        "evaluate": {"k": 3, "concurrency": 8, "probe_limit": 1, "probe_category": "truth", "probe_draws": 1},
+        "train": {"lr": 1e-4, "batch_size": 8, "micro_batch_size": 1, "max_length": 2048, "train_last_layers": 6},
+        "evaluate": {"k": 4, "concurrency": 8, "probe_limit": 2, "probe_category": "truth", "probe_draws": 1},
     },
     "gpu": {
         "prefixes": {"tasks": "backend-test", "limit": 1000, "max_turns": 6, "held_out": 0.2, "concurrency": 64},
