@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import os
 import subprocess
@@ -45,13 +44,16 @@ from pathlib import Path
 
 from exec_baseline import unsafe_exec_score
 
+from colbench._util.storage import write_jsonl_atomic
 from colbench.domains.backend.scorer import BackendScorer
 from colbench.env.versions import scoring_options
 from colbench.sandbox import make_sandbox
 from colbench.sandbox.pool import WorkerPool, default_workers
 from colbench.tasks import Task, load
+from colbench.types.dialogue import ANSWER_MARKER
 
 EXEC_ROUNDS = 3
+ANSWER = ANSWER_MARKER + "\n"  # the final message that delivers a reference as the answer
 DEFAULT_TASKS = Path(__file__).resolve().parents[2] / "shared" / "data" / "colbench" / "backend_test_sample.jsonl"
 
 
@@ -78,9 +80,8 @@ def whole_command(tasks: list[Task], env: str, runtimes: list[str], runs: int) -
     """Both whole commands, ``runs`` times each in turn; the median wall time of each, and the rate ratio."""
     with tempfile.TemporaryDirectory() as work:
         tasks_file, answers_file = Path(work, "tasks.jsonl"), Path(work, "answers.jsonl")
-        tasks_file.write_text("".join(json.dumps(t.to_row()) + "\n" for t in tasks), encoding="utf-8")
-        answers = [{"task_id": t.task_id, "answer": "I WANT TO ANSWER:\n" + t.ground_truth} for t in tasks]
-        answers_file.write_text("".join(json.dumps(a) + "\n" for a in answers), encoding="utf-8")
+        write_jsonl_atomic(tasks_file, (t.to_row() for t in tasks))
+        write_jsonl_atomic(answers_file, ({"task_id": t.task_id, "answer": ANSWER + t.ground_truth} for t in tasks))
         commands = {
             "exec (unsafe)": [sys.executable, str(Path(__file__).with_name("exec_baseline.py")), str(tasks_file)]
         }
@@ -120,7 +121,7 @@ def main() -> int:
     tasks = load(args.tasks)
     tasks = copies(tasks, args.count or len(tasks))
     options = scoring_options(args.env)
-    answers = ["I WANT TO ANSWER:\n" + t.ground_truth for t in tasks]
+    answers = [ANSWER + t.ground_truth for t in tasks]
 
     with tempfile.TemporaryDirectory() as scratch:
         cwd = os.getcwd()

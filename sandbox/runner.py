@@ -991,14 +991,15 @@ def main():
         if not line.strip():
             continue
         job = json.loads(line)
-        if two_parents and zygote is None and _fat(job):
+        fat = two_parents and _fat(job)
+        if fat and zygote is None:
             try:
                 zygote = _Zygote(sandboxed)
             except OSError:  # it cannot start: from now on this runner imports everything and runs every job
-                two_parents = False
+                two_parents = fat = False
                 _import_fat()
                 gc.freeze()
-        if zygote is not None and _fat(job):
+        if fat:
             zygote.run(line)
         else:
             run_job(job, sandboxed, _Report(job))
