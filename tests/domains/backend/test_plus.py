@@ -198,8 +198,9 @@ def test_augmentation_kills_what_the_tasks_tests_miss_and_is_deterministic(score
 
 
 def test_tasks_whose_reference_cannot_anchor_tests_get_no_plus_tests(scorer: BackendScorer) -> None:
+    # the clock in nanoseconds never repeats between runs (modulo a small number it did, by chance, in CI)
     flaky = make_task(
-        "import time\ndef f(x):\n    return time.perf_counter_ns() % 7 + x\n", ["f(1)", "f(2)"], task_id="flaky"
+        "import time\ndef f(x):\n    return time.perf_counter_ns() + x\n", ["f(1)", "f(2)"], task_id="flaky"
     )
     broken = make_task("def f(x):\n    return x / 0\n", ["f(1)", "f(2)"], task_id="broken")
     for task, why in ((flaky, "nondeterministic on its own test"), (broken, "passes none of its own tests")):
