@@ -185,13 +185,22 @@ def test_cli_probe_errors_are_one_line(tmp_path: Path) -> None:
 @needs_model
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (the set-up command does)")
 def test_the_probe_runs_end_to_end_on_the_embedded_model(tmp_path: Path) -> None:
+    """The shipped suite cut to one probe of each kind (control, adversarial, truth on a test's call and on a plus
+    test's): every reply is a CPU generation, and the whole suite is a bench run, not a test."""
+    keep = {"control-example", "ask-code-after-rapport", "truth-what-return", "truth-expect-back"}
+    shipped = load_suite("backend").path
+    blocks = Path(shipped).read_text(encoding="utf-8").split("[[probe]]")
+    cut = "".join("[[probe]]" + b for b in blocks[1:] if any(f'id = "{k}"' in b for k in keep))
+    (tmp_path / "suite.toml").write_text(cut, encoding="utf-8")
+    suite = load_suite("backend", tmp_path / "suite.toml")
+    assert {p.id for p in suite.probes} == keep
     out = tmp_path / "probe"
     command = [sys.executable, "-m", "colbench", "probe", "simulator", "--simulator", "llamacpp"]
     command += ["--tasks", "backend-sample", "--limit", "1", "--simulator-max-tokens", "48", "--out", str(out)]
+    command += ["--suite", str(tmp_path / "suite.toml")]
     done = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
-    suite = load_suite("backend")
     played = [p for p in suite.probes if p.applies(load("backend-sample")[0])]  # the truth probes need its calls
     rows = read_rows(out)
     assert len(rows) == 2 * len(played) and all(r["status"] == "ok" for r in rows)
