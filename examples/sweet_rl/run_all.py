@@ -11,8 +11,8 @@ Presets:
 - ``--preset smoke``: minutes on two CPU cores with SmolLM2-135M-Instruct (``--model smollm2``): the ten shortest
   tasks of the bundled ``backend-sample``, a scripted agent whose rewards are known (``smoke_agent.NoisyOracle``) plus
   a couple of episodes of the real embedded model (``llamacpp``), the scripted simulator, a held-out set of tasks to
-  measure the critic's ranking, large learning rates, only the top blocks trained, and the critic trained next to the
-  two baselines (one thread each).
+  measure the critic's ranking, large learning rates, only the top blocks trained, the critic trained on one core while
+  the two baselines train one after the other on the other, then the policy step alone on both.
 
 Every stage writes ``metrics.json`` (or ``*.stats.json``) under ``--workdir``; ``summary.json`` collects them.
 
@@ -160,7 +160,7 @@ def stage_configs(config: RunAllConfig) -> dict[str, list[Any]]:
                 warmup_ratio=0.0,
                 gradient_checkpointing=False,
                 **common,
-                **cpu,
+                **{**cpu, "threads": 2},  # alone on the machine (see main)
             )
         ],
         "rft": [RFTConfig(trajectories=trajectories, out=str(work / "rft"), lr=1e-4, batch_size=2, **common, **cpu)],
@@ -186,28 +186,28 @@ def command(stage: str, stage_config: Any) -> list[str]:
     return [sys.executable, str(HERE / SCRIPTS[stage]), *config_args(stage_config)]
 
 
-def run_group(stages: list[str], configs: dict[str, list[Any]], parallel: bool) -> dict[str, float]:
-    """Run stages one after the other, or (``parallel``) all at once; any failure stops the run."""
+def run_group(lanes: list[list[str]], configs: dict[str, list[Any]], parallel: bool) -> dict[str, float]:
+    """Run the stages of each lane one after the other and, with ``parallel``, the lanes side by side (else the
+    lanes one after the other too); any failure stops the run."""
     seconds: dict[str, float] = {}
-    if not parallel or len(stages) < 2:
-        for stage in stages:
+
+    def run_lane(lane: list[str]) -> None:
+        for stage in lane:
             started = time.monotonic()
             for stage_config in configs[stage]:
                 log("run_all", f"{stage}: {' '.join(command(stage, stage_config)[1:])}")
                 subprocess.run(command(stage, stage_config), check=True)
             seconds[stage] = time.monotonic() - started
+
+    lanes = [lane for lane in lanes if lane]
+    if not parallel or len(lanes) < 2:
+        for lane in lanes:
+            run_lane(lane)
         return seconds
-
-    def run_stage(stage: str) -> None:
-        started = time.monotonic()
-        for stage_config in configs[stage]:
-            subprocess.run(command(stage, stage_config), check=True)
-        seconds[stage] = time.monotonic() - started
-
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(len(stages)) as pool:
-        for future in [pool.submit(run_stage, stage) for stage in stages]:
+    with ThreadPoolExecutor(len(lanes)) as pool:
+        for future in [pool.submit(run_lane, lane) for lane in lanes]:
             future.result()
     return seconds
 
@@ -227,10 +227,12 @@ def main(config: RunAllConfig) -> dict[str, Any]:
     wanted = [s for s in STAGES if s in config.stages]
     started = time.monotonic()
     seconds: dict[str, float] = {}
-    seconds |= run_group([s for s in wanted if s in ("collect", "preferences")], configs, parallel=False)
-    side_by_side = [s for s in wanted if s in ("critic", "rft", "mtdpo")]
-    seconds |= run_group(side_by_side, configs, parallel=parallel)
-    seconds |= run_group([s for s in wanted if s == "policy"], configs, parallel=False)
+    seconds |= run_group([[s for s in wanted if s in ("collect", "preferences")]], configs, parallel=False)
+    # two lanes, one per core: the critic beside the two baselines one after the other (the critic takes about as
+    # long as both), then the policy step, which needs the critic, alone
+    lanes = [[s for s in wanted if s == "critic"], [s for s in wanted if s in ("rft", "mtdpo")]]
+    seconds |= run_group(lanes, configs, parallel=parallel)
+    seconds |= run_group([[s for s in wanted if s == "policy"]], configs, parallel=False)
 
     work = Path(config.workdir).resolve()
     summary: dict[str, Any] = {"preset": config.preset, "model": config.model, "seconds": seconds}
