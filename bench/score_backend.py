@@ -25,26 +25,40 @@ cold. ``--env`` picks the rules (v0, v1, v2: v2 needs tasks with plus tests, suc
 
     python bench/score_backend.py --count 1000 --env ColBench-Backend-v1 --whole 3
 
+``--profile`` then says where a cold task's time goes, per runtime: the CPU of this process (judging, JSON, the
+pool's threads) against the CPU of everything else on the machine (the sandbox: its runners, their test processes,
+Docker's daemons; read from ``/proc/stat``, so run it on an otherwise idle machine), the same split for a job of
+one trivial test (the cost of one isolated process, the floor of a request), the ceiling those give at two such
+processes per cold task (the reference's and the answer's: no answer may share a process with the reference or
+with another answer), each reference run as the answer alone through the runner's per-test path (what the scorer
+sends) and through the batch program (``plus/calls.py``, one answer a request, its default budgets), and this
+process's CPU by part (a serial cold pass under cProfile).
+
 Machines differ and are noisy: compare the ratios, which are measured in one run on one machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import dataclasses
 import math
 import os
+import pstats
 import subprocess
 import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from exec_baseline import unsafe_exec_score
 
 from colbench._util.storage import write_jsonl_atomic
+from colbench.domains.backend.plus.calls import run_calls
 from colbench.domains.backend.scorer import BackendScorer
 from colbench.env.versions import scoring_options
 from colbench.sandbox import make_sandbox
@@ -74,6 +88,103 @@ def copies(tasks: list[Task], count: int) -> list[Task]:
             )
         k += 1
     return out
+
+
+def machine_busy_s() -> float:
+    """CPU seconds every core of the machine has spent busy since boot (``/proc/stat``)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_split(work: Callable[[], object], n: int) -> tuple[float, float, float]:
+    """Milliseconds per item of ``work()`` (``n`` items): wall, this process's CPU, the rest of the machine's CPU."""
+    busy, own, started = machine_busy_s(), time.process_time(), time.perf_counter()
+    work()
+    wall, own, busy = time.perf_counter() - started, time.process_time() - own, machine_busy_s() - busy
+    return 1000 * wall / n, 1000 * own / n, 1000 * max(0.0, busy - own) / n
+
+
+PARTS = (
+    ("waiting on the sandbox", ("select.select", "method 'poll'", "method 'acquire'", "method 'recv")),
+    ("JSON", ("json/",)),
+    ("the pool and the runtime", ("colbench/sandbox/",)),
+    ("judging (plans, values, records)", ("colbench/domains/", "colbench/types/", "colbench/_util/")),
+)
+
+
+def host_parts(stats: pstats.Stats) -> dict[str, float]:
+    """Seconds of a cProfile run by part (``PARTS``; a function goes to the first part whose marker it shows)."""
+    found = {name: 0.0 for name, _ in PARTS} | {"other": 0.0}
+    for (filename, _line, function), row in stats.stats.items():  # type: ignore[attr-defined]
+        where = f"{filename} {function}"
+        part = next((name for name, marks in PARTS if any(mark in where for mark in marks)), "other")
+        found[part] += row[2]  # own time
+    return found
+
+
+def profile(tasks: list[Task], answers: list[str], env: str, runtime: str, workers: int) -> None:
+    """Where a cold task's time goes on ``runtime`` (see the module docstring)."""
+    options = scoring_options(env)
+    n = len(tasks)
+    sandbox = make_sandbox(runtime, workers=workers)
+    assert isinstance(sandbox, WorkerPool)
+    try:
+        sandbox.warm()
+        trivial = ("def f(x):\n    return x\n", ["f(1)"])
+
+        def jobs() -> None:
+            with ThreadPoolExecutor(workers) as pool:
+                list(pool.map(lambda _: sandbox.run_tests(*trivial, pool="answer"), range(n)))
+
+        def cold() -> None:
+            scorer = BackendScorer(sandbox, rules=options["rules"], plus=options["plus_tests"])
+            with ThreadPoolExecutor(workers) as pool:
+                list(pool.map(scorer.score, tasks, answers))
+
+        def answers_through(batch_program: bool) -> None:
+            def one(t: Task) -> object:
+                calls = [e for _, e in t.test_cases]
+                if batch_program:
+                    return run_calls(sandbox, t.ground_truth, calls, pool="answer")
+                return sandbox.run_tests(t.ground_truth, calls, pool="answer")
+
+            with ThreadPoolExecutor(workers) as pool:
+                list(pool.map(one, tasks))
+
+        jobs()  # the workers' first jobs (imports on demand) are not the floor
+        floor = cpu_split(jobs, n)
+        task = cpu_split(cold, n)
+        through = {name: cpu_split(partial(answers_through, b), n) for name, b in (("runner", False), ("batch", True))}
+        scorer = BackendScorer(sandbox, rules=options["rules"], plus=options["plus_tests"])
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for t, a in zip(tasks, answers, strict=True):
+            scorer.score(t, a)
+        profiler.disable()
+    finally:
+        sandbox.close()
+    cores = os.cpu_count() or 1
+    print(f"profile, {runtime}, {n} tasks cold, {workers} workers per pool, {cores} cores (ms of CPU per item)")
+    print(f"{'item':<52}{'wall':>8}{'host CPU':>10}{'sandbox CPU':>13}")
+    print(f"{'a job of one trivial test':<52}{floor[0]:>8.2f}{floor[1]:>10.2f}{floor[2]:>13.2f}")
+    print(f"{'a cold task (' + env + ')':<52}{task[0]:>8.2f}{task[1]:>10.2f}{task[2]:>13.2f}")
+    ceiling = 1000 * cores / (2 * (floor[1] + floor[2]) + task[1])
+    print(
+        f"ceiling at two isolated processes a cold task (2 floor jobs + the task's host CPU over {cores} cores): "
+        f"{ceiling:.0f} tasks/s"
+    )
+    for name, label in (("runner", "the runner's tests"), ("batch", "the batch program")):
+        wall, own, other = through[name]
+        print(f"{'an answer alone, ' + label:<52}{wall:>8.2f}{own:>10.2f}{other:>13.2f}")
+    parts = host_parts(pstats.Stats(profiler))
+    total = sum(parts.values()) or 1.0
+    print(
+        "host, a serial cold pass (cProfile, own time): "
+        + ", ".join(
+            f"{name} {1000 * seconds / n:.2f} ms ({100 * seconds / total:.0f}%)" for name, seconds in parts.items()
+        )
+    )
 
 
 def whole_command(tasks: list[Task], env: str, runtimes: list[str], runs: int) -> None:
@@ -114,6 +225,7 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=None, help="tasks scored (copies beyond the file's)")
     parser.add_argument("--env", default="ColBench-Backend-v1", help="the env id whose rules score")
     parser.add_argument("--whole", type=int, default=0, metavar="RUNS", help="also time the whole commands")
+    parser.add_argument("--profile", action="store_true", help="also say where a cold task's time goes")
     args = parser.parse_args()
     if not Path(args.tasks).exists() and args.tasks == str(DEFAULT_TASKS):
         print(f"no task file at {args.tasks}: pass a ColBench backend JSONL or split", file=sys.stderr)
@@ -175,6 +287,15 @@ def main() -> int:
         print(f"latency of one scoring call, {runtime} warm pool: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
     if args.whole:
         whole_command(tasks, args.env, args.runtimes.split(","), args.whole)
+    if args.profile:
+        for runtime in args.runtimes.split(","):
+            with tempfile.TemporaryDirectory() as scratch:
+                cwd = os.getcwd()
+                os.chdir(scratch)
+                try:
+                    profile(copies(tasks, len(tasks) * 2)[len(tasks) :], answers, args.env, runtime, workers)
+                finally:
+                    os.chdir(cwd)
     return 0
 
 
