@@ -6,6 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Every pip install goes through constraints.txt (scripts/lock.sh): the versions the test suite passed with, whatever
+# the index holds today. Moving to newer releases is a commit that regenerates it and runs the suite.
+export PIP_CONSTRAINT="$PWD/constraints.txt"
+
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
@@ -58,7 +62,8 @@ install_test_extras() {
 # dependencies pull the CUDA build of torch, and its hydra needs an antlr4 runtime that clashes with verifiers'.
 install_verl_venv() {
   python3 -m venv --system-site-packages .venv-verl
-  .venv-verl/bin/python -m pip install --disable-pip-version-check --progress-bar on --no-deps verl==0.9.1 \
+  # Every package named and pinned here (--no-deps): constraints.txt pins another antlr4 for verifiers.
+  env -u PIP_CONSTRAINT .venv-verl/bin/python -m pip install --disable-pip-version-check --progress-bar on --no-deps verl==0.9.1 \
     ray==2.60.0 tensordict==0.10.0 pyvers==0.1.0 hydra-core==1.3.8 antlr4-python3-runtime==4.9.3 codetiming==1.4.0
 }
 

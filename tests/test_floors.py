@@ -27,6 +27,8 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 from paths import REPO
 
+from colbench._util.version import RESOLVED_AT
+
 pytestmark = pytest.mark.slow
 
 FLOOR_SUITE = [
@@ -67,7 +69,7 @@ def _run(argv: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str
 def floors_venv() -> Path:
     uv = _uv()
     tools = {name: _version(name) for name in ("pytest", "pytest-timeout")}  # the test runner as the main env has it
-    key_text = json.dumps([sorted(str(r) for r in core_requirements()), sys.version, tools])
+    key_text = json.dumps([sorted(str(r) for r in core_requirements()), sys.version, tools, RESOLVED_AT])
     key = hashlib.sha256(key_text.encode()).hexdigest()[:12]
     default = Path.home() / ".cache" / "colbench" / f"floors-{key}"
     root = Path(os.environ.get("COLBENCH_FLOORS_VENV") or default)
@@ -76,7 +78,21 @@ def floors_venv() -> Path:
         made = _run([uv, "venv", "-q", "--python", sys.executable, str(root)])
         assert made.returncode == 0, made.stderr
     pins = [f"{name}=={version}" for name, version in tools.items()]
-    argv = [uv, "pip", "install", "-q", "--python", str(python), "--resolution", "lowest-direct", "-e", str(REPO)]
+    # The core's own requirements at their floors; everything they pull in as the index stood for constraints.txt.
+    bound = ["--exclude-newer", RESOLVED_AT]
+    argv = [
+        uv,
+        "pip",
+        "install",
+        "-q",
+        "--python",
+        str(python),
+        "--resolution",
+        "lowest-direct",
+        *bound,
+        "-e",
+        str(REPO),
+    ]
     done = _run([*argv, *pins])
     if done.returncode != 0 and any(w in done.stderr.lower() for w in ("connect", "dns", "network")):
         pytest.skip(f"the package index cannot be reached: {done.stderr.strip().splitlines()[-1]}")

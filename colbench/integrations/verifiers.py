@@ -20,6 +20,7 @@ verifiers' trainer (prime-rl) masks such episodes out and logs their rate.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +29,7 @@ import verifiers.v1 as vf
 from pydantic import Field
 
 import colbench  # noqa: F401 (registers the ids)
+from colbench._util.version import RESOLVED_AT
 from colbench.env.core import TextEnv
 from colbench.env.dataset import prompt_rows
 from colbench.integrations.env_config import default_env_id
@@ -46,13 +48,23 @@ class ColbenchTasksetConfig(vf.TasksetConfig):  # type: ignore[misc]
     max_turns: int = MAX_TURNS
 
 
+class ColbenchTask(vf.Task):  # type: ignore[misc]
+    """A ColBench task as verifiers runs it. The policy's harness is a uv script that resolves its own dependencies
+    when first run; its processes get ``UV_EXCLUDE_NEWER``, the date colbench's own dependencies were resolved at
+    (``constraints.txt``), so the harness gets the releases colbench was tested with, not whatever came out since
+    (an httpx2 release once broke it). A ``UV_EXCLUDE_NEWER`` of the user's own wins."""
+
+    def runtime_env(self) -> dict[str, str]:
+        return {} if "UV_EXCLUDE_NEWER" in os.environ else {"UV_EXCLUDE_NEWER": RESOLVED_AT}
+
+
 class ColbenchTaskset(vf.Taskset[vf.Task, ColbenchTasksetConfig]):  # type: ignore[misc]
     """One verifiers task per ColBench task: its id as the name, the agent's first observation as the prompt."""
 
     def load(self) -> Iterator[vf.Task]:
         for row in prompt_rows(load_shared(self.config.tasks), max_turns=self.config.max_turns):
             data = vf.TaskData(name=row["task_id"], prompt=row["prompt"][0]["content"])  # 0.3.x has no id field
-            yield vf.Task(data, self.config.task)
+            yield ColbenchTask(data, self.config.task)
 
 
 class ColbenchEnvConfig(vf.EnvConfig):  # type: ignore[misc]
