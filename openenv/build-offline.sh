@@ -8,7 +8,7 @@
 #   --tag    image to create (default: $COLBENCH_OPENENV_IMAGE or colbench-openenv:1)
 #   --force  rebuild even when the image's inputs have not changed
 # Environment:
-#   COLBENCH_SANDBOX_IMAGE  the base image (default colbench-sandbox:1; built with `colbench sandbox build` if missing)
+#   COLBENCH_SANDBOX_IMAGE  the base image (default colbench-sandbox:2; built with `colbench sandbox build` if missing)
 #   COLBENCH_HOME           cache folder (default: $XDG_CACHE_HOME/colbench or ~/.cache/colbench): the dependency
 #                           wheels are kept there as openenv-wheels-<key>/, keyed by pyproject.toml and the versions
 #                           installed here
@@ -17,7 +17,7 @@
 set -euo pipefail
 
 TAG="${COLBENCH_OPENENV_IMAGE:-colbench-openenv:1}"
-BASE="${COLBENCH_SANDBOX_IMAGE:-colbench-sandbox:1}"
+BASE="${COLBENCH_SANDBOX_IMAGE:-colbench-sandbox:2}"
 RECIPE=1 # bump whenever Dockerfile.offline or this recipe changes in a way the inputs below do not show
 FORCE=0
 HERE="$(cd "$(dirname "$0")" && pwd)"

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Builds the colbench sandbox image without a container registry: a minimal Debian bookworm root filesystem made
-# with debootstrap from this machine's apt mirror, Debian's python3 + python3-numpy + python3-bs4, stripped, then
-# `docker import`ed. The image honours the same contract as the Dockerfile next to this script (see
-# colbench/sandbox/image.py). Usually run through `colbench sandbox build --method offline`.
+# Builds colbench's task environment without a container registry: a minimal Debian bookworm root filesystem made
+# with debootstrap from this machine's apt mirror, Debian's python3 + python3-numpy + python3-bs4, stripped, its
+# manifest written in (taskenv_probe.py, next to this script), packed as a tarball, then `docker import`ed as the
+# sandbox image. The same tarball is what the bwrap runtime binds as its root (colbench/sandbox/taskenv.py), so task
+# code runs with the same interpreter and libraries on both runtimes. Usually run through `colbench sandbox build`.
 #
-# Usage: build-offline.sh [--tag NAME:TAG] [--force] [--print-mirrors]
-#   --tag            image to create (default: $COLBENCH_SANDBOX_IMAGE or colbench-sandbox:1)
+# Usage: build-offline.sh [--tag NAME:TAG] [--force] [--rootfs-only] [--from-tarball FILE] [--print-mirrors]
+#   --tag            image to create (default: $COLBENCH_SANDBOX_IMAGE or colbench-sandbox:2)
 #   --force          rebuild the root filesystem even when a cached one exists
+#   --rootfs-only    build (or reuse) the root filesystem's tarball and print its path; no Docker needed
+#   --from-tarball   import FILE (a root filesystem with its manifest, e.g. exported from the Dockerfile build)
+#   --build NAME     the build the image's label names (default: offline; colbench passes dockerfile for FILE)
 #   --print-mirrors  print the mirrors a build would use (main, updates, security) and exit
 # Environment:
 #   COLBENCH_DEBIAN_MIRROR           Debian mirror (default: the one apt uses here for bookworm, else deb.debian.org)
@@ -15,17 +19,22 @@
 #   COLBENCH_HOME                    cache folder (default: $XDG_CACHE_HOME/colbench or ~/.cache/colbench); the
 #                                    stripped rootfs is kept there as sandbox-rootfs-<key>.tar, so a rebuild of an
 #                                    unchanged recipe is a `docker import` of seconds
-# Needs: docker (a reachable daemon); root or sudo, and debootstrap (installed with apt-get when missing), only
-# when no cached root filesystem exists yet.
+# Needs: root or sudo, and debootstrap (installed with apt-get when missing), only when no cached root filesystem
+# exists yet; docker (a reachable daemon) only to import the image.
 set -euo pipefail
 
-TAG="${COLBENCH_SANDBOX_IMAGE:-colbench-sandbox:1}"
-CONTRACT=1
+TAG="${COLBENCH_SANDBOX_IMAGE:-colbench-sandbox:2}"
+CONTRACT=2
 SUITE=bookworm
 PACKAGES="python3 python3-numpy python3-bs4"
-RECIPE=1 # bump whenever the root filesystem recipe below changes: it is part of the cache key
+RECIPE=2 # bump whenever the root filesystem recipe below changes: it is part of the cache key
 FORCE=0
+ROOTFS_ONLY=0
+FROM_TARBALL=""
+BUILD=offline
 PRINT_MIRRORS=0
+PROBE="$(cd "$(dirname "$0")" && pwd)/taskenv_probe.py"
+MANIFEST=usr/share/colbench/taskenv.json # the manifest's place in the root filesystem
 APT_ETC="${COLBENCH_APT_ETC:-/etc/apt}"
 
 die() {
@@ -39,6 +48,9 @@ while [ $# -gt 0 ]; do
     --tag) [ $# -ge 2 ] || die "--tag needs a value"; TAG="$2"; shift 2 ;;
     --tag=*) TAG="${1#--tag=}"; shift ;;
     --force) FORCE=1; shift ;;
+    --rootfs-only) ROOTFS_ONLY=1; shift ;;
+    --from-tarball) [ $# -ge 2 ] || die "--from-tarball needs a file"; FROM_TARBALL="$2"; shift 2 ;;
+    --build) [ $# -ge 2 ] || die "--build needs a name"; BUILD="$2"; shift 2 ;;
     --print-mirrors) PRINT_MIRRORS=1; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
@@ -113,10 +125,13 @@ if [ "$PRINT_MIRRORS" -eq 1 ]; then
 fi
 
 # -- prerequisites ---------------------------------------------------------------------------------------------
-command -v docker >/dev/null 2>&1 ||
-  die "docker not found: install Docker Engine (Debian/Ubuntu: apt-get install docker.io) and start its daemon"
-docker info >/dev/null 2>&1 ||
-  die "the Docker daemon is not reachable (is it running, and may this user use it? try: docker info)"
+if [ "$ROOTFS_ONLY" -eq 0 ]; then
+  command -v docker >/dev/null 2>&1 ||
+    die "docker not found: install Docker Engine (Debian/Ubuntu: apt-get install docker.io) and start its daemon"
+  docker info >/dev/null 2>&1 ||
+    die "the Docker daemon is not reachable (is it running, and may this user use it? try: docker info)"
+fi
+[ -f "$PROBE" ] || die "taskenv_probe.py is missing beside this script ($PROBE)"
 
 SUDO=""
 as_root() {
@@ -135,10 +150,15 @@ if [ -z "$ARCH" ]; then
   esac
 fi
 
-KEY="$(printf 'recipe=%s\nsuite=%s\narch=%s\npackages=%s\n' "$RECIPE" "$SUITE" "$ARCH" "$PACKAGES" |
+KEY="$({ printf 'recipe=%s\nsuite=%s\narch=%s\npackages=%s\n' "$RECIPE" "$SUITE" "$ARCH" "$PACKAGES"; cat "$PROBE"; } |
   sha256sum | cut -c1-16)"
 CACHE="${COLBENCH_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/colbench}"
 TARBALL="$CACHE/sandbox-rootfs-$KEY.tar"
+if [ -n "$FROM_TARBALL" ]; then
+  [ -s "$FROM_TARBALL" ] || die "--from-tarball: no such file: $FROM_TARBALL"
+  TARBALL="$FROM_TARBALL"
+  KEY="$(sha256sum "$TARBALL" | cut -c1-16)"
+fi
 mkdir -p "$CACHE"
 
 # One build at a time per cache folder (two concurrent imports of the same tag would race).
@@ -148,7 +168,8 @@ if command -v flock >/dev/null 2>&1; then
 fi
 
 # -- already there? ----------------------------------------------------------------------------------------------
-have_key="$(docker image inspect --format '{{ index .Config.Labels "org.colbench.rootfs" }}' "$TAG" 2>/dev/null || true)"
+have_key=""
+[ "$ROOTFS_ONLY" -eq 1 ] || have_key="$(docker image inspect --format '{{ index .Config.Labels "org.colbench.rootfs" }}' "$TAG" 2>/dev/null || true)"
 if [ "$FORCE" -eq 0 ] && [ "$have_key" = "$KEY" ]; then
   log "$TAG is up to date (rootfs $KEY)"
   echo "$TAG"
@@ -222,6 +243,10 @@ build_rootfs() {
     chmod 0755 opt opt/colbench
     chmod 1777 tmp
   "
+  log "writing the manifest (/$MANIFEST)"
+  $SUDO mkdir -p "$root/$(dirname "$MANIFEST")"
+  "${in_root[@]}" python3 -S -s -P - <"$PROBE" | $SUDO tee "$root/$MANIFEST" >/dev/null
+  $SUDO grep -q '"python"' "$root/$MANIFEST" || die "the manifest probe failed in the root filesystem"
   log "packing the root filesystem into $TARBALL"
   $SUDO tar --numeric-owner -C "$root" -cf "$WORK/rootfs.tar" \
     --exclude='./proc/*' --exclude='./sys/*' --exclude='./dev/*' .
@@ -240,19 +265,29 @@ cleanup() {
 }
 
 started=$(date +%s)
-if [ "$FORCE" -eq 1 ] || ! [ -s "$TARBALL" ]; then
+if [ -n "$FROM_TARBALL" ]; then
+  log "using the root filesystem $TARBALL"
+elif [ "$FORCE" -eq 1 ] || ! [ -s "$TARBALL" ]; then
   build_rootfs
 else
   log "using the cached root filesystem $TARBALL"
 fi
+if [ "$ROOTFS_ONLY" -eq 1 ]; then
+  echo "$TARBALL"
+  exit 0
+fi
+# The manifest travels as a label too, base64 (no quoting to get wrong): the Docker runtime reads it from there.
+manifest="$(tar -xOf "$TARBALL" "./$MANIFEST" 2>/dev/null | base64 -w0)"
+[ -n "$manifest" ] || die "$TARBALL holds no manifest (/$MANIFEST): rebuild with --force"
 
 # -- the image -----------------------------------------------------------------------------------------------------
 log "docker import -> $TAG"
 docker import \
   --change "LABEL org.colbench.sandbox=1" \
   --change "LABEL org.colbench.contract=$CONTRACT" \
-  --change "LABEL org.colbench.build=offline" \
+  --change "LABEL org.colbench.build=$BUILD" \
   --change "LABEL org.colbench.rootfs=$KEY" \
+  --change "LABEL org.colbench.taskenv=$manifest" \
   --change "ENV PATH=/usr/local/bin:/usr/bin:/bin" \
   --change "ENV LANG=C.UTF-8" \
   --change "ENV TZ=UTC" \
@@ -264,11 +299,11 @@ docker import \
   --change "ENV MKL_NUM_THREADS=1" \
   --change "WORKDIR /tmp" \
   --change 'CMD ["python3"]' \
-  --message "colbench sandbox, contract $CONTRACT, offline build ($SUITE: $PACKAGES)" \
+  --message "colbench sandbox, contract $CONTRACT, $BUILD build ($SUITE: $PACKAGES)" \
   "$TARBALL" "$TAG" >/dev/null
 
 docker run --rm --network none --user 1500000000:1500000000 "$TAG" python3 -s -P -c \
-  "import numpy, bs4, sqlite3, json, os, sys; assert sys.version_info[:2] == (3, 11); assert os.listdir('/opt/colbench') == []" ||
+  "import numpy, bs4, sqlite3, json, os, sys; assert sys.version_info[:2] == (3, 11); assert os.listdir('/opt/colbench') == []; json.load(open('/$MANIFEST'))" ||
   die "the imported image $TAG fails its own check"
 log "built $TAG in $(($(date +%s) - started))s"
 echo "$TAG"

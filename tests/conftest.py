@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,9 +14,16 @@ from openai_stub import StubOpenAIServer
 from paths import BUNDLED_SAMPLE, SHARED_DATA
 
 from colbench.domains.backend.scorer import BackendScorer
+from colbench.sandbox import taskenv
 from colbench.sandbox.bwrap import BwrapSandbox
 from colbench.sandbox.contract import Limits, Sandbox
 from colbench.tasks import Task, load_jsonl
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The task environment is installed data, not a cache: tests that give colbench a home of their own
+    (``COLBENCH_HOME``) still score in the one the set-up built."""
+    os.environ.setdefault(taskenv.LOCATION_ENV, str(taskenv.root()))
 
 
 @pytest.fixture(scope="session")

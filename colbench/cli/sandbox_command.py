@@ -11,30 +11,32 @@ if TYPE_CHECKING:
 
 
 def add_parser(commands: Subcommands) -> None:
-    sandbox = commands.add_parser("sandbox", help="build and check the Docker sandbox image")
+    sandbox = commands.add_parser("sandbox", help="build and check the task environment (bwrap root, Docker image)")
     sandbox_sub = sandbox.add_subparsers(dest="action", required=True)
-    build = sandbox_sub.add_parser("build", help="build the sandbox image (prints its name)")
+    build = sandbox_sub.add_parser(
+        "build", help="build the task environment: the bwrap runtime's root and, with Docker, the sandbox image"
+    )
     build.add_argument(
         "--method",
         choices=("auto", "dockerfile", "offline"),
         default="auto",
-        help="dockerfile: FROM python:3.11-slim (needs a registry); offline: debootstrap from the apt mirror; "
+        help="dockerfile: FROM debian:bookworm-slim (needs a registry); offline: debootstrap from the apt mirror; "
         "auto: $COLBENCH_SANDBOX_BUILD, else offline on Linux with apt, else dockerfile",
     )
     build.add_argument("--force", action="store_true", help="rebuild from scratch, ignoring caches")
-    build.add_argument("--image", default="colbench-sandbox:1", help=argparse.SUPPRESS)
+    build.add_argument("--image", help=argparse.SUPPRESS)
     build.set_defaults(func=cmd_sandbox_build)
     doc = sandbox_sub.add_parser("doctor", help="check Docker, the image and the bwrap runtime; exit 1 on a failure")
-    doc.add_argument("--image", default="colbench-sandbox:1", help=argparse.SUPPRESS)
+    doc.add_argument("--image", help=argparse.SUPPRESS)
     doc.set_defaults(func=cmd_sandbox_doctor)
 
 
 def cmd_sandbox_build(args: argparse.Namespace) -> int:
     """Build the image and print its name."""
     # run-time import: `colbench --help` loads no command's library
-    from colbench.sandbox.image import build_image
+    from colbench.sandbox.image import IMAGE, build_image
 
-    print(build_image(args.method, image=args.image, force=args.force))
+    print(build_image(args.method, image=args.image or IMAGE, force=args.force))
     return 0
 
 
@@ -42,9 +44,10 @@ def cmd_sandbox_doctor(args: argparse.Namespace) -> int:
     """One line per check (with its fix when it fails); exit 1 when a required check fails, 0 otherwise."""
     # run-time import: `colbench --help` loads no command's library
     from colbench.sandbox.doctor import doctor
+    from colbench.sandbox.image import IMAGE
 
     failed = False
-    for check in doctor(args.image):
+    for check in doctor(args.image or IMAGE):
         status = "OK" if check.ok else ("FAIL" if check.required else "WARN")
         print(f"{status:<4} {check.name}: {check.detail}")
         if not check.ok and check.fix:

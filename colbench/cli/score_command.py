@@ -71,7 +71,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         options.update(scoring_options(env_id))
     scores: list[Score] = []
     with closing(domain.make_scorer(options, jobs=jobs)) as scorer:
-        domain.describe_scoring(scorer, [task for task, _ in answers])  # what the version needs, checked up front
+        described = domain.describe_scoring(scorer, [task for task, _ in answers])  # what the version needs, up front
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         with open(args.out, "w", encoding="utf-8") as out:
             size = RAY_SCORE_CHUNK if args.ray is not None else SCORE_CHUNK
@@ -86,11 +86,24 @@ def cmd_score(args: argparse.Namespace) -> int:
                     row = score.result_row(task.task_id)
                     if env_id is not None:  # an unjudged answer's row names the version it was to be scored by too
                         row["env_id"] = env_id
+                    if described.get("taskenv"):  # ... and the task environment
+                        _same_task_environment(row, described["taskenv"])
+                        row["taskenv"] = described["taskenv"]
                     write_jsonl(out, row)
                 scores += done
         version = f"{env_id}: " if env_id is not None else ""
         print(f"{version}{domain.score_summary(scores, scorer)} -> {args.out}")
     return 0
+
+
+def _same_task_environment(row: dict[str, Any], expected: str) -> None:
+    """A score from another task environment (a Ray node set up from another tarball) is never written beside
+    this machine's."""
+    if row.get("taskenv") not in (None, expected):
+        raise InfraError(
+            f"task {row['task_id']} was scored in task environment {row['taskenv']}, not this machine's {expected}: "
+            "every node must run one task environment (colbench sandbox build from one tarball)"
+        )
 
 
 def _scored_chunks(

@@ -359,6 +359,12 @@ class _Runner:
         run_json = run_json.sealed()
         if previous is not None:
             diff = previous.difference(run_json)
+            if diff is not None and diff.startswith("scoring.taskenv:"):
+                was, now = (previous.scoring or {}).get("taskenv"), (run_json.scoring or {}).get("taskenv")
+                raise ConfigError(
+                    f"cannot resume {out}: it was scored in task environment {was}, this machine's sandbox runs {now} "
+                    f"(resume where {was} is built, or `colbench rescore` its episodes into a new run)"
+                )
             if diff is not None:
                 raise ConfigError(
                     f"cannot resume {out}: the configuration differs from its {RUN_JSON} at {diff} "
@@ -448,6 +454,17 @@ class _Runner:
             aborted=self.stop_reason,
         )
 
+    def _check_task_environment(self, record: EpisodeRecord) -> None:
+        """An episode scored in another task environment than the run's (a Ray node set up from another tarball)
+        would be ranked with scores it cannot be compared with: the run stops instead, keeping what it wrote."""
+        scored_in = record.score.get("taskenv") if isinstance(record.score, dict) else None
+        expected = (self.run_json.scoring or {}).get("taskenv")
+        if scored_in and expected and scored_in != expected:
+            raise InfraError(
+                f"task {record.task_id} was scored in task environment {scored_in}, not the run's {expected}: every "
+                "node must run one task environment (colbench sandbox build from one tarball)"
+            )
+
     async def _drive(self, pending: list[EpisodeKey], progress: Progress) -> None:
         queue = deque(pending)
         play: Callable[[Task, int], Awaitable[Played]] = self.player.play
@@ -469,6 +486,7 @@ class _Runner:
                 progress.episode_started()
                 played = await play(self.tasks[task_id], trial)
                 record = played.record.at(str(writer.path))
+                self._check_task_environment(record)
                 try:
                     if played.png is not None and record.screenshot is not None:
                         await writer.save_file(record.screenshot, played.png)

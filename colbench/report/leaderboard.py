@@ -599,7 +599,8 @@ def legend(report: Report) -> list[str]:
             lines.append(
                 f"{domain} runs of {' and '.join(t.judged_by or t.env_id for t in tables)} are in separate tables: "
                 "scores of different env ids are not comparable across versions (each version judges answers by its "
-                "own rules), nor are scores under other plus tests (colbench rescore brings a run over)."
+                "own rules), nor are scores under other plus tests or in another task environment, where answers "
+                "ran with other libraries (colbench rescore brings a run over)."
             )
         spec = get_domain(domain).metrics_for(tables[0].env_id)
         if spec.has_success:

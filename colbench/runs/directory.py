@@ -40,14 +40,17 @@ class Run:
 
     @property
     def judged_by(self) -> str:
-        """The env id, and for a run judged with ColBench+ tests the augmenter versions that made them (run.json's
-        ``scoring.augmenter``): runs that differ here were judged by other tests, and reports never rank or pair
-        them as one."""
-        augmenter = (self.config.scoring or {}).get("augmenter")
-        if not augmenter:
-            return self.env_id
-        versions = ", ".join(map(str, augmenter)) if isinstance(augmenter, list) else str(augmenter)
-        return f"{self.env_id} (plus tests of augmenter {versions})"
+        """The env id, for a run judged with ColBench+ tests the augmenter versions that made them (run.json's
+        ``scoring.augmenter``), and the task environment its code ran in (``scoring.taskenv``): runs that differ
+        here were judged by other tests or ran elsewhere, and reports never rank or pair them as one."""
+        scoring = self.config.scoring or {}
+        parts = []
+        if augmenter := scoring.get("augmenter"):
+            versions = ", ".join(map(str, augmenter)) if isinstance(augmenter, list) else str(augmenter)
+            parts.append(f"plus tests of augmenter {versions}")
+        if taskenv := scoring.get("taskenv"):
+            parts.append(f"task environment {taskenv}")
+        return f"{self.env_id} ({', '.join(parts)})" if parts else self.env_id
 
     @property
     def domain_name(self) -> str:

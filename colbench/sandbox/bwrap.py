@@ -1,8 +1,9 @@
 """The bwrap runtime: bubblewrap namespaces + rlimits + unprivileged uids, with warm workers.
 
 Isolation per worker: new PID, network (loopback only, nothing else reachable), IPC and UTS namespaces; a root
-filesystem made of read-only binds of ``/usr`` and the Python installation only (no ``/etc``, ``/home``, ``/root``
-or the project); a private size-capped ``/tmp``; an empty environment. When the harness runs as root, each worker
+filesystem made of read-only binds of the task environment's (``taskenv.py``: the same Debian root, interpreter and
+libraries as the Docker image; nothing of the host's ``/usr``, home, Python or project); a private size-capped
+``/tmp``; an empty environment. When the harness runs as root, each worker
 slot has two uids of its own (``UID_BASE + 2 * slot`` for the runner, the next one for its tests), so
 ``RLIMIT_NPROC`` bounds that worker alone and a test can neither signal nor inspect its runner; as an ordinary user
 the sandbox runs in a user namespace with one uid, and the process limit is shared with the user's other processes
@@ -25,10 +26,7 @@ import queue
 import select
 import shutil
 import signal
-import site
 import subprocess
-import sys
-import sysconfig
 import tempfile
 import threading
 import time
@@ -38,7 +36,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from colbench.errors import SandboxError
-from colbench.sandbox import contract
+from colbench.sandbox import contract, taskenv
 from colbench.sandbox.contract import ExecResult, Limits
 from colbench.sandbox.pool import Worker, WorkerPool, default_workers
 
@@ -48,74 +46,43 @@ UID_BASE = contract.SANDBOX_UID_BASE
 _T = TypeVar("_T")
 
 
-def _python_roots() -> list[str]:
-    """Directories the sandboxed interpreter needs, minus those already under /usr."""
-    paths = {sys.base_prefix, sys.prefix, sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    roots: list[str] = []
-    for p in sorted(os.path.realpath(x) for x in paths):
-        if p.startswith("/usr/") or any(p == r or p.startswith(r + "/") for r in roots):
+def _root_binds(rootfs: Path) -> list[str]:
+    """The task environment's top-level entries, bound read-only (its symbolic links made again), so the sandbox
+    sees the same tree as a container of the image; ``/proc``, ``/dev``, ``/tmp``, ``/sys`` and ``/opt`` are the
+    runtime's own."""
+    argv: list[str] = []
+    for entry in sorted(os.scandir(rootfs), key=lambda e: e.name):
+        if entry.name in taskenv.MOUNTED_BY_RUNTIME:
             continue
-        roots.append(p)
-    return roots
+        if entry.is_symlink():
+            argv += ["--symlink", os.readlink(entry.path), f"/{entry.name}"]
+        elif entry.is_dir():
+            argv += ["--ro-bind", entry.path, f"/{entry.name}"]
+    return argv
 
 
-def _colbench_folders(roots: Sequence[str]) -> list[str]:
-    """The ``colbench`` folders inside the package folders the sandbox shows: an installed colbench (and an
-    editable one: hatchling copies the task data into ``site-packages/colbench/_data``) holds the task data,
-    references and tests included, which an answer must never read. Each is covered by an empty read-only folder;
-    the runner needs none of it (it is bound on its own, from the host's path)."""
-    places = {str(Path(__file__).resolve().parents[2]), *site.getsitepackages()}
-    places |= {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    found = set()
-    for place in places:
-        folder = os.path.realpath(os.path.join(place, "colbench"))
-        if os.path.isdir(folder) and any(folder.startswith(root + "/") for root in roots):
-            found.add(folder)
-    return sorted(found)
-
-
-def bwrap_argv(*, as_root: bool, limits: Limits) -> list[str]:
-    """The bubblewrap command line that builds one sandbox; the runner command follows it."""
+def bwrap_argv(*, as_root: bool, limits: Limits, rootfs: Path) -> list[str]:
+    """The bubblewrap command line that builds one sandbox over the task environment at ``rootfs``; the runner
+    command follows it."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxError("bubblewrap (bwrap) not found: install it (Debian/Ubuntu: apt-get install bubblewrap)")
     argv = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not as_root:
         argv += ["--unshare-user", "--uid", "65534", "--gid", "65534"]
-    argv += ["--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr"]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-        if os.path.islink(top):
-            argv += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top):
-            argv += ["--ro-bind", top, top]
-    argv += ["--proc", "/proc", "--dev", "/dev"]
+    argv += ["--die-with-parent", "--new-session", *_root_binds(rootfs)]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--dir", "/sys"]
     argv += ["--perms", "1777", "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp"]
-    # The interpreter and the runner are bound after /tmp is mounted, so a Python installation (a virtualenv, say)
-    # or a colbench installed under /tmp stays visible, read-only, inside the sandbox's own /tmp.
-    made = {"/tmp", "/proc", "/dev"}  # mounted above: never re-created (that would reset /tmp's mode)
-    for root in [*_python_roots(), os.path.dirname(contract.RUNNER_IN_SANDBOX)]:
-        parts = Path(root).parts
-        for i in range(2, len(parts)):
-            parent = str(Path(*parts[:i]))
-            if parent not in made:
-                made.add(parent)
-                argv += ["--perms", "0755", "--dir", parent]
-    roots = _python_roots()
-    for root in roots:
-        argv += ["--ro-bind", root, root]
-    for package in _colbench_folders(roots):
-        argv += ["--perms", "0555", "--size", "4096", "--tmpfs", package, "--remount-ro", package]
+    runner_dir = os.path.dirname(contract.RUNNER_IN_SANDBOX)
+    argv += ["--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", runner_dir]
     argv += ["--ro-bind", str(contract.runner_path()), contract.RUNNER_IN_SANDBOX]
     argv += ["--clearenv"]
     for key, value in contract.SANDBOX_ENV.items():
         argv += ["--setenv", key, value]
     # -s -P rather than -I: isolated mode would also ignore PYTHONHASHSEED, and every worker must hash strings
     # alike (set order is part of many return values). The environment is ours alone (--clearenv). -S: no .pth
-    # file runs in the runner; it puts this interpreter's package directories on its path itself (runner.py).
-    argv += ["--chdir", "/tmp", "--", sys.executable, *contract.RUNNER_FLAGS, contract.RUNNER_IN_SANDBOX]
-    for directory in site.getsitepackages():
-        argv += ["--site", directory]
-    return argv
+    # file runs in the runner; it puts the interpreter's package directories on its path itself (runner.py).
+    return [*argv, "--chdir", "/tmp", "--", "/usr/bin/python3", *contract.RUNNER_FLAGS, contract.RUNNER_IN_SANDBOX]
 
 
 def _own_process_count() -> int:
@@ -242,7 +209,8 @@ class BwrapSandbox(WorkerPool):
                 "processes and a test can signal its runner (which costs only that test); run as root for full "
                 "isolation"
             )
-        self._argv = bwrap_argv(as_root=self.as_root, limits=self.limits)
+        self.environment = taskenv.installed()
+        self._argv = bwrap_argv(as_root=self.as_root, limits=self.limits, rootfs=taskenv.root())
 
     def _uid(self, slot: int) -> int | None:
         """The runner's uid for ``slot`` (its tests run as the next uid); None outside root mode."""

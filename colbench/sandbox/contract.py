@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from colbench._util.datafiles import data_path
+from colbench.sandbox.taskenv import TaskEnvironment
 
 # The whole environment untrusted code sees, in every runtime: no host variables (API keys!) ever reach it. The
 # hash seed is fixed so every worker iterates sets of strings alike; one BLAS thread keeps forks safe.
@@ -102,6 +103,7 @@ class TestOutcome:
 @runtime_checkable
 class Sandbox(Protocol):
     name: str
+    environment: TaskEnvironment  # what task code runs with here; its digest goes with every score
 
     def run_program(self, source: str, *, stdin: bytes = b"", limits: Limits | None = None) -> ExecResult: ...
 

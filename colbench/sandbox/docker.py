@@ -21,10 +21,11 @@ import time
 from typing import Any
 
 from colbench.errors import SandboxError
-from colbench.sandbox import contract
+from colbench.sandbox import contract, taskenv
 from colbench.sandbox.contract import ExecResult, Limits
-from colbench.sandbox.image import IMAGE, docker_client, image_present
+from colbench.sandbox.image import IMAGE, docker_client, image_labels, image_present
 from colbench.sandbox.pool import Worker, WorkerPool, default_workers
+from colbench.sandbox.taskenv import TaskEnvironment
 
 log = logging.getLogger(__name__)
 
@@ -152,8 +153,10 @@ class DockerSandbox(WorkerPool):
         super().__init__(workers=workers or default_workers(), limits=limits or Limits())
         self.image = image
         self.client = docker_client(timeout=120.0)
-        if not image_present(self.client, image):
+        labels = image_labels(self.client, image)
+        if labels is None or not image_present(self.client, image):
             raise SandboxError(f"the sandbox image {image} is missing: run `colbench sandbox build`")
+        self.environment = TaskEnvironment.from_label(labels.get(taskenv.LABEL, ""), image)
         self.remove_leftovers()
 
     def remove_leftovers(self) -> int:

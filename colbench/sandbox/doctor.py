@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,7 @@ from colbench.sandbox.image import (
     image_labels,
     run_argv,
 )
-from colbench.sandbox.pool import outcome_of
+from colbench.sandbox.pool import WorkerPool, outcome_of
 
 # Run inside the image by ``doctor``: every point of the contract a Python one-liner can see.
 _CONTRACT_PROBE = """
@@ -116,6 +117,51 @@ def doctor(image: str = IMAGE) -> list[Check]:
         for name in ("resource limits", "sandbox image", "image contract", "runner in image"):
             checks.append(Check(name, False, why, "fix the checks above first"))
     checks.extend(_check_bwrap())
+    checks.extend(_check_task_environments(image, docker_ok=client is not None and all(c.ok for c in checks)))
+    return checks
+
+
+def _check_task_environments(image: str, *, docker_ok: bool) -> list[Check]:
+    """Each runtime's task environment, seen from inside: the manifest's probe run in its sandbox must print the
+    manifest the runtime reports (what every score records); and the two runtimes should run the same one."""
+    # the runtimes' modules only here: the checks above must work where one cannot even start
+    from colbench.sandbox.bwrap import BwrapSandbox
+    from colbench.sandbox.docker import DockerSandbox
+    from colbench.sandbox.taskenv import BUILD_STEP, probe_source
+
+    found: dict[str, str] = {}
+    checks: list[Check] = []
+    runtimes: list[tuple[str, Callable[[], WorkerPool]]] = []
+    if shutil.which("bwrap"):
+        runtimes.append(("bwrap", lambda: BwrapSandbox(workers=1)))
+    if docker_ok:
+        runtimes.append(("docker", lambda: DockerSandbox(workers=1, image=image)))
+    for name, make in runtimes:
+        label = f"task environment ({name})"
+        try:
+            sandbox = make()
+        except SandboxError as exc:
+            checks.append(Check(label, False, str(exc), BUILD_STEP.removeprefix("run ")))
+            continue
+        try:
+            seen = sandbox.run_program(probe_source())
+        finally:
+            sandbox.close()
+        environment = sandbox.environment
+        try:
+            same = json.loads(seen.stdout) == dict(environment.manifest)
+        except ValueError:
+            same = False
+        if not same:
+            why = seen.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["it printed another manifest"]
+            checks.append(Check(label, False, f"inside the sandbox the probe disagrees: {why[0]}", REBUILD_FIX))
+            continue
+        found[name] = environment.digest
+        checks.append(Check(label, True, f"{environment.digest}: {environment.summary()}"))
+    if len(set(found.values())) > 1:
+        detail = ", ".join(f"{name} {digest}" for name, digest in found.items())
+        fix = "rebuild both from one tarball: " + REBUILD_FIX.removeprefix("run: ")
+        checks.append(Check("one task environment", False, f"the runtimes differ ({detail})", fix, required=False))
     return checks
 
 

@@ -1,12 +1,14 @@
-"""The Docker sandbox image: its contract and how to build it (``colbench sandbox doctor`` checks it:
-:mod:`colbench.sandbox.doctor`).
+"""The Docker sandbox image: its contract and how to build it, with the bwrap runtime's root from the same tarball
+(``colbench sandbox doctor`` checks both: :mod:`colbench.sandbox.doctor`).
 
-Image contract, version 1 (the tag's number: ``colbench-sandbox:1``; the labels ``org.colbench.sandbox=1`` and
-``org.colbench.contract=1`` say that an image honours it):
+Image contract, version 2 (the tag's number: ``colbench-sandbox:2``; the labels ``org.colbench.sandbox=1`` and
+``org.colbench.contract=2`` say that an image honours it):
 
-* ``/usr/bin/python3`` is CPython 3.11 that can import ``numpy``, ``bs4`` and the standard library (``sqlite3``,
-  ``json`` ...). Both builds carry the same library versions as Debian bookworm: numpy 1.24.2, beautifulsoup4
-  4.11.2 (html.parser only: no lxml, no html5lib), soupsieve 2.3.2.
+* It is the task environment (:mod:`colbench.sandbox.taskenv`): a Debian bookworm root filesystem whose
+  ``/usr/bin/python3`` is Debian's CPython 3.11 with Debian's numpy 1.24.2 and beautifulsoup4 4.11.2 (html.parser
+  only: no lxml, no html5lib) and the standard library (``sqlite3``, ``json`` ...); its manifest is in
+  ``/usr/share/colbench/taskenv.json`` and, base64, in the label ``org.colbench.taskenv``. The bwrap runtime binds
+  the same root filesystem, unpacked from the same tarball.
 * ``/opt/colbench/`` exists and is empty. The runner is not baked in: the runtime bind-mounts the host's
   ``sandbox/runner.py`` (inside a wheel: ``colbench/_data/sandbox/runner.py``) read-only at
   ``/opt/colbench/runner.py`` on every run, so the runner always matches the installed colbench, and an image
@@ -21,24 +23,23 @@ The Docker runtime starts the runner like this (``doctor`` runs exactly this wit
 
     docker run -i --network none --read-only --tmpfs /tmp:... --user 0 --cap-drop ALL --cap-add SETUID
       --cap-add SETGID --cap-add KILL --cap-add FOWNER --cap-add DAC_OVERRIDE --security-opt no-new-privileges
-      --pids-limit N --memory M --init -v <runner.py>:/opt/colbench/runner.py:ro colbench-sandbox:1
+      --pids-limit N --memory M --init -v <runner.py>:/opt/colbench/runner.py:ro colbench-sandbox:2
       python3 -S -s -P /opt/colbench/runner.py --sandboxed --drop-to UID --child-uid UID2
 
-Two builds, one contract (their files are in the top-level ``sandbox/`` folder, shipped inside the wheel, so an
-installed colbench can build):
+Two builds of the root filesystem (their files are in the top-level ``sandbox/`` folder, shipped inside the wheel,
+so an installed colbench can build); either way the image is a ``docker import`` of the tarball:
 
-* ``dockerfile``: ``FROM python:3.11-slim-bookworm`` plus pinned wheels from PyPI; needs a registry and PyPI.
 * ``offline``: ``build-offline.sh`` debootstraps a minimal Debian bookworm from the machine's apt mirror, installs
-  Debian's ``python3``, ``python3-numpy`` and ``python3-bs4``, strips it and ``docker import``s it; needs no
-  registry. The stripped root filesystem is cached in ``colbench_home()``, so a rebuild takes seconds.
-
-Known difference between the builds: Debian's numpy uses the reference BLAS, the PyPI wheel its own OpenBLAS, so
-linear algebra can differ in the last bits. References and answers are always run in the same image, so a score
-never compares values from the two builds.
+  Debian's ``python3``, ``python3-numpy`` and ``python3-bs4``, strips it and writes the manifest; needs no
+  registry (root or sudo once). The tarball is cached in ``colbench_home()``, so a rebuild takes seconds.
+* ``dockerfile``: the same packages ``FROM debian:bookworm-slim`` (needs a registry), its root filesystem exported.
+  Its base has a slightly different package set from debootstrap's minbase, so its manifest and digest differ:
+  scores of the two builds are kept apart, as scores of any two task environments are.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -56,10 +57,12 @@ from typing import Any, Literal
 from colbench._util.datafiles import data_path
 from colbench._util.storage import colbench_home
 from colbench.errors import ConfigError, SandboxError
+from colbench.sandbox import taskenv
 from colbench.sandbox.contract import RUNNER_FLAGS, RUNNER_IN_SANDBOX, SANDBOX_UID_BASE, runner_path
+from colbench.sandbox.taskenv import TaskEnvironment
 
-IMAGE = "colbench-sandbox:1"
-CONTRACT = "1"
+IMAGE = "colbench-sandbox:2"
+CONTRACT = "2"
 LABEL_SANDBOX = "org.colbench.sandbox"
 LABEL_CONTRACT = "org.colbench.contract"
 LABEL_BUILD = "org.colbench.build"
@@ -179,36 +182,97 @@ def build_image(
     force: bool = False,
     echo: Callable[[str], None] | None = None,
 ) -> str:
-    """Build the sandbox image with ``method`` (see ``resolve_method``) and return its name.
+    """Build the task environment with ``method`` (see ``resolve_method``): its root filesystem as a tarball, that
+    tarball unpacked as the bwrap runtime's root (``taskenv.install``) and, where a Docker daemon answers, imported
+    as ``image``. One tarball for both runtimes: the same interpreter and libraries, one manifest. Returns what was
+    made, in a line.
 
-    Build output goes line by line to ``echo`` (default: stderr). Raises SandboxError when the build fails or its
-    result does not carry the contract's labels.
+    Build output goes line by line to ``echo`` (default: stderr). Raises SandboxError when a step fails or the
+    image does not carry the contract's labels.
     """
     resolved = resolve_method(method)
-    docker = docker_cli()
     say = echo if echo is not None else (lambda line: print(line, file=sys.stderr, flush=True))
     files = image_files()
-    env = dict(os.environ)
+    env = {**os.environ, "COLBENCH_HOME": str(_cache_dir())}
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="colbench-image-") as tmp:
+        for name in ("Dockerfile", "build-offline.sh", "taskenv_probe.py"):
+            (Path(tmp) / name).write_bytes(files.joinpath(name).read_bytes())
+        script = ["bash", str(Path(tmp) / "build-offline.sh")]
+        say(f"building the task environment ({resolved} build)")
         if resolved == "dockerfile":
-            (Path(tmp) / "Dockerfile").write_bytes(files.joinpath("Dockerfile").read_bytes())
-            argv = [docker, "build", "--tag", image, *(["--no-cache", "--pull"] if force else []), tmp]
+            tarball = _exported_dockerfile_build(tmp, image, force, env, say)
         else:
-            script = Path(tmp) / "build-offline.sh"
-            script.write_bytes(files.joinpath("build-offline.sh").read_bytes())
-            argv = ["bash", str(script), "--tag", image, *(["--force"] if force else [])]
-            env["COLBENCH_HOME"] = str(_cache_dir())
-        say(f"building {image} ({resolved} build)")
-        started = time.monotonic()
+            status, tail = _stream([*script, "--rootfs-only", *(["--force"] if force else [])], env, say)
+            if status != 0:
+                raise SandboxError(f"the offline build failed (exit status {status}):\n" + "\n".join(tail[-12:]))
+            tarball = Path(tail[-1])
+        environment = _install_for_bwrap(tarball, say)
+        if not _docker_answers():
+            say("no Docker daemon: the bwrap runtime's task environment is ready; the Docker image is not built")
+            return f"task environment {environment.digest} at {taskenv.root()} (bwrap only)"
+        argv = [*script, "--from-tarball", str(tarball), "--build", resolved, "--tag", image]
         status, tail = _stream(argv, env, say)
     if status != 0:
         detail = "\n".join(tail[-12:])
-        raise SandboxError(f"the {resolved} build of {image} failed (exit status {status}):\n{detail}")
-    labels = _cli_labels(docker, image)
+        raise SandboxError(f"importing {image} failed (exit status {status}):\n{detail}")
+    labels = _cli_labels(docker_cli(), image)
     if labels.get(LABEL_SANDBOX) != "1" or labels.get(LABEL_CONTRACT) != CONTRACT:
         raise SandboxError(f"the {resolved} build produced {image} without the contract labels (got {labels})")
-    say(f"{image} is ready ({resolved} build, {time.monotonic() - started:.0f}s)")
-    return image
+    if TaskEnvironment.from_label(labels.get(taskenv.LABEL, ""), image).digest != environment.digest:
+        raise SandboxError(f"{image} and the bwrap runtime's root were built from different tarballs: rebuild")
+    say(f"{image} and {taskenv.root()} are ready ({resolved} build, {time.monotonic() - started:.0f}s)")
+    return f"task environment {environment.digest} at {taskenv.root()} and {image}"
+
+
+def _exported_dockerfile_build(
+    context: str, image: str, force: bool, env: dict[str, str], say: Callable[[str], None]
+) -> Path:
+    """The Dockerfile's build, its root filesystem exported as a tarball in the cache (one per built image)."""
+    docker, staging = docker_cli(), f"{image.partition(':')[0]}-build:{CONTRACT}"
+    argv = [docker, "build", "--tag", staging, *(["--no-cache", "--pull"] if force else []), context]
+    status, tail = _stream(argv, env, say)
+    if status != 0:
+        raise SandboxError(f"the dockerfile build failed (exit status {status}):\n" + "\n".join(tail[-12:]))
+    ident = _docker(docker, "image", "inspect", "--format", "{{.Id}}", staging).split(":")[-1][:16]
+    tarball = _cache_dir() / f"sandbox-rootfs-dockerfile-{ident}.tar"
+    if not tarball.exists():
+        container = _docker(docker, "create", staging)
+        try:
+            _docker(docker, "export", "--output", f"{tarball}.part", container)
+            os.replace(f"{tarball}.part", tarball)
+        finally:
+            _docker(docker, "rm", "--force", container)
+    return tarball
+
+
+def _install_for_bwrap(tarball: Path, say: Callable[[str], None]) -> TaskEnvironment:
+    """Unpack ``tarball`` as the bwrap runtime's root, unless it is unpacked there already (a stamp beside the
+    root names the tarball, its size and time)."""
+    stamp = taskenv.root().with_name(taskenv.root().name + ".source")
+    made = f"{tarball}\n{tarball.stat().st_size}\n{tarball.stat().st_mtime_ns}\n"
+    with contextlib.suppress(OSError, SandboxError):
+        if stamp.read_text(encoding="utf-8") == made:
+            environment = taskenv.installed()
+            say(f"the bwrap runtime's root is up to date ({taskenv.root()})")
+            return environment
+    say(f"unpacking the task environment to {taskenv.root()}")
+    environment = taskenv.install(tarball)
+    stamp.write_text(made, encoding="utf-8")
+    say(f"task environment {environment.digest}: {environment.summary()}")
+    return environment
+
+
+def _docker_answers() -> bool:
+    docker = shutil.which("docker")
+    return docker is not None and subprocess.run([docker, "info"], capture_output=True, check=False).returncode == 0
+
+
+def _docker(docker: str, *args: str) -> str:
+    done = subprocess.run([docker, *args], capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        raise SandboxError(f"docker {args[0]} failed: {done.stderr.strip()[-300:]}")
+    return done.stdout.strip()
 
 
 def _stream(argv: list[str], env: dict[str, str], say: Callable[[str], None]) -> tuple[int, list[str]]:

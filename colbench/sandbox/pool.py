@@ -20,6 +20,7 @@ from typing import Any
 
 from colbench.errors import SandboxError
 from colbench.sandbox.contract import POOLS, ExecResult, Limits, TestOutcome
+from colbench.sandbox.taskenv import TaskEnvironment
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +155,7 @@ class WorkerPool(ABC):
     """At most ``workers`` jobs at once on warm workers; each pool (and one-shot programs) has its own slots."""
 
     name = ""
+    environment: TaskEnvironment  # set by each runtime from its own root filesystem (taskenv.py)
 
     def __init__(self, *, workers: int, limits: Limits) -> None:
         self.limits = limits

@@ -10,6 +10,7 @@ from pathlib import Path
 from paths import REPO
 from plus_tasks import OVERFIT, travel, with_plus, write_tasks
 
+from colbench.sandbox import taskenv
 from colbench.tasks import Task
 
 BUNDLED = REPO / "tasks" / "samples" / "backend-sample.jsonl"
@@ -83,8 +84,10 @@ def test_score_backend(tmp_path: Path, bundled_tasks: list[Task]) -> None:
         "status",
         "error",
         "env_id",
+        "taskenv",
     }
     assert {r["env_id"] for r in results} == {"ColBench-Backend-v1"}
+    assert {r["taskenv"] for r in results} == {taskenv.installed().digest}  # what the code ran with
     assert [(r["tests_passed"], r["success"], r["status"]) for r in results] == [
         (10, True, "ok"),
         (0, False, "ok"),

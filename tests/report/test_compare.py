@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -114,24 +115,35 @@ def test_runs_of_two_domains_or_no_common_task_are_one_line_errors(
         compare([load_run(runs["empty", "scripted"]), tail])
 
 
-def test_runs_judged_by_other_plus_tests_are_never_ranked_or_paired_as_one(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("scoring", "named"),
+    [
+        ({"augmenter": ["{}"], "plus_digest": "{}"}, "plus tests of augmenter 1"),
+        ({"taskenv": "{}"}, "task environment 1"),  # answers ran with other libraries
+    ],
+)
+def test_runs_judged_by_other_tests_or_in_another_task_environment_are_never_ranked_or_paired_as_one(
+    tmp_path: Path, scoring: dict[str, Any], named: str
+) -> None:
     import json
     import shutil
 
     from paths import REPO
 
-    from colbench.report.leaderboard import build_report
+    from colbench.report.leaderboard import build_report, legend
 
     made = []
-    for name, augmenter in (("old-plus", "1"), ("new-plus", "2")):
+    for name, which in (("old", "1"), ("new", "2")):
         run = tmp_path / name
         shutil.copytree(REPO / "tests" / "data" / "run_dirs" / "backend-a", run)
         config = json.loads((run / "run.json").read_text())
-        config["scoring"] = {**config["scoring"], "augmenter": [augmenter], "plus_digest": augmenter * 8}
+        filled = json.loads(json.dumps(scoring).replace("{}", which))
+        config["scoring"] = {**config["scoring"], **filled}
         (run / "run.json").write_text(json.dumps(config))
         made.append(load_run(run))
-    assert made[0].judged_by == "ColBench-Backend-v0 (plus tests of augmenter 1)"
+    assert made[0].judged_by == f"ColBench-Backend-v0 ({named})"
     report = build_report(made)
     assert [t.judged_by for t in report.tables] == [r.judged_by for r in sorted(made, key=lambda r: r.judged_by)]
+    assert any("separate tables" in line and named in line for line in legend(report))
     pair = compare(made).pairs[0]
-    assert pair.across_versions and "plus tests of augmenter" in pair.env_a
+    assert pair.across_versions and named in pair.env_a

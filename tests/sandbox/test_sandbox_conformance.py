@@ -6,12 +6,8 @@ working for the next job. The scorer-level attacks (answers that try to pass) ar
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import socket
-import subprocess
-import sys
 import threading
 from decimal import Decimal
 from fractions import Fraction
@@ -19,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import REPO
 
 from colbench.domains.backend.values import Record, decode
 from colbench.errors import SandboxError
@@ -725,93 +720,6 @@ def test_modules_a_test_imports_on_demand_work_and_their_values_cross_the_bounda
     assert values(sandbox, "def f(x):\n    return x\n", ["f(__import__('fractions').Fraction(2, 4))"]) == [
         Fraction(1, 2)
     ]
-
-
-def _virtualenv(tmp_path: Path) -> tuple[Path, str]:
-    """A virtualenv over this interpreter's packages: its python, and its own package folder."""
-    venv = tmp_path / "venv"
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
-        check=True,
-        capture_output=True,
-    )
-    python = venv / "bin" / "python"
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    return python, purelib
-
-
-@pytest.mark.usefixtures("bwrap_sandbox")  # skipped, as the bwrap runtime's tests are, where bubblewrap is missing
-def test_no_pth_file_runs_in_the_sandbox_and_a_virtualenvs_packages_are_found(tmp_path: Path) -> None:
-    """The runner starts without the site module's start-up: a ``.pth`` file (an editable install's, a coverage
-    hook) would otherwise run in every worker and import modules into the process every test is forked from. The
-    package directories are still on its path, a virtualenv's included (which ``-S`` alone would miss)."""
-    python, purelib = _virtualenv(tmp_path)
-    Path(purelib, "zz_colbench_probe.pth").write_text("import os; os.environ['COLBENCH_PTH_RAN'] = '1'\n")
-    Path(purelib, "colbench_venv_only.py").write_text("VALUE = 42\n")
-    script = (
-        "import json, os\n"
-        "from colbench.domains.backend.values import decode\n"
-        "from colbench.sandbox.bwrap import BwrapSandbox\n"
-        "box = BwrapSandbox(workers=1)\n"
-        "out = box.run_tests('import os, colbench_venv_only\\ndef f():\\n'\n"
-        "                    '    return (colbench_venv_only.VALUE, os.environ.get(\"COLBENCH_PTH_RAN\"))\\n', ['f()'])\n"
-        "box.close()\n"
-        "print(json.dumps([os.environ.get('COLBENCH_PTH_RAN'), out[0].outcome, out[0].error,\n"
-        "                  list(decode(out[0].value)) if out[0].outcome == 'value' else None]))\n"
-    )
-    done = subprocess.run([str(python), "-c", script], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    host_ran, outcome, error, value = json.loads(done.stdout.strip().splitlines()[-1])
-    assert host_ran == "1"  # the .pth does run in a normal start-up of this interpreter: the check means something
-    assert (outcome, error) == ("value", "")
-    assert value == [42, None]
-
-
-@pytest.mark.usefixtures("bwrap_sandbox")
-def test_an_installed_colbench_and_its_task_data_are_hidden_from_answers(tmp_path: Path) -> None:
-    """A colbench installed from a wheel sits in a package folder the bwrap sandbox shows answers (read-only), with
-    its task data, references included: an answer that looks for it on its path finds an empty folder."""
-    python, purelib = _virtualenv(tmp_path)
-    installed = Path(purelib, "colbench")
-    shutil.copytree(Path(REPO, "colbench"), installed, ignore=shutil.ignore_patterns("__pycache__"))
-    secret = installed / "_data" / "tasks" / "reference.py"
-    secret.parent.mkdir(parents=True)
-    secret.write_text("def f(x):\n    return x * 1234567\n")
-    shutil.copytree(Path(REPO, "sandbox"), installed / "_data" / "sandbox")
-    shutil.copytree(Path(REPO, "envs"), installed / "_data" / "envs")
-    answer = (
-        "import os, sys\n"
-        "def f():\n"
-        "    found = []\n"
-        "    for entry in sys.path:\n"
-        "        top = os.path.join(entry, 'colbench')\n"
-        "        if os.path.isdir(top):\n"
-        "            for folder, _, files in os.walk(top):\n"
-        "                found += [os.path.join(folder, n) for n in files]\n"
-        "    text = ''.join(open(p, errors='replace').read() for p in found if p.endswith('.py'))\n"
-        "    return (len(found), '1234567' in text)\n"
-    )
-    script = (
-        "import json, colbench\n"
-        "from colbench.domains.backend.values import decode\n"
-        "from colbench.sandbox.bwrap import BwrapSandbox\n"
-        "box = BwrapSandbox(workers=1)\n"
-        f"out = box.run_tests({answer!r}, ['f()'])\n"
-        "box.close()\n"
-        "print(json.dumps([colbench.__file__, out[0].outcome, out[0].error,\n"
-        "                  list(decode(out[0].value)) if out[0].outcome == 'value' else None]))\n"
-    )
-    done = subprocess.run([str(python), "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
-    where, outcome, error, value = json.loads(done.stdout.strip().splitlines()[-1])
-    assert where.startswith(str(installed))  # the harness runs the installed copy: the answer could see its data
-    assert (outcome, error) == ("value", "")
-    assert value == [0, False]
 
 
 def test_an_unreachable_docker_daemon_is_an_infrastructure_error(monkeypatch: pytest.MonkeyPatch) -> None:

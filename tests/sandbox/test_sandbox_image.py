@@ -20,9 +20,11 @@ from paths import REPO
 from colbench.cli.main import main as cli_main
 from colbench.errors import ConfigError
 from colbench.sandbox import image as sandbox_image
+from colbench.sandbox import taskenv
 from colbench.sandbox.doctor import doctor
 from colbench.sandbox.image import IMAGE, LABEL_CONTRACT, LABEL_SANDBOX, build_image, run_argv
 from colbench.sandbox.pool import outcome_of
+from colbench.sandbox.taskenv import TaskEnvironment
 
 SCRIPT = REPO / "sandbox" / "build-offline.sh"
 
@@ -59,10 +61,11 @@ def run_in_image(image: str, code: str, *extra: str) -> subprocess.CompletedProc
 # -- package data, no Docker needed ------------------------------------------------------------------------------
 def test_image_files_are_the_sandbox_data_folder() -> None:
     names = {p.name for p in sandbox_image.image_files().iterdir()}
-    assert {"Dockerfile", "build-offline.sh"} <= names
+    assert {"Dockerfile", "build-offline.sh", "taskenv_probe.py"} <= names
     dockerfile = sandbox_image.image_files().joinpath("Dockerfile").read_text()
-    assert "python:3.11-slim-bookworm" in dockerfile
-    assert 'org.colbench.sandbox="1"' in dockerfile and 'org.colbench.contract="1"' in dockerfile
+    # Debian's own packages, as the offline build installs, and the same manifest written in
+    assert "debian:bookworm-slim" in dockerfile and "python3 python3-numpy python3-bs4" in dockerfile
+    assert "taskenv_probe.py > /usr/share/colbench/taskenv.json" in dockerfile
 
 
 def test_build_method_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -152,8 +155,11 @@ def test_doctor_without_a_daemon(monkeypatch: pytest.MonkeyPatch, capsys: pytest
 def test_image_present_with_contract_labels(docker_client: Any, sandbox: str) -> None:
     labels = sandbox_image.image_labels(docker_client, sandbox)
     assert labels is not None
-    assert labels[LABEL_SANDBOX] == "1" and labels[LABEL_CONTRACT] == "1"
+    assert labels[LABEL_SANDBOX] == "1" and labels[LABEL_CONTRACT] == "2"
     assert labels.get("org.colbench.build") in ("offline", "dockerfile")
+    # its manifest is the one unpacked for the bwrap runtime: one tarball, one task environment
+    environment = TaskEnvironment.from_label(labels["org.colbench.taskenv"], sandbox)
+    assert environment.digest == taskenv.installed().digest
     assert not sandbox_image.image_present(docker_client, "colbench-sandbox:no-such-tag")
 
 
@@ -254,6 +260,9 @@ def test_doctor_reports_all_ok(sandbox: str, capsys: pytest.CaptureFixture[str])
     assert cli_main(["sandbox", "doctor"]) == 0
     out = capsys.readouterr().out
     assert "FAIL" not in out and "OK   runner in image: " in out
+    digest = taskenv.installed().digest
+    assert f"OK   task environment (bwrap): {digest}: Python 3.11" in out
+    assert f"OK   task environment (docker): {digest}: Python 3.11" in out
 
 
 @pytest.mark.docker
@@ -264,8 +273,9 @@ def test_build_is_idempotent_and_fast_when_cached(sandbox: str, docker_client: A
         pytest.skip("the image here comes from the Dockerfile build")
     before = docker_client.images.get(sandbox).id
     lines: list[str] = []
-    assert build_image("offline", echo=lines.append) == sandbox
-    assert any("up to date" in line for line in lines), lines
+    made = build_image("offline", echo=lines.append)
+    assert made == f"task environment {taskenv.installed().digest} at {taskenv.root()} and {sandbox}"
+    assert sum("up to date" in line for line in lines) == 2, lines  # the bwrap root and the image alike
     assert docker_client.images.get(sandbox).id == before
 
 

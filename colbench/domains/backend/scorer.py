@@ -82,7 +82,8 @@ class TestResult:
 @dataclass(frozen=True)
 class BackendScore:
     """The scoring record of one answer (the CLI writes its ``result_row()`` as one JSON line). ``env_id``: the env
-    id whose rules scored it (None from a scorer outside colbench's versions, such as a test's stand-in)."""
+    id whose rules scored it (None from a scorer outside colbench's versions, such as a test's stand-in);
+    ``taskenv``: the digest of the task environment the code ran in (``colbench.sandbox.taskenv``)."""
 
     task_id: str
     tests_passed: int
@@ -91,6 +92,7 @@ class BackendScore:
     status: str = "ok"
     error: str = ""
     env_id: str | None = None
+    taskenv: str | None = None
 
     @property
     def judged(self) -> bool:
@@ -110,12 +112,15 @@ class BackendScore:
         return self.tests_total > 0 and self.tests_passed == self.tests_total if self.judged else None
 
     @classmethod
-    def infra_error(cls, task_id: str, error: str, env_id: str | None = None) -> BackendScore:
+    def infra_error(
+        cls, task_id: str, error: str, env_id: str | None = None, taskenv: str | None = None
+    ) -> BackendScore:
         """The record of an answer the harness could not judge: no score at all, never a zero."""
-        return cls(task_id=task_id, tests_passed=0, tests_total=0, status="infra_error", error=error, env_id=env_id)
+        return cls(task_id, 0, 0, status="infra_error", error=error, env_id=env_id, taskenv=taskenv)
 
     def result_row(self, task_id: str | None = None) -> dict[str, Any]:
-        """``{"task_id", "tests_passed", "tests_total", "pass_rate", "success", "status", "error", "env_id"}``."""
+        """``{"task_id", "tests_passed", "tests_total", "pass_rate", "success", "status", "error", "env_id",
+        "taskenv"}``."""
         return {
             "task_id": self.task_id if task_id is None else task_id,
             "tests_passed": self.tests_passed,
@@ -125,6 +130,7 @@ class BackendScore:
             "status": self.status,
             "error": self.error,
             "env_id": self.env_id,
+            "taskenv": self.taskenv,
         }
 
     def details(self) -> dict[str, Any]:
@@ -273,6 +279,7 @@ class BackendScorer:
         self.plus_source = plus_source
         self.env_id = env_id_for("backend", {"rules": rules, "plus_tests": plus})
         self.sandbox = sandbox
+        self.taskenv = sandbox.environment.digest
         self.limits = limits or Limits()
         self.tolerance = tolerance
         self.cache = cache or ReferenceCache()
@@ -289,11 +296,13 @@ class BackendScorer:
         self._calls_lock = threading.Lock()
 
     def describe(self) -> dict[str, Any]:
-        """run.json's ``scoring``: the runtime (not compared on resume: both pass one conformance suite), the
-        judging rules' version and the env id they are (which plus tests a ``-v2`` run judged depends on its
-        tasks: ``BackendDomain.describe_scoring`` adds it)."""
+        """run.json's ``scoring``: the runtime (not compared on resume: both runtimes run one task environment), the
+        task environment's digest (compared: runs scored in different ones are never ranked as one), the judging
+        rules' version and the env id they are (which plus tests a ``-v2`` run judged depends on its tasks:
+        ``BackendDomain.describe_scoring`` adds it)."""
         sandbox = str(getattr(self.sandbox, "name", type(self.sandbox).__name__))
-        return {"sandbox": sandbox, "scorer_version": SCORER_VERSIONS[self.rules], "env_id": self.env_id}
+        rules = {"scorer_version": SCORER_VERSIONS[self.rules], "env_id": self.env_id, "taskenv": self.taskenv}
+        return {"sandbox": sandbox, **rules}
 
     def plus_tests(self, task: Task) -> PlusTests:
         """``task``'s ColBench+ tests: its own, else ``plus_source``'s (once per task id and content); a task with
@@ -339,7 +348,7 @@ class BackendScorer:
             try:
                 return self.score(task, answer)
             except InfraError as exc:
-                return BackendScore.infra_error(task.task_id, str(exc), self.env_id)
+                return BackendScore.infra_error(task.task_id, str(exc), self.env_id, self.taskenv)
 
         if len(pairs) <= 1 or self.jobs <= 1:
             return [one(pair) for pair in pairs]
@@ -364,6 +373,7 @@ class BackendScorer:
             "one process" if self.shared_reference_process else "a process each",  # how the runs were made
             self.limits.timeout_s,
             self.limits.memory_mb,
+            self.taskenv,  # expected values are facts about one task environment
         ]
         if self.plus:  # the plus tests, names and calls (v1's keys stay what they were)
             parts.append(["plus", self.plus_tests(task).cases])
@@ -509,6 +519,7 @@ class BackendScorer:
             tests_total=sum(r.judgeable for r in results),
             tests=results,
             env_id=self.env_id,
+            taskenv=self.taskenv,
         )
 
     def passes(self, expected: Expected, outcome: TestOutcome) -> bool:

@@ -130,6 +130,7 @@ def test_infrastructure_errors_carry_no_score() -> None:
         "status": "infra_error",
         "error": "sandbox worker failed to start",
         "env_id": None,
+        "taskenv": None,
     }
 
 

@@ -23,6 +23,7 @@ from colbench.env.versions import env_id_for, newest_env, scoring_env, scoring_e
 from colbench.errors import ConfigError
 from colbench.eval import RunPlan, run_eval
 from colbench.humans.simulator import ScriptedSimulator
+from colbench.sandbox import taskenv
 from colbench.sandbox.bwrap import BwrapSandbox
 from colbench.tasks import Task
 from colbench.types.task import PlusTests
@@ -156,7 +157,8 @@ def test_describe_names_the_id_and_the_plus_tests_a_run_judges(
 ) -> None:
     tasks = [with_plus(t) for t in bundled_tasks[:3]]
     v1, v2 = BackendScorer(bwrap_sandbox), BackendScorer(bwrap_sandbox, plus=True)
-    assert v1.describe() == {"sandbox": "bwrap", "scorer_version": "3", "env_id": V1}
+    digest = bwrap_sandbox.environment.digest  # the task environment the code ran in: compared like the rules
+    assert v1.describe() == {"sandbox": "bwrap", "scorer_version": "3", "env_id": V1, "taskenv": digest}
     assert BACKEND.describe_scoring(v1, tasks) == v1.describe()
     described = BACKEND.describe_scoring(v2, tasks)
     assert described == {**v2.describe(), "augmenter": ["hand/1"], "plus_digest": plus_digest(tasks)}
@@ -212,6 +214,7 @@ def test_an_eval_scores_by_its_ids_rules_and_run_json_names_the_plus_tests(
         "sandbox": "bwrap",
         "scorer_version": "3",
         "env_id": V2,
+        "taskenv": taskenv.installed().digest,
         "augmenter": ["hand/1"],
         "plus_digest": plus_digest(tasks),
     }
@@ -235,6 +238,32 @@ def test_a_resume_with_other_plus_tests_is_refused(
     assert run_eval(replace(plan(tmp_path, V2, path), resume=True), scorer=scorer(TRAVEL_PLUS)).exit_code == 0
     with pytest.raises(ConfigError, match=r"differs from its run\.json at scoring\.plus_digest"):
         run_eval(replace(plan(tmp_path, V2, path), resume=True), scorer=scorer(TRAVEL_PLUS[:1]))
+
+
+def test_a_run_scored_in_another_task_environment_is_not_resumed_here_but_rescored(
+    tmp_path: Path, bundled_tasks: list[Task]
+) -> None:
+    """A run made where another task environment is built (say numpy 2): its scores are facts about that one, so a
+    resume here is refused in one line naming both, and ``rescore`` scores its answers again under this one."""
+    from colbench import rescore
+
+    path = write_tasks(tmp_path / "plain.jsonl", bundled_tasks[:1])
+    assert run_eval(plan(tmp_path, V1, path)).overall.ok == 1
+    run_json = tmp_path / "run" / "run.json"
+    made = json.loads(run_json.read_text())
+    here = made["scoring"]["taskenv"]
+    assert here == taskenv.installed().digest
+    made["scoring"]["taskenv"] = "0123456789abcdef"
+    run_json.write_text(json.dumps(made))
+    with pytest.raises(ConfigError) as refused:
+        run_eval(replace(plan(tmp_path, V1, path), resume=True))
+    message = str(refused.value)
+    assert "\n" not in message and "scored in task environment 0123456789abcdef" in message
+    assert f"this machine's sandbox runs {here}" in message and "colbench rescore" in message
+    rescore(tmp_path / "run", V1, tmp_path / "here", options={"sandbox": "bwrap"})
+    again = json.loads((tmp_path / "here" / "run.json").read_text())
+    assert again["scoring"]["taskenv"] == here
+    assert again["rescored_from"]["scoring"]["taskenv"] == "0123456789abcdef"
 
 
 def test_an_eval_of_v2_on_tasks_without_plus_tests_computes_them_before_any_episode(
