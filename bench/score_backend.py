@@ -31,7 +31,7 @@ Docker's daemons; read from ``/proc/stat``, so run it on an otherwise idle machi
 one trivial test (the cost of one isolated process, the floor of a request), the ceiling those give at two such
 processes per cold task (the reference's and the answer's: no answer may share a process with the reference or
 with another answer), each reference run as the answer alone through the runner's per-test path (what the scorer
-sends) and through the batch program (``plus/calls.py``, one answer a request, its default budgets), and this
+sends) and through the batched calls (``run_calls``, one answer a request, its default budgets), and this
 process's CPU by part (a serial cold pass under cProfile).
 
 Machines differ and are noisy: compare the ratios, which are measured in one run on one machine.
@@ -176,7 +176,7 @@ def profile(tasks: list[Task], answers: list[str], env: str, runtime: str, worke
         f"ceiling at two isolated processes a cold task (2 floor jobs' sandbox CPU + the task's host CPU over "
         f"{cores} cores): {ceiling:.0f} tasks/s"
     )
-    for name, label in (("runner", "the runner's tests"), ("batch", "the batch program")):
+    for name, label in (("runner", "the runner's tests"), ("batch", "the batched calls")):
         wall, own, other = through[name]
         print(f"{'an answer alone, ' + label:<52}{wall:>8.2f}{own:>10.2f}{other:>13.2f}")
     parts = host_parts(pstats.Stats(profiler))

@@ -23,9 +23,9 @@ test processes by the tests' uid (``_kill_tests``), so neither parent's clean-up
 Protocol (JSON lines). stdin: one job per line ``{"id", "code", "tests": [expr...], "timeout", "memory_mb",
 "seed"}``, optionally ``"repeat": N`` (run the whole list N times, each run in a fresh child after a full clean-up,
 as N jobs would; outcome ``i`` is test ``i % len(tests)`` of run ``i // len(tests)``), ``"shared_process": true``
-(the N runs in one child instead, each test still in a fresh module, directory and seeding), ``"trusted_code":
-true`` (the code is the host's own program, compiled once by the parent: ``_compiled_trusted``) and ``"batch":
-true``.
+(the N runs in one child instead, each test still in a fresh module, directory and seeding), ``"calls": {"max_ops",
+"max_depth", "max_items", "cover", "scale"}`` (each test is a batch of calls of sources of one trust, run by the
+runner's own ``_batch`` in the child: see "batched calls" below) and ``"batch": true``.
 stdout: ``{"ready": true}`` once, after preloading and before any untrusted code; then per job one
 ``{"id", "i", ...outcome}`` per test and ``{"id", "done": true}``. An outcome is ``{"outcome", "error", "seconds"}``
 and, for a value, ``"value_json"``: the test process's JSON text of its type-tagged return value, passed on as a
@@ -120,7 +120,6 @@ _SIZE_COUNTS_ENTRIES = False  # whether a test's empty working directory may be 
 _RANDOM = random._inst
 _RANDOM_SPAN = 0
 _PAGE = os.sysconf("SC_PAGE_SIZE")
-_TRUSTED = {}  # trusted job code (the host's own programs) compiled once: text -> code object or compile error
 
 
 class Unserializable(Exception):
@@ -484,27 +483,221 @@ def _compiled_tests(tests):
     return exprs
 
 
-def _compiled_trusted(code):
-    """A job's ``trusted_code`` compiled by the parent once for the worker's life (a few kept, by text), or the
-    error compiling it raised (raised again by each test, as a child's own compile would).
+# -- batched calls ------------------------------------------------------------------------------------------------
+# A ``calls`` job (the audit, the augmenter, the generation gates) runs many calls of sources of one trust (a task's
+# reference and its mutants, answers that compute nothing) in one test process: each of its tests is a batch, a list
+# of ``[source, [call, ...]]``, and each call runs in a fresh module of its source, generators seeded again, held to
+# budgets that do not depend on the machine: Python line events (``max_ops``), call depth (``max_depth``) and the
+# value's size (``max_items``). A call's outcome is one of ``("v", value, ops[, covered])``, ``("raised", type)``,
+# ``("budget", what)``, ``("other", type)`` for a value of a type not compared there, ``("opaque", type)`` for one
+# the scorer holds equal to nothing (a function, a module), or ``("module", type)`` when the module fails; a batch's
+# outcomes travel packed (``_packed``) as the test's value, encoded by ``encode`` like any other: the host decodes
+# them as claims (colbench/domains/backend/plus/calls.py). Values are built-in types and classes only.
 
-    The host sets ``trusted_code`` only for programs of its own (the batch runner of ``calls_prelude.py``, whose
-    untrusted sources travel as string literals in the tests and are compiled in the child): compiling that 170-line
-    program in every child cost about 2 ms a request. An answer's code is never sent this way.
-    """
-    found = _TRUSTED.get(code)
+
+class _Budget(BaseException):
+    """Raised into traced code over a budget (a BaseException: ``except Exception`` there does not swallow it)."""
+
+
+class _Opaque(Exception):
+    """A value the scorer carries as opaque (a function, a method, a module, a bare object)."""
+
+
+_OPAQUE = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType, object)
+_OPS = {
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b,
+    "eq": lambda a, b: a == b,
+    "ne": lambda a, b: a != b,
+    "in": lambda a, b: a in b,
+    "notin": lambda a, b: a not in b,
+}
+_PACKED_KINDS = {"v": "v", "raised": "r", "budget": "b", "other": "o", "opaque": "q", "module": "m"}
+
+
+def _plain(value, room):
+    """``value`` as built-in types (and classes), with ``room[0]`` items of budget left; TypeError for others."""
+    room[0] -= 1
+    if room[0] < 0:
+        raise _Budget("size")
+    if value is None or isinstance(value, (bool, float, complex)):
+        return value
+    if isinstance(value, int):
+        if value.bit_length() > 4096:
+            raise _Budget("size")
+        return int(value)
+    if isinstance(value, (str, bytes)):
+        room[0] -= len(value) // 16
+        if room[0] < 0:
+            raise _Budget("size")
+        return value
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [_plain(v, room) for v in value]
+        return items if isinstance(value, list) else tuple(items) if isinstance(value, tuple) else set(items)
+    if isinstance(value, dict):
+        return {_plain(k, room): _plain(v, room) for k, v in value.items()}
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, (np.ndarray, np.generic)):
+        return _plain(value.tolist(), room)
+    if isinstance(value, type):  # a class: carried by its name, as the scorer's tests carry it
+        return value
+    if any(type(value) is kind for kind in _OPAQUE):
+        raise _Opaque(type(value).__name__)
+    raise TypeError(type(value).__name__)
+
+
+def _relation(a, b, op):
+    """How two compared values stand: numbers and strings, and membership in a built-in collection (other types'
+    comparisons may run their code, so they are not looked at twice)."""
+    kinds = (int, float, str)
+    if op in ("in", "notin"):
+        if type(b) in (list, tuple, dict, set, frozenset, str) and type(a) in (*kinds, bool, type(None)):
+            if type(b) is str and type(a) is not str:
+                return ""
+            if a not in b:
+                return "out"
+            found = repr(a)  # which item was found: each one the code looks for is wanted once
+            return "in:" + found if len(found) <= 40 else "in"
+        return ""
+    if type(a) in kinds and type(b) in kinds and (type(a) is str) == (type(b) is str):
+        return "lt" if a < b else "eq" if a == b else "gt"
+    return ""
+
+
+def _compiled_call(call, compiled):
+    """``call`` compiled as ``eval`` compiles a string (leading blanks dropped), or the error compiling raised; the
+    batches of one process share ``compiled`` (a task's mutants are called on the same expressions)."""
+    found = compiled.get(call)
     if found is None:
         try:
-            found = compile(code, "solution.py", "exec")
-        except Exception as exc:  # as _compiled_tests
+            found = compile(call.lstrip(" \t"), "<string>", "eval")
+        except BaseException as exc:
             found = exc
-        if len(_TRUSTED) >= 8:
-            _TRUSTED.pop(next(iter(_TRUSTED)))
-        _TRUSTED[code] = found
+        compiled[call] = found
     return found
 
 
-def _child(job, start, end, wfd, mapped, exprs, compiled=None):
+def _calls(source, calls, seed, budget, compiled):
+    """The outcome of each call in ``calls``, each evaluated in a fresh module of ``source``. With ``cover``, a
+    value's outcome also lists what the call covered: the lines of the task's code it ran (``L7``) and how the
+    operands of each instrumented comparison stood (``C3:eq``; colbench/domains/backend/plus/coverage.py)."""
+    max_ops, max_depth, max_items, cover = budget
+    try:
+        code = compile(source, "task.py", "exec")
+    except BaseException as exc:  # the module cannot run: as a module that raises, for every call
+        return _packed([("module", type(exc).__name__) for _ in calls], cover)
+    results = []
+    random.seed(seed)
+    seeded = random.getstate()  # restoring it is half the cost of seeding again, the same state
+    for call in calls:
+        random.setstate(seeded)
+        np = sys.modules.get("numpy")
+        if np is not None:
+            np.random.seed(seed)
+        module = types.ModuleType("solution")
+        module.__file__ = "solution.py"  # as the scorer's module has one
+        sys.modules["solution"] = module
+        covered = set()
+
+        def compare(i, a, b, op, covered=covered):
+            relation = _relation(a, b, op)
+            if relation:
+                covered.add(f"C{i}:{relation}")
+            return _OPS[op](a, b)
+
+        module.__dict__["__colbench_cmp__"] = compare
+        try:
+            exec(code, module.__dict__)
+        except BaseException as exc:
+            results.append(("module", type(exc).__name__))
+            continue
+        state = {"ops": 0, "depth": 0, "over": ""}
+
+        def local(frame, event, arg, state=state, covered=covered):
+            if event == "line":
+                state["ops"] += 1
+                if cover and frame.f_code.co_filename == "task.py":
+                    covered.add(f"L{frame.f_lineno}")
+                if state["ops"] > max_ops:
+                    state["over"] = state["over"] or "ops"
+                    raise _Budget("ops")
+            elif event == "return":
+                state["depth"] -= 1
+            return local
+
+        def on_call(frame, event, arg, state=state):
+            if event != "call":
+                return None
+            state["depth"] += 1
+            if state["depth"] > max_depth:
+                state["over"] = state["over"] or "depth"
+                raise _Budget("depth")
+            return local
+
+        expression = _compiled_call(call, compiled)
+        if isinstance(expression, BaseException):  # as ``eval`` raises it
+            results.append(("raised", type(expression).__name__))
+            continue
+        try:
+            sys.settrace(on_call)
+            try:
+                value = eval(expression, module.__dict__)
+            finally:
+                sys.settrace(None)
+        except BaseException as exc:
+            results.append(("budget", state["over"]) if state["over"] else ("raised", type(exc).__name__))
+            continue
+        if state["over"]:  # the code caught the budget's exception and went on
+            results.append(("budget", state["over"]))
+            continue
+        try:
+            plain = _plain(value, [max_items])
+            results.append(("v", plain, state["ops"], sorted(covered)) if cover else ("v", plain, state["ops"]))
+        except _Budget:
+            results.append(("budget", "size"))
+        except _Opaque as exc:
+            results.append(("opaque", str(exc)))
+        except BaseException as exc:
+            results.append(("other", str(exc) or type(exc).__name__))
+    return _packed(results, cover)
+
+
+def _packed(results, cover):
+    """One source's outcomes as the host reads them: a string of kinds, the payloads (a value, or what went wrong),
+    the work counted as one string, and with ``cover`` what each call covered. Four nodes a source and one a call,
+    where a tuple a call cost four: the encoder and the host's decoder walk every node."""
+    kinds = "".join(_PACKED_KINDS[r[0]] for r in results)
+    payloads = [r[1] for r in results]
+    ops = ",".join(str(r[2]) if r[0] == "v" else "0" for r in results)
+    covered = [r[3] if r[0] == "v" else [] for r in results] if cover else None
+    return (kinds, payloads, ops, covered)
+
+
+_BATCH_COMPILED = {}  # a child's compiled calls, shared by the batches it runs (see _compiled_call)
+
+
+def _batch(sources, options, seed):
+    """``_calls`` of each ``[source, calls]`` of one batch, a packed list each. With ``scale``, a ``(factor, floor,
+    cap)``, source 0 is a reference run under ``max_ops`` and the others under ``min(cap, factor * most + floor)``,
+    ``most`` the most work one of its calls that returned did."""
+    max_ops = int(options["max_ops"])
+    rest = (int(options["max_depth"]), int(options["max_items"]), bool(options.get("cover")))
+    scale = options.get("scale")
+    found = []
+    for source, calls in sources:
+        found.append(_calls(source, calls, seed, (max_ops, *rest), _BATCH_COMPILED))
+        if scale is not None and len(found) == 1:
+            factor, floor, cap = scale
+            kinds, _, ops, _ = found[0]
+            # (no calls: ops is "", one empty count, and no kind)
+            most = max([int(n) for kind, n in zip(kinds, ops.split(","), strict=False) if kind == "v"], default=0)
+            max_ops = min(cap, factor * most + floor)
+    return found
+
+
+def _child(job, start, end, wfd, mapped, exprs):
     """Runs in the forked child, untrusted from the first line of ``code`` on: outcomes ``start`` to ``end`` (the end
     of their run or, ``shared_process``, of the job) in order; outcome ``i`` is test ``i % len(tests)``.
 
@@ -512,8 +705,8 @@ def _child(job, start, end, wfd, mapped, exprs, compiled=None):
     re-seeded generators; its result goes to the runner as one JSON line. The runner times each test from the
     previous line, so a test that hangs, crashes or exits is stopped and charged alone, and the remaining tests
     continue in a new child. ``mapped`` is the runner's address-space size at the fork (the child's too), measured
-    by the runner: the memory limit is what a test may add to it. ``compiled``: the job's code as the parent
-    compiled it (``trusted_code`` only), else the child compiles it.
+    by the runner: the memory limit is what a test may add to it. A ``calls`` job's tests are batches
+    (``_batch``), each run whole as one test.
     """
     try:
         devnull = _DEVNULL if _DEVNULL >= 0 else os.open(os.devnull, os.O_RDWR)
@@ -550,7 +743,7 @@ def _child(job, start, end, wfd, mapped, exprs, compiled=None):
         random.seed(seed)
         seeded = _random_state(_RANDOM_SPAN) if _RANDOM_SPAN else None
         pid = os.getpid()
-        code = compiled
+        code, calls = None, job.get("calls")
         workdir, left = None, None  # the working directory and its _dir_state, where it may be handed on
         for i in range(start, end):
             if left is None or _dir_state() != left:
@@ -579,15 +772,18 @@ def _child(job, start, end, wfd, mapped, exprs, compiled=None):
             module.__file__ = os.path.join(workdir, "solution.py")
             sys.modules["solution"] = module
             try:
-                if code is None:
-                    code = compile(job["code"], "solution.py", "exec")
-                if isinstance(code, Exception):
-                    raise code
-                exec(code, module.__dict__)
-                expr = exprs[i % count]
-                if isinstance(expr, Exception):
-                    raise expr
-                value = eval(expr, module.__dict__)
+                if calls is not None:
+                    value = _batch(exprs[i % count], calls, seed)
+                else:
+                    if code is None:
+                        code = compile(job["code"], "solution.py", "exec")
+                    if isinstance(code, Exception):
+                        raise code
+                    exec(code, module.__dict__)
+                    expr = exprs[i % count]
+                    if isinstance(expr, Exception):
+                        raise expr
+                    value = eval(expr, module.__dict__)
                 out, text = {"outcome": "value"}, json.dumps(encode(value))
             except Unserializable as exc:
                 out, text = {"outcome": "unserializable", "error": str(exc)[:MAX_ERROR]}, ""
@@ -737,8 +933,7 @@ def run_job(job, sandboxed, report):
     n = len(tests)
     total = n * max(1, int(job.get("repeat", 1)))
     shared = bool(job.get("shared_process"))
-    exprs = _compiled_tests(tests)
-    compiled = _compiled_trusted(job["code"]) if job.get("trusted_code") else None
+    exprs = tests if job.get("calls") is not None else _compiled_tests(tests)
     i = 0
     while i < total:
         run_end = total if shared else i - i % n + n  # a shared_process job's runs all go on in one child
@@ -747,7 +942,7 @@ def run_job(job, sandboxed, report):
         pid = _fork()
         if pid == 0:
             os.close(rfd)
-            _child(job, i, run_end, wfd, mapped, exprs, compiled)
+            _child(job, i, run_end, wfd, mapped, exprs)
         os.close(wfd)
         lines = _Lines(rfd, max_bytes)
         why = None
@@ -855,8 +1050,12 @@ def _import_fat():
 
 
 def _fat(job):
-    """Whether a job's code or tests name a module of ``PRELOAD_FAT`` (or a library that imports one)."""
-    return any(word in text for text in (job["code"], *job["tests"]) for word in FAT_WORDS)
+    """Whether a job's code or tests (a ``calls`` job's sources and calls) name a module of ``PRELOAD_FAT`` (or a
+    library that imports one)."""
+    texts = [job["code"]]
+    for test in job["tests"]:
+        texts += [test] if isinstance(test, str) else [text for source, calls in test for text in (source, *calls)]
+    return any(word in text for text in texts for word in FAT_WORDS)
 
 
 def _set_up_parent():

@@ -8,9 +8,13 @@ Two operations, because scoring and conformance need different shapes:
   returning one ``TestOutcome`` per expression. Outcomes carry *claims* (type-tagged JSON) that the host decodes
   and compares; nothing a test does inside the sandbox can decide that it passed. ``repeat=N`` runs the whole list
   N times, each run in processes of its own after a full clean-up (as N calls would, in one round trip), and
-  returns the N runs' outcomes one after the other. ``trusted_code=True`` says the module is colbench's own program
-  (the batch runner, whose untrusted sources travel inside the call expressions), which a runtime may compile once
-  outside the test processes; an agent answer or a task reference is never sent so.
+  returns the N runs' outcomes one after the other.
+* ``run_calls`` runs batches of calls of sources of one trust (a task's reference and its mutants), each batch in
+  one test process, each call in a fresh module held to a ``Budget`` that does not depend on the machine: the
+  mutation audit, the augmenter and the generation gates judge thousands of calls, where a process per call would
+  cost a fork each. One ``TestOutcome`` per batch, its value each source's outcomes, packed (``runner.py``'s
+  batched calls; ``colbench/domains/backend/plus/calls.py`` reads them). An answer is never sent so: answers keep
+  a process each (``run_tests``) and never share one with a reference.
 
 A runtime raises ``SandboxError`` (an ``InfraError``) when it cannot run the job at all; everything the untrusted
 code does to itself (crash, hang, kill its worker) becomes an outcome, never an exception.
@@ -74,6 +78,22 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """Per-call limits of ``run_calls`` that do not depend on the machine (Python line events, call depth, the
+    value's size), and the wall-clock backstop of a whole batch, set far above what they allow, so that a slow
+    machine drops nothing a fast one keeps."""
+
+    max_ops: int = 100_000
+    max_depth: int = 200
+    max_items: int = 10_000
+    backstop_s: float = 60.0
+
+
+Batch = Sequence[tuple[str, Sequence[str]]]
+"""One ``run_calls`` batch: ``(source, calls)`` pairs run one after another in one test process."""
+
+
+@dataclass(frozen=True)
 class ExecResult:
     """What one sandboxed program did. ``exit_code`` is None after a timeout and 128+N for death by signal N
     (the shell's convention: the program runs under the sandbox's own init process)."""
@@ -117,7 +137,17 @@ class Sandbox(Protocol):
         pool: str = "answer",
         repeat: int = 1,
         shared_process: bool = False,
-        trusted_code: bool = False,
+    ) -> list[TestOutcome]: ...
+
+    def run_calls(
+        self,
+        batches: Sequence[Batch],
+        *,
+        budget: Budget,
+        seed: int = 0,
+        pool: str = "answer",
+        cover: bool = False,
+        scale: tuple[int, int, int] | None = None,
     ) -> list[TestOutcome]: ...
 
     def close(self) -> None: ...

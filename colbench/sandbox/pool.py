@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from colbench.errors import SandboxError
-from colbench.sandbox.contract import POOLS, ExecResult, Limits, TestOutcome
+from colbench.sandbox.contract import POOLS, Batch, Budget, ExecResult, Limits, TestOutcome
 from colbench.sandbox.taskenv import TaskEnvironment
 
 log = logging.getLogger(__name__)
@@ -232,12 +232,12 @@ class WorkerPool(ABC):
     def _job(
         self,
         code: str,
-        tests: Sequence[str],
+        tests: Sequence[Any],
         limits: Limits,
         seed: int,
         repeat: int = 1,
         shared_process: bool = False,
-        trusted_code: bool = False,
+        calls: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         job = {
             "id": next(self._ids),
@@ -250,8 +250,8 @@ class WorkerPool(ABC):
             "max_bytes": limits.max_output_bytes,
             "batch": True,  # outcomes come back together, not one message each
         }
-        if trusted_code:
-            job["trusted_code"] = True
+        if calls is not None:
+            job["calls"] = calls
         if repeat > 1:
             job["repeat"] = repeat
             if shared_process:
@@ -338,24 +338,54 @@ class WorkerPool(ABC):
         pool: str = "answer",
         repeat: int = 1,
         shared_process: bool = False,
-        trusted_code: bool = False,
+    ) -> list[TestOutcome]:
+        if repeat < 1:
+            raise ValueError(f"repeat must be at least 1, not {repeat}")
+        return self._run(code, tests, limits or self.limits, seed, pool, repeat, shared_process)
+
+    def run_calls(
+        self,
+        batches: Sequence[Batch],
+        *,
+        budget: Budget,
+        seed: int = 0,
+        pool: str = "answer",
+        cover: bool = False,
+        scale: tuple[int, int, int] | None = None,
+    ) -> list[TestOutcome]:
+        calls = {
+            "max_ops": budget.max_ops,
+            "max_depth": budget.max_depth,
+            "max_items": budget.max_items,
+            "cover": cover,
+            "scale": list(scale) if scale is not None else None,
+        }
+        tests = [[[source, list(made)] for source, made in batch] for batch in batches]
+        return self._run("", tests, Limits(timeout_s=budget.backstop_s), seed, pool, calls=calls)
+
+    def _run(
+        self,
+        code: str,
+        tests: Sequence[Any],
+        limits: Limits,
+        seed: int,
+        pool: str,
+        repeat: int = 1,
+        shared_process: bool = False,
+        calls: dict[str, Any] | None = None,
     ) -> list[TestOutcome]:
         if pool not in POOLS:
             raise ValueError(f"unknown pool {pool!r}; expected one of {POOLS}")
-        if repeat < 1:
-            raise ValueError(f"repeat must be at least 1, not {repeat}")
-        limits = limits or self.limits
         results: dict[int, TestOutcome] = {}
         total = len(tests) * repeat
-        job = self._job(code, tests, limits, seed, repeat, shared_process, trusted_code)
+        job = self._job(code, tests, limits, seed, repeat, shared_process, calls)
         if total and not self._run_on_worker(job, results, pool):
             # The worker died: re-run each unreported test alone, so only the test that kills its worker fails.
             for i in range(total):
                 if i in results:
                     continue
                 single: dict[int, TestOutcome] = {}
-                test = tests[i % len(tests)]
-                alone = self._job(code, [test], limits, seed, trusted_code=trusted_code)
+                alone = self._job(code, [tests[i % len(tests)]], limits, seed, calls=calls)
                 if self._run_on_worker(alone, single, pool) and 0 in single:
                     results[i] = single[0]
                 else:

@@ -18,7 +18,7 @@ import pytest
 
 from colbench.domains.backend.values import Record, decode
 from colbench.errors import SandboxError
-from colbench.sandbox.contract import Limits, Sandbox
+from colbench.sandbox.contract import Budget, Limits, Sandbox
 
 FAST = Limits(timeout_s=2.0)
 
@@ -765,27 +765,47 @@ def test_a_worker_that_dies_before_its_handshake_is_started_again(monkeypatch: p
         sandbox.close()
 
 
-def test_trusted_code_runs_as_code_the_tests_compile(sandbox: Sandbox) -> None:
-    """``trusted_code`` (colbench's own programs, compiled once outside the test processes) changes nothing a test
-    sees: a fresh module per test, the same values and seeding, a crash costs only its test, a compile error is each
-    test's exception; and a second job with other code is not given the first one's."""
-    code = (
-        "import os, random\n"
-        "count = 0\n"
-        "def f(x):\n    global count\n    count += 1\n"
-        "    if x < 0:\n        os._exit(3)\n    return (x, count, random.random(), __name__)\n"
+def test_batched_calls_run_each_call_in_a_fresh_module_under_machine_independent_budgets(sandbox: Sandbox) -> None:
+    """``run_calls`` (the audit's, the augmenter's and the gates' executor): one process per batch, each call in a
+    fresh module of its source, seeded again, held to budgets of work, depth and size rather than seconds; every
+    outcome kind; a reference's work setting its mutants' budget (``scale``); what a call covered; a source that
+    kills its process costs its own batch only."""
+    counter = "import random\nn = 0\ndef f(x):\n    global n\n    n += 1\n    return (x, n, random.random())\n"
+    kinds = (
+        "import dataclasses\n@dataclasses.dataclass\nclass P:\n    x: int\n"
+        "def loop():\n    while True:\n        pass\n"
+        "def deep(n):\n    return deep(n + 1)\n"
+        "def big():\n    return list(range(50))\n"
+        "def boom():\n    raise KeyError('k')\n"
+        "def fn():\n    return len\n"
+        "def rec():\n    return P(1)\n"
+        "def cls():\n    return int\n"
     )
-    tests = ["f(1)", "f(-1)", "f(2)"]
-    plain = sandbox.run_tests(code, tests, limits=FAST)
-    trusted = sandbox.run_tests(code, tests, limits=FAST, trusted_code=True)
-    assert [o.outcome for o in trusted] == ["value", "crashed", "value"]
-    assert [decode(o.value) for o in trusted if o.outcome == "value"] == [
-        decode(o.value) for o in plain if o.outcome == "value"
+    budget = Budget(max_ops=2_000, max_depth=50, max_items=20, backstop_s=20.0)
+    batches = [
+        [(counter, ["f(1)", "f(2)"]), (kinds, ["loop()", "deep(0)", "big()", "boom()", "fn()", "rec()", "cls()", "("])],
+        [("def g(:\n", ["g()"]), ("import os\ndef h():\n    return os._exit(3)\n", ["h()"])],
+        [("import numpy\ndef a():\n    return numpy.arange(3)\n", ["a()"])],
     ]
-    assert decode(trusted[0].value)[1] == decode(trusted[2].value)[1] == 1  # a fresh module each test
-    other = sandbox.run_tests("def f(x):\n    return -x\n", ["f(4)"], limits=FAST, trusted_code=True)
-    assert decode(other[0].value) == -4
-    broken = sandbox.run_tests("def f(:\n", ["1", "2"], limits=FAST, trusted_code=True)
-    untrusted = sandbox.run_tests("def f(:\n", ["1", "2"], limits=FAST)
-    assert [(o.outcome, o.error) for o in broken] == [(o.outcome, o.error) for o in untrusted]
-    assert [o.error.split(":")[0] for o in broken] == ["builtins.SyntaxError"] * 2
+    first, killed, arrays = sandbox.run_calls(batches, budget=budget, seed=7)
+    assert first.outcome == "value" and killed.outcome == "crashed" and arrays.outcome == "value"
+    (counted, counted_payloads, counted_ops, _), (outcomes, payloads, _, _) = decode(first.value)
+    assert counted == "vv" and [p[:2] for p in counted_payloads] == [(1, 1), (2, 1)]  # a fresh module each call
+    assert counted_payloads[0][2] == counted_payloads[1][2]  # seeded again: the same draw
+    assert all(int(n) > 0 for n in counted_ops.split(","))
+    assert outcomes == "bbbrqovr"  # ops, depth, size, raised, opaque, other, a class, a call that cannot compile
+    assert payloads[:6] == ["ops", "depth", "size", "KeyError", "builtin_function_or_method", "P"]
+    assert payloads[6] == Record("type", "builtins.int", ()) and payloads[7] == "SyntaxError"  # a class, by its name
+    assert decode(arrays.value) == [("v", [[0, 1, 2]], "2", None)]  # an array as the list it holds
+    # A reference's work sets its mutants' budget: ten times its most plus a floor.
+    reference = "def f(n):\n    t = 0\n    for i in range(n):\n        t += i\n    return t\n"
+    slower = reference.replace("range(n)", "range(n * 100_000)")
+    (scaled,) = sandbox.run_calls(
+        [[(reference, ["f(10)"]), (slower, ["f(10)"])]], budget=budget, seed=0, scale=(10, 100, 10**6)
+    )
+    (_, _, ops, _), (kinds_slow, payloads_slow, _, _) = decode(scaled.value)
+    assert kinds_slow == "b" and payloads_slow == ["ops"] and int(ops) < 50
+    (covering,) = sandbox.run_calls([[(reference, ["f(2)"])]], budget=budget, cover=True)
+    ((_, _, _, covered),) = decode(covering.value)
+    assert covered == [["L2", "L3", "L4", "L5"]]
+    still_works(sandbox)

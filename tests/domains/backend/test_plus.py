@@ -18,7 +18,7 @@ from hand_tasks import TIERED, TIERED_TESTS, make_task
 
 from colbench.domains.backend.plus.audit import TaskAudit, audit_task, summarize
 from colbench.domains.backend.plus.augment import AUGMENTER_VERSION, MAX_TESTS, augment_task, is_fit
-from colbench.domains.backend.plus.calls import Budget, run_calls, run_sources
+from colbench.domains.backend.plus.calls import run_calls, run_sources
 from colbench.domains.backend.plus.coverage import instrument
 from colbench.domains.backend.plus.inputs import domain_of, mutated_calls, random_calls, template, templates
 from colbench.domains.backend.plus.mutants import OPERATORS, mutants
@@ -26,6 +26,7 @@ from colbench.domains.backend.plus.plus_cache import PlusCache
 from colbench.domains.backend.plus.proposals import ModelProposer, kept_proposals
 from colbench.domains.backend.scorer import BackendScorer
 from colbench.llm.specs import connect
+from colbench.sandbox.contract import Budget
 from colbench.tasks import Task, load_jsonl
 from colbench.types.task import PlusTests
 

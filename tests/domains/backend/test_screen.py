@@ -3,7 +3,7 @@ verdict wherever it gives one and the scorer itself everywhere else; and the deg
 
 from __future__ import annotations
 
-import ast
+import importlib.util
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,7 +12,7 @@ from hand_tasks import TIERED, make_task
 from paths import REPO
 
 from colbench.domains.backend import degenerate
-from colbench.domains.backend.plus.calls import BATCH, mutant_budget, prelude, run_beside, run_calls, run_sources
+from colbench.domains.backend.plus.calls import BATCH, mutant_budget, run_beside, run_calls, run_sources
 from colbench.domains.backend.plus.mutants import mutants
 from colbench.domains.backend.plus.screen import REFERENCE_BUDGET, successes
 from colbench.domains.backend.scorer import BackendScore, BackendScorer
@@ -144,11 +144,16 @@ def test_the_degenerate_gate_finds_what_tasks_check_finds(
     assert degenerate.holes(scorer, weak[-1]) == [] and not fell_back
 
 
-def test_the_batch_program_runs_in_the_lean_parent_and_numpy_tasks_still_work(scorer: BackendScorer) -> None:
-    # The runner sends a job whose text names one of its FAT_WORDS to the parent that preloaded them (slower forks).
-    runner = (REPO / "sandbox" / "runner.py").read_text(encoding="utf-8")
-    words = ast.literal_eval(next(ln.split("=", 1)[1] for ln in runner.splitlines() if ln.startswith("FAT_WORDS =")))
-    assert words and not any(word in prelude() for word in words)
+def test_batched_calls_run_in_the_lean_parent_and_numpy_tasks_still_work(scorer: BackendScorer) -> None:
+    # The runner sends a job whose text names one of its FAT_WORDS to the parent that preloaded them (slower forks):
+    # a batch's sources and calls are that text, and nothing else of the job names them.
+    spec = importlib.util.spec_from_file_location("colbench_runner", REPO / "sandbox" / "runner.py")
+    assert spec is not None and spec.loader is not None
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    job = {"code": "", "tests": [[["def f(n):\n    return n\n", ["f(1)"]]]], "calls": {"max_ops": 1}}
+    assert not runner._fat(job)
+    assert runner._fat({**job, "tests": [[["import numpy\ndef f(n):\n    return n\n", ["f(1)"]]]]})
     source = "import numpy as np\ndef f(n):\n    np.random.seed(1)\n    return np.arange(n) * 2, np.int64(n), np.random.randint(0, 10**6)\n"
     first, again = run_sources(scorer.sandbox, [(source, ["f(3)", "f(0)"])] * 2)
     assert first == again and first[0].value == ([0, 2, 4], 3, first[0].value[2]) and first[1].value[0] == []
@@ -213,12 +218,17 @@ def test_the_screen_runs_the_reference_and_the_mutants_in_one_request(
     expected = [s.success for s in scorer.score_many([(task, a) for a in answers])]
     scorer.expected(task)  # the scorer's own runs, before the screen is watched
     requests: list[str] = []
-    run_tests = scorer.sandbox.run_tests
+    run_calls, run_tests = scorer.sandbox.run_calls, scorer.sandbox.run_tests
 
-    def counted(code: str, tests: Sequence[str], **options: Any) -> list[contract.TestOutcome]:
+    def counted(batches: Sequence[contract.Batch], **options: Any) -> list[contract.TestOutcome]:
         requests.append(options.get("pool", "answer"))
-        return run_tests(code, tests, **options)
+        return run_calls(batches, **options)
 
-    monkeypatch.setattr(scorer.sandbox, "run_tests", counted)
+    def scored(*args: Any, **options: Any) -> list[contract.TestOutcome]:
+        requests.append("run_tests")
+        return run_tests(*args, **options)
+
+    monkeypatch.setattr(scorer.sandbox, "run_calls", counted)
+    monkeypatch.setattr(scorer.sandbox, "run_tests", scored)
     assert successes(task, scorer, answers) == expected
     assert requests == ["reference"]

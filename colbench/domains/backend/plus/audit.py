@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench.domains.backend.plus.augment import MUTANT_LIMIT, reference_problem, seed_of
-from colbench.domains.backend.plus.calls import Budget, CallOutcome, mutant_budget, run_calls, run_sources
+from colbench.domains.backend.plus.calls import CallOutcome, mutant_budget, run_calls, run_sources
 from colbench.domains.backend.plus.inputs import domain_of, random_calls, templates
 from colbench.domains.backend.plus.mutants import Mutant, mutants
 from colbench.domains.backend.plus.screen import TaskScreen
 from colbench.domains.backend.scorer import BackendScorer
 from colbench.errors import InfraError
+from colbench.sandbox.contract import Budget
 from colbench.types.task import Task
 
 PROBES = 200

@@ -9,7 +9,7 @@ For one task (docs/tasks.md, "ColBench+"):
    (``proposals``), in the input domain and the magnitude the tests use (``inputs.in_magnitude``: a number
    beyond it only at a boundary of a constant the reference compares with, never so far that an answer recursing
    once per unit goes deeper than the tests would take it, ``inputs.depth_safe``).
-3. The reference runs each candidate once, held to machine-independent budgets (``calls.Budget``); candidates on
+3. The reference runs each candidate once, held to machine-independent budgets (the sandbox's ``Budget``); candidates on
    which it raises, goes over a budget or returns a value the judge cannot compare are dropped, and so is one with
    a number beyond the tests' magnitude on which no comparison of the reference stands otherwise than on the test
    it was made from (``_compared``: no comparison needed the value).

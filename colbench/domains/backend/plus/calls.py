@@ -1,9 +1,10 @@
-"""Many calls of one module judged in the sandbox, in batches (``calls_prelude.py`` runs them there).
+"""Many calls of one module judged in the sandbox, in batches (the sandbox's ``run_calls``: the runner's batched
+calls run them there).
 
 The augmenter runs a few hundred candidate calls against a reference and every one of its mutants; the audit runs
-its own inputs against every surviving mutant. :func:`run_calls` sends them ``BATCH`` calls to a test expression and
-decodes each call's outcome into a :class:`CallOutcome`; :func:`run_sources` does it for many sources (mutants) in
-one request, a process running the calls of several short ones, so the sandbox's workers are never idle between two
+its own inputs against every surviving mutant. :func:`run_calls` sends them ``BATCH`` calls to a batch and decodes
+each call's outcome into a :class:`CallOutcome`; :func:`run_sources` does it for many sources (mutants) in one
+request, a process running the calls of several short ones, so the sandbox's workers are never idle between two
 mutants. A process the sandbox stops as a whole (the wall-clock backstop, a crash) is run again job by job, then
 call by call, so one call that hangs costs only itself.
 """
@@ -12,28 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 from colbench.domains.backend.values import EXACT, DecodeError, decode, values_equal
-from colbench.sandbox.contract import Limits, Sandbox, TestOutcome
+from colbench.sandbox.contract import Budget, Sandbox
 
 BATCH = 96
-"""Calls per test expression. A request's expressions run one after another in one test process, so a larger
-batch costs only what a lost expression loses (it is run again, job by job, then call by call); a task's mutants
-in one expression share their compiled calls (``calls_prelude.py``)."""
-
-
-@dataclass(frozen=True)
-class Budget:
-    """Per-call limits that do not depend on the machine (``calls_prelude.py``), and the wall-clock backstop of a
-    whole batch, set far above what the budgets allow so that a slow machine drops nothing a fast one keeps."""
-
-    max_ops: int = 100_000
-    max_depth: int = 200
-    max_items: int = 10_000
-    backstop_s: float = 60.0
+"""Calls per batch. A request's batches run one after another in one test process, so a larger batch costs only
+what a lost batch loses (it is run again, job by job, then call by call); a task's mutants in one batch share
+their compiled calls (the runner's batched calls)."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +49,7 @@ class CallOutcome:
 
 MUTANT_SCALE = (10, 10_000, 1_000_000)
 """A mutant's work budget from its reference's: ``min(cap, factor * most + floor)``, as ``(factor, floor, cap)``
-(``mutant_budget`` on the host, the batch program's ``scale`` in the sandbox)."""
+(``mutant_budget`` on the host, ``run_calls``'s ``scale`` in the sandbox)."""
 
 
 def mutant_budget(reference_outcomes: Sequence[CallOutcome]) -> Budget:
@@ -71,30 +59,13 @@ def mutant_budget(reference_outcomes: Sequence[CallOutcome]) -> Budget:
     return Budget(max_ops=min(cap, factor * most + floor))
 
 
-@cache
-def prelude() -> str:
-    """The in-sandbox batch runner's source."""
-    return Path(__file__).with_name("calls_prelude.py").read_text(encoding="utf-8")
-
-
-def _expression(
-    pieces: Sequence[tuple[str, Sequence[str]]], seed: int, budget: Budget, cover: bool, scale: bool = False
-) -> str:
-    jobs = [(source, list(calls)) for source, calls in pieces]
-    scaled = MUTANT_SCALE if scale else None
-    return (
-        f"__colbench_jobs__({jobs!r}, {seed}, {budget.max_ops}, {budget.max_depth}, {budget.max_items}, {cover}, "
-        f"{scaled!r})"
-    )
-
-
 _KINDS = {"v": "value", "r": "raised", "b": "budget", "o": "other", "q": "opaque", "m": "module"}
-"""The batch program's one-letter kinds (``calls_prelude.__colbench_packed``)."""
+"""The runner's one-letter kinds (``runner.py``'s ``_packed``)."""
 
 
 def _job(raw: Any, n: int) -> list[CallOutcome] | None:
-    """One job's ``n`` outcomes from the batch program's packed claim, or None when it is not that shape (the
-    process's claims are checked, never trusted: a letter it should not send is a ``lost`` call)."""
+    """One job's ``n`` outcomes from the runner's packed claim, or None when it is not that shape (the process's
+    claims are checked, never trusted: a letter it should not send is a ``lost`` call)."""
     if not (isinstance(raw, tuple) and len(raw) == 4):
         return None
     kinds, payloads, ops, covered = raw
@@ -144,11 +115,10 @@ def run_sources(
     cover: bool = False,
     retry: bool = True,
 ) -> list[list[CallOutcome]]:
-    """``run_calls`` of each ``(source, calls)`` job, all sent in one request: each test expression runs up to
-    ``BATCH`` calls, of one job or of several short ones (the mutants of a task share their compiled calls). Where
-    the sandbox stops an expression (its backstop, a crash), each job in it runs again in an expression of its
-    own, and a job stopped alone runs again one call per expression (without ``retry``, its calls are
-    ``lost``)."""
+    """``run_calls`` of each ``(source, calls)`` job, all sent in one request: each batch runs up to ``BATCH``
+    calls, of one job or of several short ones (the mutants of a task share their compiled calls). Where the
+    sandbox stops a batch (its backstop, a crash), each job in it runs again in a batch of its own, and a job
+    stopped alone runs again one call per batch (without ``retry``, its calls are ``lost``)."""
     budget = budget or Budget()
     pieces = _pieces(jobs)
     found: list[list[CallOutcome]] = [[] for _ in jobs]
@@ -170,16 +140,14 @@ def run_beside(
     pool: str = "reference",
 ) -> tuple[list[CallOutcome], list[list[CallOutcome]]] | None:
     """The reference's outcomes on ``calls`` (under ``budget``) and each job's, in one request where
-    ``run_calls`` then ``run_sources`` would make two: every test expression runs the reference first, then up to
-    ``BATCH`` calls of the jobs under the budget its work sets (``mutant_budget``), in the same process. Only for
-    jobs of the reference's own trust (its mutants, answers that compute nothing). None where the sandbox lost an
-    expression: the caller runs them apart, as the two calls would."""
+    ``run_calls`` then ``run_sources`` would make two: every batch runs the reference first, then up to ``BATCH``
+    calls of the jobs under the budget its work sets (``mutant_budget``), in the same process. Only for jobs of the
+    reference's own trust (its mutants, answers that compute nothing). None where the sandbox lost a batch: the
+    caller runs them apart, as the two calls would."""
     packs = _packed(_pieces(jobs)) or [[]]
     first = [(reference, list(calls))]
-    expressions = [
-        _expression(first + [(p.source, p.calls) for p in pack], seed, budget, False, scale=True) for pack in packs
-    ]
-    outcomes = _send(sandbox, expressions, budget, pool)
+    batches = [first + [(p.source, p.calls) for p in pack] for pack in packs]
+    outcomes = sandbox.run_calls(batches, budget=budget, seed=seed, pool=pool, scale=MUTANT_SCALE)
     found: list[list[CallOutcome]] = [[] for _ in jobs]
     references: list[list[CallOutcome]] = []
     for pack, outcome in zip(packs, outcomes, strict=True):
@@ -192,7 +160,7 @@ def run_beside(
             found[piece.job] += got
     for other in references[1:]:
         if not all(a.same(b) and a.ops == b.ops for a, b in zip(references[0], other, strict=True)):
-            return None  # the reference did not do the same in every expression, so neither did the budgets
+            return None  # the reference did not do the same in every batch, so neither did the budgets
     return references[0], found
 
 
@@ -218,8 +186,8 @@ def _settled(
     of ``run_sources`` says."""
     if not packs:
         return []
-    expressions = [_expression([(p.source, p.calls) for p in pack], seed, budget, cover) for pack in packs]
-    outcomes = _send(sandbox, expressions, budget, pool)
+    batches = [[(p.source, p.calls) for p in pack] for pack in packs]
+    outcomes = sandbox.run_calls(batches, budget=budget, seed=seed, pool=pool, cover=cover)
     found: list[list[CallOutcome]] = []
     for pack, outcome in zip(packs, outcomes, strict=True):
         decoded = _pack(outcome.value, [len(p.calls) for p in pack]) if outcome.outcome == "value" else None
@@ -234,12 +202,6 @@ def _settled(
         else:
             found.append([CallOutcome("lost", detail=outcome.outcome) for _ in pack[0].calls])
     return found
-
-
-def _send(sandbox: Sandbox, expressions: list[str], budget: Budget, pool: str) -> list[TestOutcome]:
-    """The batch program's test expressions in one request (the program is colbench's own: ``trusted_code``)."""
-    limits = Limits(timeout_s=budget.backstop_s)
-    return sandbox.run_tests(prelude(), expressions, limits=limits, pool=pool, trusted_code=True)
 
 
 def _pieces(jobs: Sequence[tuple[str, Sequence[str]]]) -> list[_Piece]:

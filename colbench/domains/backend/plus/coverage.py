@@ -6,7 +6,7 @@ operands on the boundary. So the augmenter also wants, for each comparison of th
 operands are below, equal and above each other, and calls that run every line, wherever the reference can be made
 to. :func:`instrument` rewrites each single comparison ``a < b`` (``<``, ``<=``, ``>``, ``>=``, ``==``, ``!=``,
 ``in``, ``not in``) as ``__colbench_cmp__(ID, a, b, "lt")``: the same operands, evaluated once and in the same
-order, the same result. The batch runner (``calls_prelude.py``) records how the operands stood: below, equal or
+order, the same result. The sandbox runner's batched calls record how the operands stood: below, equal or
 above, for numbers and strings; for a membership test in a built-in collection, whether the item was in it and
 which (``in:'USA'``), so that every element of a collection the code looks things up in, and every keyword it
 searches a text for, is wanted once.

@@ -29,17 +29,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cached_property
 
-from colbench.domains.backend.plus.calls import (
-    Budget,
-    CallOutcome,
-    mutant_budget,
-    run_beside,
-    run_calls,
-    run_sources,
-)
+from colbench.domains.backend.plus.calls import CallOutcome, mutant_budget, run_beside, run_calls, run_sources
 from colbench.domains.backend.scorer import BackendScorer, Expected, extract_code
 from colbench.domains.backend.values import EXACT, Tolerance, values_equal
 from colbench.errors import InfraError
+from colbench.sandbox.contract import Budget
 from colbench.types.task import Task
 
 REFERENCE_BUDGET = Budget(max_ops=1_000_000)
