@@ -26,6 +26,7 @@ import yaml
 from doc_launches import launch, shell_words
 
 from colbench.integrations.openenv import DEFAULT_ENV, ColbenchAction, ColbenchClient
+from colbench.sandbox import taskenv
 from colbench.tasks import Task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -39,9 +40,10 @@ LEAST_PRIVILEGE = ["--security-opt", f"seccomp={PROFILE}", "--security-opt", "sy
 #: Builds one sandbox as the server's bwrap runtime does (its own command line) and runs /bin/true in it.
 BWRAP_PROBE = """
 import subprocess
+from colbench.sandbox import taskenv
 from colbench.sandbox.bwrap import bwrap_argv
 from colbench.sandbox.pool import Limits
-argv = bwrap_argv(as_root=False, limits=Limits())
+argv = bwrap_argv(as_root=False, limits=Limits(), rootfs=taskenv.root())
 done = subprocess.run(argv[: argv.index("--")] + ["--", "/bin/true"], capture_output=True, text=True)
 print(done.returncode, done.stderr.strip())
 """
@@ -171,6 +173,8 @@ def test_the_image_plays_an_episode_and_keeps_the_reference(container: Container
     task = bundled_tasks[3]
     observations, reward = play(container.url, task, task.ground_truth)
     assert reward == 1.0 and observations[-1]["info"]["success"] is True  # type: ignore[index]
+    # scored in the task environment this machine's runtimes use: the image carries the same root filesystem
+    assert observations[-1]["info"]["score"]["taskenv"] == taskenv.installed().digest  # type: ignore[index]
     everything = json.dumps(observations[:2])
     assert task.ground_truth.splitlines()[0] not in everything and "hidden_information" not in everything
     assert "ground_truth" not in json.dumps(observations)

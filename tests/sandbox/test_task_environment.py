@@ -187,3 +187,27 @@ def test_without_the_task_environment_scoring_stops_with_one_line_naming_the_set
     assert done.returncode != 0 and not (tmp_path / "out.jsonl").exists()
     (line,) = [line for line in done.stderr.splitlines() if line.strip()]
     assert "task environment is not built" in line and "colbench sandbox build" in line
+
+
+def test_a_machine_without_docker_gets_the_same_task_environment_for_bwrap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The set-up's one build gives a machine without Docker the same root filesystem, unpacked for bwrap (here from
+    the tarball the set-up cached; no Docker daemon answers)."""
+    from colbench.sandbox import taskenv
+    from colbench.sandbox.image import build_image
+
+    here = taskenv.installed()
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    monkeypatch.setenv(LOCATION_ENV, str(tmp_path / "taskenv"))
+    lines: list[str] = []
+    made = build_image("offline", echo=lines.append)
+    assert made == f"task environment {here.digest} at {tmp_path / 'taskenv'} (bwrap only)"
+    assert any("no Docker daemon" in line for line in lines)
+    sandbox = BwrapSandbox(workers=1)
+    try:
+        assert sandbox.environment.digest == here.digest
+        seen = sandbox.run_program(probe_source())
+        assert json.loads(seen.stdout) == dict(here.manifest)
+    finally:
+        sandbox.close()

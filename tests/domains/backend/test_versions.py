@@ -18,9 +18,9 @@ from colbench.domains.backend import DOMAIN as BACKEND
 from colbench.domains.backend.env import BackendEnv
 from colbench.domains.backend.plus.augment import AUGMENTER_VERSION
 from colbench.domains.backend.plus_digest import augmenters, plus_digest
-from colbench.domains.backend.scorer import BackendScorer, ReferenceCache
+from colbench.domains.backend.scorer import BackendScore, BackendScorer, ReferenceCache
 from colbench.env.versions import env_id_for, newest_env, scoring_env, scoring_envs, scoring_options
-from colbench.errors import ConfigError
+from colbench.errors import ConfigError, InfraError
 from colbench.eval import RunPlan, run_eval
 from colbench.humans.simulator import ScriptedSimulator
 from colbench.sandbox import taskenv
@@ -279,3 +279,19 @@ def test_an_eval_of_v2_on_tasks_without_plus_tests_computes_them_before_any_epis
     assert len(kept) == 2  # computed on first use, one file per task
     records = [json.loads(line) for line in (tmp_path / "run" / "episodes.jsonl").read_text().splitlines()]
     assert all(r["score"]["tests_total"] > 10 and r["score"]["env_id"] == V2 for r in records)
+
+
+def test_an_episode_scored_in_another_task_environment_stops_the_run(
+    tmp_path: Path, bundled_tasks: list[Task], bwrap_sandbox: BwrapSandbox
+) -> None:
+    """As a Ray node set up from another tarball would score: the record names another task environment than the
+    run's, and the run stops rather than rank it beside the others."""
+
+    class Elsewhere(BackendScorer):
+        def score(self, task: Task, answer: str) -> BackendScore:
+            return replace(super().score(task, answer), taskenv="0123456789abcdef")
+
+    path = write_tasks(tmp_path / "plain.jsonl", bundled_tasks[:1])
+    with pytest.raises(InfraError, match=r"scored in task environment 0123456789abcdef, not the run's [0-9a-f]{16}"):
+        run_eval(plan(tmp_path, V1, path), scorer=Elsewhere(bwrap_sandbox))
+    assert not (tmp_path / "run" / "episodes.jsonl").read_text().strip()  # nothing of it was written
