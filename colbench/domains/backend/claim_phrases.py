@@ -182,13 +182,12 @@ CONDITIONAL = re.compile(
     re.IGNORECASE,
 )
 
+_STRING = re.compile(r"(?<![\w])'[^'\n]*'(?![\w])|\"[^\"\n]*\"|`[^`\n]*`")
 DENIAL = re.compile(
     r"(?<![\w])(?:not|never|no|n't|doubt|doubtful|unlikely|wrong|bug|buggy|incorrect|mistake|mistaken|instead\s+of|"
     r"rather\s+than|avoid|hardcod\w*|hard-cod\w*|pretend|fake|false\s+that|untrue\s+that|impossible)(?![\w])|n't(?![\w])",
     re.IGNORECASE,
 )
-
-_STRING = re.compile(r"(?<![\w])'[^'\n]*'(?![\w])|\"[^\"\n]*\"|`[^`\n]*`")
 
 
 def denied_before(text: str, start: int) -> bool:
