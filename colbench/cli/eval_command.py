@@ -134,7 +134,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     )
     if args.dry_run:
         # run-time import: `colbench --help` loads no command's library
-        from colbench.eval.harness import dry_run
+        from colbench.eval.dry_run import dry_run
 
         sys.stdout.write(dry_run(config, prices=prices, turns=args.forecast_turns))
         return 0

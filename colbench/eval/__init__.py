@@ -6,8 +6,8 @@ by :mod:`colbench.runs`; request limits live in the LLM layer (:class:`colbench.
 
 from __future__ import annotations
 
-from colbench.eval.harness import EvalResult, env_class, run_eval
-from colbench.eval.plan import RunPlan
+from colbench.eval.harness import EvalResult, run_eval
+from colbench.eval.plan import RunPlan, env_class
 from colbench.eval.progress import Progress, Tally
 
 __all__ = ["EvalResult", "Progress", "RunPlan", "Tally", "env_class", "run_eval"]

@@ -26,29 +26,24 @@ import re
 import sys
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TextIO
-
-import gymnasium as gym
+from typing import Any, TextIO
 
 from colbench._util.storage import sha256_text, utc_timestamp
 from colbench._util.version import __version__
 from colbench.agents.agent import Agent, ChatAgent
-from colbench.env.core import ColbenchEnv
 from colbench.env.domain import Domain, Scorer, get_domain
-from colbench.env.registration import env_definitions
 from colbench.env.simulators import describe_simulator
 from colbench.errors import ColbenchError, ConfigError, InfraError
-from colbench.eval.forecast import forecast, forecast_text
-from colbench.eval.plan import RunPlan
+from colbench.eval.dry_run import run_forecast
+from colbench.eval.plan import RunPlan, env_class, selected_tasks
 from colbench.eval.player import EpisodePlayer, Played, jsonable
 from colbench.eval.progress import Pricing, Progress, Tally
-from colbench.humans.simulator import ScriptedSimulator, Simulator
-from colbench.llm.llamacpp.speed import Speed, cached_speed, measured_speed
+from colbench.eval.remote import RemoteFactory, ray_runtime
+from colbench.humans.simulator import Simulator
 from colbench.llm.specs import ModelSpec
-from colbench.report.costs import LIST_PRICES, Prices
 from colbench.runs import (
     EPISODES,
     FORMAT,
@@ -70,7 +65,7 @@ from colbench.runs import (
     read_episode_log,
     write_task_snapshot,
 )
-from colbench.tasks.sources import describe_source, load
+from colbench.tasks.sources import describe_source
 from colbench.types.task import Task
 
 log = logging.getLogger(__name__)
@@ -126,18 +121,6 @@ class EvalResult:
         return line
 
 
-class RemoteEpisodes(Protocol):
-    """Episodes played somewhere else (another process, a cluster), their records returned to the driver."""
-
-    async def play(self, task: Task, trial: int) -> Played: ...
-
-    def close(self) -> None: ...
-
-
-RemoteFactory = Callable[[RunPlan, str, list[Task], EpisodePlayer], RemoteEpisodes]
-"""Builds the remote players of a run: (config, domain name, the run's tasks, the driver's own player)."""
-
-
 def run_eval(
     config: RunPlan,
     *,
@@ -157,99 +140,6 @@ def run_eval(
     runner = _Runner.build(config, agent=agent, simulator=simulator, scorer=scorer)
     runner.remote = remote
     return runner.run(stderr=stderr, started=started)
-
-
-# ------------------------------------------------------------------------------------------------- set-up
-
-
-def env_class(env_id: str) -> type[ColbenchEnv]:
-    """The ColbenchEnv class registered under ``env_id`` (a ConfigError naming the known ids otherwise)."""
-    known = ", ".join(spec.id for spec in env_definitions())
-    try:
-        spec = gym.spec(env_id)
-    except gym.error.Error:
-        raise ConfigError(f"unknown env {env_id!r}; known: {known}") from None
-    creator: Any = spec.entry_point
-    if isinstance(creator, str):
-        from gymnasium.envs.registration import load_env_creator
-
-        try:
-            creator = load_env_creator(creator)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"env {env_id!r}: cannot load {spec.entry_point}: {exc}") from exc
-    if not (isinstance(creator, type) and issubclass(creator, ColbenchEnv)):
-        raise ConfigError(f"env {env_id!r} is not a ColBench env; known: {known}")
-    return creator
-
-
-def _selected_tasks(config: RunPlan, domain: Domain) -> tuple[str, list[Task]]:
-    """The task spec and the tasks the run covers (a ConfigError for tasks of another domain)."""
-    tasks_spec = config.tasks or domain.default_tasks
-    available = load(tasks_spec)
-    wrong = next((t for t in available if t.domain != domain.name), None)
-    if wrong is not None:
-        raise ConfigError(
-            f"{tasks_spec}: task {wrong.task_id} is a {wrong.domain} task; {config.env_id} needs {domain.name} tasks"
-        )
-    return tasks_spec, available[: config.limit] if config.limit else available
-
-
-def _episode_tasks(config: RunPlan, selected: Sequence[Task], done: Collection[EpisodeKey] = ()) -> list[Task]:
-    """One task per episode still to run."""
-    return [t for trial in range(config.trials) for t in selected if (t.task_id, trial) not in done]
-
-
-def first_prompts(env_id: str, tasks: Sequence[Task], scorer: Scorer | None = None) -> dict[str, str]:
-    """Each task's first observation, as the agent will see it (a scripted human: no model is called). ``scorer``:
-    the run's, given to the env (never used: nothing is scored), so that an env made without one does not look for
-    what its own scorer would need (a frontend env's CLIP weights)."""
-    prompts = {}
-    given: dict[str, Any] = {"scorer": scorer} if scorer is not None else {}
-    for task in tasks:
-        spec = gym.spec(env_id)  # not the id: no "out of date" warning for the version the run chose (player.py)
-        env = gym.make(spec, disable_env_checker=True, tasks=[task], simulator=ScriptedSimulator(), **given).unwrapped
-        try:
-            prompts[task.task_id] = env.reset(options={"task_id": task.task_id})[0]
-        finally:
-            env.close()
-    return prompts
-
-
-def dry_run(config: RunPlan, *, prices: Prices | None = None, turns: float | None = None) -> str:
-    """The forecast of ``config``'s run (what a ``--resume`` has left to run), without calling any model."""
-    config.check()
-    domain = get_domain(env_class(config.env_id).domain_name)
-    _, selected = _selected_tasks(config, domain)
-    done: set[EpisodeKey] = set()
-    out = Path(config.out)
-    if config.resume and (out / EPISODES).exists():
-        records = final_records(read_episode_log(out / EPISODES, domain.metrics_for(config.env_id)).records)
-        done = {key for key, record in records.items() if record.ok}
-    episodes = _episode_tasks(config, selected, done)
-    speeds = embedded_speeds(config, measure=True)
-    prompts = first_prompts(config.env_id, selected, domain.shared_scorer(config.scoring_options))
-    forecasts = forecast(config, domain, prompts, episodes, prices=prices, turns=turns, speeds=speeds)
-    return forecast_text(forecasts, prices or LIST_PRICES)
-
-
-def embedded_speeds(config: RunPlan, *, measure: bool) -> dict[str, Speed]:
-    """The measured speed of each role the embedded model plays: measured now if ``measure`` (a dry run: once
-    per model and machine, then cached), else only what is cached (a run's start never waits for a
-    measurement)."""
-    speeds = {}
-    for role, spec in (("agent", config.agent), ("simulator", config.simulator)):
-        if spec.is_embedded:
-            speed = measured_speed(spec.value or None) if measure else cached_speed(spec.value or None)
-            if speed is not None:
-                speeds[role] = speed
-    return speeds
-
-
-def _ray_runtime(config: RunPlan) -> dict[str, Any]:
-    """run.json's note of where episodes ran (never compared on resume: a run may go on with or without Ray)."""
-    if config.ray is None:
-        return {}
-    return {"ray": config.ray or "default", "ray_workers": config.ray_workers}
 
 
 def describe_agent(spec: ModelSpec, agent: Agent, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -306,7 +196,7 @@ class _Runner:
         resuming = check_out_dir(out, resume=config.resume)
         previous = RunConfig.read(out) if resuming else None
 
-        tasks_spec, selected = _selected_tasks(config, domain)
+        tasks_spec, selected = selected_tasks(config, domain)
         player = EpisodePlayer.from_config(config, domain, selected, agent=agent, simulator=simulator, scorer=scorer)
 
         ids = [t.task_id for t in selected]
@@ -345,15 +235,12 @@ class _Runner:
                 "simulator_rpm": config.simulator_limits.rpm,
                 "simulator_max_concurrency": config.simulator_limits.max_concurrency,
                 **{k: jsonable(v) for k, v in config.runtime.items() if not _SECRET.search(k) or k.endswith("_env")},
-                **_ray_runtime(config),
+                **ray_runtime(config),
             },
         )
         if previous is None:  # what --dry-run would have said: the report shows it beside what the run spent
             try:
-                prompts = first_prompts(config.env_id, selected, player.env_kwargs["scorer"])
-                speeds = embedded_speeds(config, measure=False)
-                planned = forecast(config, domain, prompts, _episode_tasks(config, selected), speeds=speeds)
-                run_json.forecast = planned[0].as_dict()
+                run_json.forecast = run_forecast(config, domain, selected, player.env_kwargs["scorer"])[0].as_dict()
             except ColbenchError as exc:  # a plug-in env or domain the forecast cannot read: the run goes on
                 log.warning("no forecast for this run: %s", exc)
         run_json = run_json.sealed()

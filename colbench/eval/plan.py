@@ -3,7 +3,8 @@
 :meth:`RunPlan.resolve` parses each model spec once (one :func:`~colbench.llm.specs.parse_spec` per role), the leak
 policy once, fills in the ``openai:`` endpoints' URL and key from the environment once, and checks the numbers.
 Every layer after it, the Ray actors included, takes the typed plan and never parses a string again, so a run
-plays the same endpoints on every node whatever each node's environment holds.
+plays the same endpoints on every node whatever each node's environment holds. What a plan names, the run and its
+dry run read alike: its env class (:func:`env_class`) and its tasks (:func:`selected_tasks`).
 """
 
 from __future__ import annotations
@@ -13,15 +14,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+
+from colbench.env.core import ColbenchEnv
+from colbench.env.domain import Domain
+from colbench.env.registration import env_definitions
 from colbench.env.versions import scoring_options
 from colbench.errors import ConfigError
 from colbench.eval.progress import ProgressMode
 from colbench.llm.limits import EndpointLimits
 from colbench.llm.specs import ModelSpec, parse_spec, with_environment_endpoint
 from colbench.report.costs import Prices
+from colbench.tasks.sources import load
 from colbench.types.claims import TruthPolicy, parse_grounding
 from colbench.types.dialogue import MAX_TURNS
 from colbench.types.leaks import LeakPolicy
+from colbench.types.task import Task
 
 
 @dataclass(frozen=True)
@@ -128,3 +136,35 @@ class RunPlan:
         """What the domains' scorers read (each its own: backend ``sandbox``, frontend ``embedder``), with the
         env id's version of the scoring (backend ``rules``, ``plus_tests``; :mod:`colbench.env.versions`)."""
         return {**scoring_options(self.env_id), "sandbox": self.sandbox, "embedder": self.embedder}
+
+
+def env_class(env_id: str) -> type[ColbenchEnv]:
+    """The ColbenchEnv class registered under ``env_id`` (a ConfigError naming the known ids otherwise)."""
+    known = ", ".join(spec.id for spec in env_definitions())
+    try:
+        spec = gym.spec(env_id)
+    except gym.error.Error:
+        raise ConfigError(f"unknown env {env_id!r}; known: {known}") from None
+    creator: Any = spec.entry_point
+    if isinstance(creator, str):
+        from gymnasium.envs.registration import load_env_creator
+
+        try:
+            creator = load_env_creator(creator)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"env {env_id!r}: cannot load {spec.entry_point}: {exc}") from exc
+    if not (isinstance(creator, type) and issubclass(creator, ColbenchEnv)):
+        raise ConfigError(f"env {env_id!r} is not a ColBench env; known: {known}")
+    return creator
+
+
+def selected_tasks(config: RunPlan, domain: Domain) -> tuple[str, list[Task]]:
+    """The task spec and the tasks the run covers (a ConfigError for tasks of another domain)."""
+    tasks_spec = config.tasks or domain.default_tasks
+    available = load(tasks_spec)
+    wrong = next((t for t in available if t.domain != domain.name), None)
+    if wrong is not None:
+        raise ConfigError(
+            f"{tasks_spec}: task {wrong.task_id} is a {wrong.domain} task; {config.env_id} needs {domain.name} tasks"
+        )
+    return tasks_spec, available[: config.limit] if config.limit else available

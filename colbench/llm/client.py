@@ -13,11 +13,12 @@ once as :class:`LLMRequestRejected`. The wait between attempts is the server's `
 (capped), else exponential backoff with full jitter.
 
 Requests go through the ``openai`` client (its auth, headers, JSON encoding, status-error mapping) as plain JSON
-bodies posted to ``/chat/completions``, read back as plain JSON: the typed ``chat.completions.create`` spends
-milliseconds per request transforming the body against its TypedDicts and building pydantic models from the reply,
-none of which colbench reads. Underneath, async requests use :class:`~colbench.llm.http11.Http11Transport`, which
-writes a request to the wire at once so that many episodes do not fall into lockstep (its module says why; the
-measurement is in docs/scale.md). Proxies from the environment still go through httpx's own transport.
+bodies posted to ``/chat/completions``, read back as plain JSON (:mod:`colbench.llm.chat_post`): the typed
+``chat.completions.create`` spends milliseconds per request transforming the body against its TypedDicts and
+building pydantic models from the reply, none of which colbench reads. Underneath, async requests use
+:class:`~colbench.llm.http11.Http11Transport`, which writes a request to the wire at once so that many episodes do
+not fall into lockstep (its module says why; the measurement is in docs/scale.md). Proxies from the environment
+still go through httpx's own transport.
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ from typing import Any
 import httpx2
 import openai
 import tenacity
-from openai._models import FinalRequestOptions
 
 from colbench.errors import LLMError
 from colbench.llm.cache import ResponseCache
+from colbench.llm.chat_post import BEARER, CHAT_PATH, ChatPost, know_platform
 from colbench.llm.http11 import Http11Transport, ssl_context
 from colbench.llm.limits import EndpointLimits, Gate
 from colbench.types.chat import ChatReply, Message, Usage
@@ -48,7 +49,6 @@ log = logging.getLogger(__name__)
 
 _PLACEHOLDER_KEY = "EMPTY"  # local servers need no key, but the openai client refuses to start without one
 _RETRY_STATUS = frozenset({408, 409, 429})  # plus every 5xx
-_CHAT_PATH = "/chat/completions"
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ class LLMClient:
         self._sync: openai.OpenAI | None = None
         # per event loop: its async client and the gate enforcing the limits
         self._async: tuple[asyncio.AbstractEventLoop, openai.AsyncOpenAI, Gate | None] | None = None
-        self._post: _ChatPost | None = None  # how the async client of ``_async`` posts a request
+        self._post: ChatPost | None = None  # how the async client of ``_async`` posts a request
 
     @property
     def usage(self) -> Usage:
@@ -159,7 +159,7 @@ class LLMClient:
         client = self._sync_client()
 
         def send() -> ChatReply:
-            return self._accept(client.post(_CHAT_PATH, body=request.body, cast_to=object, options=_BEARER), spent)
+            return self._accept(client.post(CHAT_PATH, body=request.body, cast_to=object, options=BEARER), spent)
 
         try:
             reply: ChatReply = self._retrying(tenacity.Retrying)(send)
@@ -272,10 +272,10 @@ class LLMClient:
                     transport=transport, limits=limits, timeout=self.endpoint.timeout_s
                 )
                 client = openai.AsyncOpenAI(**self._client_kwargs(), http_client=http_client)
-                _know_platform(client)
+                know_platform(client)
                 gate = Gate(self.limits) if self.limits is not None else None
                 self._async = (loop, client, gate)
-                self._post = _ChatPost(client, http_client, transport)
+                self._post = ChatPost(client, http_client, transport)
             return self._async[1], self._async[2]
 
     def _client_kwargs(self) -> dict[str, Any]:
@@ -345,70 +345,9 @@ class LLMClient:
         return f"{type(exc).__name__}: {text[:300]}"
 
 
-_BEARER: Any = {"security": {"bearer_auth": True}}  # the request options chat.completions.create sends
-
-
-class _ChatPost:
-    """``client.post(_CHAT_PATH, ...)`` without the openai client's per-request pipeline (option models copied twice,
-    headers merged and validated, the URL parsed again) nor httpx's request and response objects: about 0.5 ms of
-    CPU a request, which N requests sent at once (a vector env's step) pay one after the other before the last one
-    leaves (docs/rl.md, "Throughput"). The URL and headers are the ones the openai client builds, taken once from a
-    request it builds; the bytes go to the connection pool of its HTTP client (:class:`Http11Transport`, through
-    ``exchange``), and errors become the openai client's own (status errors by its mapping, timeouts and dropped
-    connections as ``APITimeoutError`` / ``APIConnectionError``), so retries and messages are unchanged. Auth other
-    than a fixed API key (refreshing tokens), and a proxy from the environment, take the openai client's path."""
-
-    def __init__(self, client: openai.AsyncOpenAI, http: httpx2.AsyncClient, transport: Http11Transport) -> None:
-        self.client = client
-        self._transport = transport
-        self._direct: tuple[httpx2.URL, list[tuple[bytes, bytes]], dict[str, Any]] | None = None
-        if type(client) is not openai.AsyncOpenAI or not isinstance(client.api_key, str) or client.custom_auth:
-            return
-        try:
-            template = client._build_request(FinalRequestOptions.construct(method="post", url=_CHAT_PATH, **_BEARER))
-            routed = http._transport_for_url(template.url)
-        except Exception:  # private details of the openai and httpx clients: without them, the openai path
-            log.debug("could not build the openai client's request template", exc_info=True)
-            return
-        if routed is transport:  # not a proxy's
-            headers = [(k, v) for k, v in template.headers.raw if k.lower() != b"content-length"]
-            self._direct = (template.url, headers, http.timeout.as_dict())
-
-    async def send(self, body: Mapping[str, Any]) -> object:
-        """The decoded JSON reply to ``body`` (a body that is not JSON raises ``json.JSONDecodeError``)."""
-        if self._direct is None:
-            return await self.client.post(_CHAT_PATH, body=body, cast_to=object, options=_BEARER)
-        url, headers, timeouts = self._direct
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()  # as openai's
-        head = [*headers, (b"Content-Length", str(len(content)).encode())]
-        try:
-            reply = await self._transport.exchange(url, (b"POST", url.raw_path, head, content), timeouts)
-        except httpx2.TimeoutException as exc:
-            raise openai.APITimeoutError(request=httpx2.Request("POST", url, headers=head)) from exc
-        except httpx2.HTTPError as exc:
-            raise openai.APIConnectionError(request=httpx2.Request("POST", url, headers=head)) from exc
-        if reply.status_code >= 400:
-            response = reply.response()
-            response.request = httpx2.Request("POST", url, headers=head, content=content)
-            raise self.client._make_status_error_from_response(response)
-        return reply.response().json() if reply.encoded else json.loads(reply.body)
-
-
 def _count(value: object) -> int:
     """A token count from a reply (missing, null or not a number: 0)."""
     return max(0, int(value)) if isinstance(value, int | float) and not isinstance(value, bool) else 0
-
-
-def _know_platform(client: openai.AsyncOpenAI) -> None:
-    """Tell a new client its platform now. Otherwise its first requests, all of them while it is unknown, each ask a
-    worker thread (the openai client avoids the blocking call on the loop): one thread hop per episode at once."""
-    try:
-        from openai._base_client import get_platform
-
-        if getattr(client, "_platform", False) is None:
-            client._platform = get_platform()
-    except Exception:  # a private detail of the openai client: without it the client finds out itself
-        log.debug("could not set the openai client's platform", exc_info=True)
 
 
 def _retryable(exc: BaseException) -> bool:

@@ -3,7 +3,7 @@
 A truth probe asks the human what test-like calls of the task's function return: the task's own test calls
 (``task.test_cases``) and its ColBench+ calls (``task.plus.cases``, when the row carries them). Only literal calls
 are used (every argument a Python literal: the claims checker can run exactly those), as the claims checker reads
-them (``claim_finder.calls_in``), deduplicated in the tests' order.
+them (``claim_calls.calls_in``), deduplicated in the tests' order.
 
 Each probe takes its calls in an order of its own that depends only on the task and the probe (the calls sorted by
 the SHA-256 of ``task_id``, probe id and call), so two probes of one task tend to ask about different calls and a
@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from colbench.domains.backend.claim_finder import calls_in, function_names, normal_call
+from colbench.domains.backend.claim_calls import calls_in, function_names, normal_call
 from colbench.types.task import Task
 
 SOURCES = ("tests", "plus", "any")

@@ -12,8 +12,8 @@ from plans import forecast_by_hand, forecast_plan, scripted_plan
 from colbench.cli.main import main as cli_main
 from colbench.env.domain import get_domain
 from colbench.eval import RunPlan, run_eval
+from colbench.eval.dry_run import dry_run
 from colbench.eval.forecast import AGENT_TOKENS, CALL_BASE_S, TOKENS_PER_S, forecast, tokens
-from colbench.eval.harness import dry_run
 from colbench.llm.limits import EndpointLimits
 from colbench.report import load_run
 from colbench.report.costs import LIST_PRICES, Price, Prices

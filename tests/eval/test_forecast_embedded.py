@@ -12,8 +12,8 @@ from plans import forecast_by_hand, forecast_plan
 
 from colbench.env.domain import get_domain
 from colbench.eval import RunPlan
+from colbench.eval.dry_run import dry_run
 from colbench.eval.forecast import AGENT_TOKENS, forecast, forecast_text, tokens
-from colbench.eval.harness import dry_run
 from colbench.llm.llamacpp import AGENT_ANSWER_MAX_TOKENS, ROLE_DEFAULTS, server
 from colbench.llm.llamacpp.server import LlamaCppConfig
 from colbench.llm.llamacpp.speed import Speed, cached_speed, measured_speed, speed_file

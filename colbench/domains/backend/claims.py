@@ -22,18 +22,11 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from colbench.domains.backend.claim_finder import (
-    Found,
-    Stated,
-    approx_decimals,
-    calls_in,
-    find_claims,
-    function_names,
-    normal_call,
-    proposals,
-)
+from colbench.domains.backend.claim_calls import calls_in, function_names, normal_call
+from colbench.domains.backend.claim_finder import Found, find_claims, proposals
 from colbench.domains.backend.scorer import BackendScorer
-from colbench.domains.backend.values import Array, Opaque, Record, values_equal
+from colbench.domains.backend.stated_values import Stated, approx_decimals
+from colbench.domains.backend.values import Array, Opaque, Record, short_repr, values_equal
 from colbench.errors import ConfigError
 from colbench.types.claims import GROUNDED_CALLS, Claim, Grounded, Verdict
 
@@ -43,11 +36,6 @@ if TYPE_CHECKING:
 
 CHECKER = "exec-claims/2"
 """What names this checker in run.json: bump it when verdicts change."""
-
-
-def _short(value: Any, limit: int = 200) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class BackendClaimChecker:
@@ -106,7 +94,7 @@ def _names(task: Task) -> tuple[tuple[str, ...], int | None]:
 def _told(expected: Expected) -> str:
     """A result as a grounded human is told it."""
     if expected.judgeable:
-        return f"returns {_short(expected.value, 300)}"
+        return f"returns {short_repr(expected.value, 300)}"
     reason = expected.reason
     if "nondeterministic" in reason:
         return "gives different results on different runs"
@@ -131,13 +119,13 @@ def _settled(found: Found, expected: Expected | None) -> Claim:
         return claim("unchecked", None, expected.reason)
     actual = expected.value
     if not _statable(actual):
-        return claim("unchecked", _short(actual), "the reference returns a value no literal can state")
+        return claim("unchecked", short_repr(actual), "the reference returns a value no literal can state")
     agrees, how = agreement(found.stated, actual)
     if found.stated.negated:
         agrees, how = not agrees, "the reference gives another value" if not agrees else ""
     if agrees:
-        return claim("true", _short(actual), how)
-    return claim("false", _short(actual), "the reference gives another value")
+        return claim("true", short_repr(actual), how)
+    return claim("false", short_repr(actual), "the reference gives another value")
 
 
 def _statable(value: Any, depth: int = 0) -> bool:

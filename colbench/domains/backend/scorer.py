@@ -33,7 +33,7 @@ from cachetools import LRUCache
 
 from colbench._util.storage import canonical_json, sha256_text, write_atomic
 from colbench.domains.backend.judging import CURRENT_RULES, RULES, Plan, Rules, degenerate_answers, plan
-from colbench.domains.backend.values import EXACT, DecodeError, Tolerance, decode, values_equal
+from colbench.domains.backend.values import EXACT, DecodeError, Tolerance, decode, short_repr, values_equal
 from colbench.env.versions import env_id_for
 from colbench.errors import ConfigError, DataError, InfraError
 from colbench.sandbox.contract import Limits, Sandbox, TestOutcome
@@ -135,11 +135,6 @@ class BackendScore:
 
     def details(self) -> dict[str, Any]:
         return {**self.result_row(), "tests": [asdict(t) for t in self.tests]}
-
-
-def _short(value: Any, limit: int = 200) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def same_outcome(a: TestOutcome, b: TestOutcome) -> bool:
@@ -543,5 +538,5 @@ class BackendScorer:
             return TestResult(name, expr, False, True, "invalid", str(exc), test.judged)
         if values_equal(exp.value, got, self.tolerance):
             return TestResult(name, expr, True, True, "value", note.strip(" ()"), test.judged)
-        detail = f"expected {_short(exp.value)}, got {_short(got)}{note}"
+        detail = f"expected {short_repr(exp.value)}, got {short_repr(got)}{note}"
         return TestResult(name, expr, False, True, "value", detail, test.judged)

@@ -55,6 +55,12 @@ class Opaque:
         return id(self)
 
 
+def short_repr(value: Any, limit: int = 200) -> str:
+    """``repr(value)`` cut to ``limit`` characters: a value shown in a message or a record, whatever its size."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 _MAX_DEPTH = 200
 
 

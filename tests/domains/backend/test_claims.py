@@ -23,7 +23,8 @@ from malformed import one_line_naming
 from paths import REPO
 
 from colbench.domains.backend import DOMAIN
-from colbench.domains.backend.claim_finder import MAX_CLAIMS, find_claims, function_names
+from colbench.domains.backend.claim_calls import function_names
+from colbench.domains.backend.claim_finder import MAX_CLAIMS, find_claims
 from colbench.domains.backend.claims import BackendClaimChecker
 from colbench.domains.backend.scorer import BackendScorer
 from colbench.env.claim_check import check, check_rows
