@@ -3,7 +3,7 @@
 
 The suite (``FLOOR_SUITE``) is the part of the fast tests that needs only the core dependencies: the envs and their
 vector form (Gymnasium), the LLM client (openai, httpx2, h11, tenacity, aiolimiter), the simulated humans and agents,
-run directories and task files (pydantic, cachetools, numpy, beautifulsoup4, rich). ``DESELECT`` names the tests in
+run directories and task files (pydantic, cachetools, numpy, rich). ``DESELECT`` names the tests in
 those files that need an extra (the frontend's metrics, ``datasets``).
 
 The venv lives in ``$COLBENCH_FLOORS_VENV`` (default ``~/.cache/colbench/floors-<key>``), keyed by the core
