@@ -96,6 +96,7 @@ PUBLIC_INFO = (
     "pass_rate",
     "tests_passed",
     "tests_total",
+    "taskenv",
     "similarity",
     "has_page",
     "leak_score",

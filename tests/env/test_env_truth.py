@@ -57,9 +57,12 @@ def test_every_reply_gets_its_claims_in_info_and_the_dialogue(scorer: BackendSco
 def test_a_reply_without_a_claim_never_touches_the_sandbox(bwrap_sandbox: object) -> None:
     class Exploding:
         name = "exploding"
+        environment = bwrap_sandbox.environment  # type: ignore[attr-defined]
 
         def run_tests(self, *args: object, **kwargs: object) -> list[object]:
             raise AssertionError("the sandbox ran for a reply without a claim")
+
+        run_calls = run_tests
 
         def run_program(self, *args: object, **kwargs: object) -> object:
             raise AssertionError("unused")

@@ -174,7 +174,7 @@ def test_the_image_plays_an_episode_and_keeps_the_reference(container: Container
     observations, reward = play(container.url, task, task.ground_truth)
     assert reward == 1.0 and observations[-1]["info"]["success"] is True  # type: ignore[index]
     # scored in the task environment this machine's runtimes use: the image carries the same root filesystem
-    assert observations[-1]["info"]["score"]["taskenv"] == taskenv.installed().digest  # type: ignore[index]
+    assert observations[-1]["info"]["taskenv"] == taskenv.installed().digest  # type: ignore[index]
     everything = json.dumps(observations[:2])
     assert task.ground_truth.splitlines()[0] not in everything and "hidden_information" not in everything
     assert "ground_truth" not in json.dumps(observations)

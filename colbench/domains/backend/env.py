@@ -92,6 +92,7 @@ class BackendEnv(ColbenchEnv):
             "pass_rate": score.pass_rate,
             "tests_passed": score.tests_passed,
             "tests_total": score.tests_total,
+            "taskenv": score.taskenv,  # the task environment the answer ran in: scores of two are not one benchmark
         }
 
 
