@@ -112,7 +112,8 @@ def installed(where: Path | None = None) -> TaskEnvironment:
 
 def install(tarball: Path, where: Path | None = None) -> TaskEnvironment:
     """Unpack ``tarball`` (a root filesystem with its manifest) as the bwrap runtime's root, replacing the one
-    there at once: a pool started before keeps the files it opened, a new one sees only the new root."""
+    there by a rename once it is whole (a build that fails leaves the old one as it was). The old root's files are
+    deleted: rebuild while no bwrap pool runs."""
     place = where or root()
     place.parent.mkdir(parents=True, exist_ok=True)
     fresh = Path(tempfile.mkdtemp(prefix=f".{place.name}-new-", dir=place.parent))
