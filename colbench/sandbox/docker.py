@@ -23,7 +23,7 @@ from typing import Any
 from colbench.errors import SandboxError
 from colbench.sandbox import contract, taskenv
 from colbench.sandbox.contract import ExecResult, Limits
-from colbench.sandbox.image import IMAGE, docker_client, image_labels, image_present
+from colbench.sandbox.image import IMAGE, docker_client, honours_contract, image_labels
 from colbench.sandbox.pool import Worker, WorkerPool, default_workers
 from colbench.sandbox.taskenv import TaskEnvironment
 
@@ -154,7 +154,7 @@ class DockerSandbox(WorkerPool):
         self.image = image
         self.client = docker_client(timeout=120.0)
         labels = image_labels(self.client, image)
-        if labels is None or not image_present(self.client, image):
+        if labels is None or not honours_contract(labels):
             raise SandboxError(f"the sandbox image {image} is missing: run `colbench sandbox build`")
         self.environment = TaskEnvironment.from_label(labels.get(taskenv.LABEL, ""), image)
         self.remove_leftovers()

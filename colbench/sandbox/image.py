@@ -114,7 +114,11 @@ def image_labels(client: Any = None, image: str = IMAGE) -> dict[str, str] | Non
 
 def image_present(client: Any = None, image: str = IMAGE) -> bool:
     """Whether the daemon has ``image`` and it is labelled as a colbench sandbox of this contract version."""
-    labels = image_labels(client, image)
+    return honours_contract(image_labels(client, image))
+
+
+def honours_contract(labels: dict[str, str] | None) -> bool:
+    """Whether an image's labels (None: no image) say it is a colbench sandbox of this contract version."""
     return labels is not None and labels.get(LABEL_SANDBOX) == "1" and labels.get(LABEL_CONTRACT) == CONTRACT
 
 
