@@ -2,7 +2,9 @@
 recorded again when every score came to name its env id (issue 26: ``env_id`` in result rows, score records and
 run.json's ``scoring``; the numbers unchanged), and when every human reply came to carry its claims (issue 38: the
 human turns' ``claims``/``untrue``/``truth_action``, run.json's ``truth``, the leaderboard's untrue columns; the
-numbers unchanged).
+numbers unchanged), and when every backend score came to name its task environment (issue 47: ``taskenv`` in
+result rows, score records and run.json's ``scoring``, whose digest, and so ``config_sha256``, is the machine's;
+the numbers unchanged).
 
 ``produce(workdir)`` runs a fixed set of ``colbench`` commands (scripted evals of both domains, ``show``,
 ``report``, ``compare``, ``score``, ``tasks ls``) in ``workdir`` and returns every output as normalised text, one
@@ -36,6 +38,8 @@ VOLATILE = frozenset(
         "duration_s",
         "started",
         "finished",
+        "taskenv",  # the task environment's digest: the machine's Debian packages decide it (docs/sandbox.md)
+        "config_sha256",  # a hash of run.json that holds the task environment's digest
     }
 )
 
