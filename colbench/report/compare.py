@@ -27,7 +27,8 @@ import numpy as np
 
 from colbench.errors import DataError
 from colbench.report import stats
-from colbench.report.leaderboard import _simulator_name, _task_values, run_labels
+from colbench.report.leaderboard import run_labels, simulator_name, task_values
+from colbench.report.tables import text_table
 from colbench.runs import Run
 
 
@@ -104,7 +105,7 @@ def paired(a: Run, b: Run, label_a: str, label_b: str) -> Paired:
         raise DataError(
             f"{label_a} is a {a.domain_name} run and {label_b} a {b.domain_name} run: compare runs of one domain"
         )
-    means_a, means_b = stats.task_means(_task_values(a)), stats.task_means(_task_values(b))
+    means_a, means_b = stats.task_means(task_values(a)), stats.task_means(task_values(b))
     common = sorted(set(means_a) & set(means_b))
     if not common:
         raise DataError(f"{label_a} and {label_b} have no scored task in common")
@@ -162,7 +163,7 @@ def simulator_swaps(runs: Sequence[Run], labels: Sequence[str]) -> list[Simulato
     """For every two simulators that saw the same two or more agents: score changes and rank correlations."""
     by_sim: dict[str, dict[str, Run]] = {}
     for run in runs:
-        by_sim.setdefault(str(_simulator_name(run)), {})[_agent_name(run)] = run
+        by_sim.setdefault(str(simulator_name(run)), {})[_agent_name(run)] = run
     swaps = []
     for first, second in combinations(by_sim, 2):
         agents = sorted(set(by_sim[first]) & set(by_sim[second]))
@@ -302,12 +303,6 @@ def _swap_line(swap: SimulatorSwap) -> str:
     )
 
 
-def _fixed(header: list[str], body: list[list[str]]) -> str:
-    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in [header, *body]]
-    return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]]) + "\n"
-
-
 @dataclass(frozen=True)
 class _Format:
     """How one output (text, HTML) writes a comparison's parts: a table, a version note, a swap's heading, a line."""
@@ -333,7 +328,7 @@ def _body(comparison: Comparison, form: _Format) -> list[str]:
 
 
 _TEXT = _Format(
-    table=_fixed,
+    table=lambda header, body: text_table(header, body, left=header) + "\n",
     version=lambda line: f"\n{line}\n",
     swap=lambda swap: f"\nsimulator swap: {swap.first} -> {swap.second}\n",
     line=lambda line: line + "\n",

@@ -18,8 +18,9 @@ from urllib.parse import quote
 
 from colbench._util.version import __version__
 from colbench.errors import ConfigError
+from colbench.report.columns import cost_columns, leaderboard_columns, legend
 from colbench.report.costs import forecast_against_actual
-from colbench.report.leaderboard import Report, Table, cost_columns, leaderboard_columns, legend
+from colbench.report.leaderboard import Report, Table
 from colbench.report.plots import plots_section
 from colbench.report.truth import (
     claim_note,

@@ -27,8 +27,9 @@ from html import escape
 from typing import TYPE_CHECKING, Any, cast
 
 from colbench.report import stats
+from colbench.report.columns import estimate_cell
 from colbench.report.figure_data import Cell, human_replies, reply_stats, task_cells
-from colbench.report.leaderboard import Report, Row, Table, estimate_cell
+from colbench.report.leaderboard import Report, Row, Table
 from colbench.runs import Run
 
 if TYPE_CHECKING:

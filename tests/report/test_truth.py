@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 from test_report import RUNS, make_run, record, run_json
 
-from colbench.report import build_report, load_run, render_run
+from colbench.report import build_report, load_run, render_markdown, render_run, render_text
+from colbench.report.columns import leaderboard_columns
 from colbench.report.compare import simulator_swaps
-from colbench.report.leaderboard import leaderboard_columns
 from colbench.report.show import show
 from colbench.report.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, ratio_ci, ratio_estimate
 from colbench.report.truth import episode_truth, truth_config
@@ -100,10 +100,10 @@ def test_the_leaderboard_by_hand_beside_the_leak_rate() -> None:
     old_header, old_body = leaderboard_columns(old_table)
     old_cells = dict(zip(old_header, old_body[0], strict=True))
     assert old_cells["untrue %"] == "-" and old_cells["failed untrue"] == "-"  # not checked: never 0
-    text = report.text()
+    text = render_text(report)
     assert "untrue % = share of the simulated human's checked replies" in text
     assert "gpt-4o (grounding exec)" in text  # the cost table's simulator, and the legend
-    assert "| untrue % | failed untrue |" in report.markdown()
+    assert "| untrue % | failed untrue |" in render_markdown(report)
 
 
 def test_a_checking_run_without_any_reply_shows_no_figure_and_partly_checked_runs_say_so(tmp_path: Path) -> None:
