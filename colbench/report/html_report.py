@@ -12,9 +12,8 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from html import escape
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from colbench._util.version import __version__
 from colbench.errors import ConfigError
@@ -22,16 +21,9 @@ from colbench.report.columns import cost_columns, leaderboard_columns, legend
 from colbench.report.costs import forecast_against_actual
 from colbench.report.leaderboard import Report, Table
 from colbench.report.plots import plots_section
-from colbench.report.truth import (
-    claim_note,
-    claims_of,
-    episode_truth,
-    is_checked,
-    simulator_label,
-    truth_config,
-    turn_untrue,
-)
-from colbench.runs import EpisodeRecord, Run, reference_screenshot_name
+from colbench.report.truth import claim_note, episode_truth, simulator_label, truth_config
+from colbench.runs import DialogueTurn, EpisodeRecord, Run, reference_screenshot_name, safe_relative
+from colbench.types.claims import Claim
 
 REPORT_NAME = "report.html"
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' file: data:; base-uri 'none'; form-action 'none'"
@@ -112,94 +104,68 @@ def _anchor(index: int) -> str:
     return f"ep-{index}"
 
 
-def safe_relative(path: Any) -> str | None:
-    """A screenshot path usable as a relative link inside the run directory, else None."""
-    if not isinstance(path, str) or not path or "\\" in path or ":" in path or path.startswith("/"):
-        return None
-    parts = PurePosixPath(path).parts
-    if any(p in ("..", "") for p in parts):
-        return None
-    return quote(path)
-
-
-def _dialogue(turns: Any) -> str:
-    if not isinstance(turns, list) or not turns:
+def _dialogue(turns: tuple[DialogueTurn, ...]) -> str:
+    if not turns:
         return "<p class='meta'>no dialogue recorded</p>"
     out = []
     agent_turn = 0
     for turn in turns:
-        if isinstance(turn, dict) and isinstance(turn.get("text"), str):
-            role = str(turn.get("role", "?"))
-            css = "agent" if role == "agent" else "human"
-            agent_turn += role == "agent"
-            label = f"{role} (turn {agent_turn})" if role == "agent" else role
-            out.append(
-                f'<div class="turn {css}"><div class="role">{e(label)}{_leak_mark(turn)}{_truth_mark(turn)}</div>'
-                f"<pre>{e(turn['text'])}</pre>{_claims(turn)}{_withheld(turn)}{_draws(turn)}{_grounding(turn)}</div>"
-            )
-        else:
-            out.append(f'<div class="turn">{_json(turn)}</div>')
+        css = "agent" if turn.role == "agent" else "human"
+        agent_turn += turn.role == "agent"
+        label = f"{turn.role} (turn {agent_turn})" if turn.role == "agent" else turn.role
+        out.append(
+            f'<div class="turn {css}"><div class="role">{e(label)}{_leak_mark(turn)}{_truth_mark(turn)}</div>'
+            f"<pre>{e(turn.text)}</pre>{_claims(turn)}{_withheld(turn)}{_draws(turn)}{_grounding(turn)}</div>"
+        )
     return "".join(out)
 
 
-def _leak_mark(turn: dict[str, Any]) -> str:
+def _leak_mark(turn: DialogueTurn) -> str:
     """A human turn's leak verdict, beside its role (nothing when the run did not measure leaks)."""
-    score = turn.get("leak_score")
-    if not isinstance(score, int | float):
+    if turn.leak_score is None:
         return ""
-    verdict = f"leak, {turn.get('leak_action', 'shown')}" if turn.get("leak") else "no leak"
-    css = "bad" if turn.get("leak") else "meta"
-    return f' <span class="{css}">({e(verdict)}; leak score {score:.2f})</span>'
+    verdict = f"leak, {turn.leak_action or 'shown'}" if turn.leak else "no leak"
+    css = "bad" if turn.leak else "meta"
+    return f' <span class="{css}">({e(verdict)}; leak score {turn.leak_score:.2f})</span>'
 
 
-def _truth_mark(turn: dict[str, Any]) -> str:
+def _truth_mark(turn: DialogueTurn) -> str:
     """A human turn's claims verdict beside its role: ``untrue`` (the first draw held a false claim) and what the
     truth policy did; nothing for a turn that was not checked."""
-    if not is_checked(turn):
+    if not turn.checked:
         return ""
-    if not turn_untrue(turn):
+    if not turn.untrue:
         return ' <span class="meta">(claims: nothing false)</span>'
-    action = turn.get("truth_action") if isinstance(turn.get("truth_action"), str) else "shown"
-    return f' <span class="bad">(false claim, {e(action)})</span>'
+    return f' <span class="bad">(false claim, {e(turn.truth_action or "shown")})</span>'
 
 
-def _claim_items(raw: Any) -> str:
-    items = "".join(f'<li class="{c.verdict}">{e(c.verdict)}: {e(claim_note(c)[:500])}</li>' for c in claims_of(raw))
+def _claim_items(claims: tuple[Claim, ...]) -> str:
+    items = "".join(f'<li class="{c.verdict}">{e(c.verdict)}: {e(claim_note(c)[:500])}</li>' for c in claims)
     return f'<ul class="claims">{items}</ul>' if items else ""
 
 
-def _claims(turn: dict[str, Any]) -> str:
+def _claims(turn: DialogueTurn) -> str:
     """The claims of the reply the agent saw: what the human said and what the reference gives."""
-    return _claim_items(turn.get("claims")) if is_checked(turn) else ""
+    return _claim_items(turn.claims or ()) if turn.checked else ""
 
 
-def _draws(turn: dict[str, Any]) -> str:
+def _draws(turn: DialogueTurn) -> str:
     """Under ``--truth-policy resample``: the human's other draws (each with its claims), not shown to the agent."""
-    draws = turn.get("truth_draws")
-    if not isinstance(draws, list) or len(draws) < 2:
+    if len(turn.truth_draws) < 2:
         return ""
-    shown = turn.get("truth_shown")
     items = [
-        f"<p class='meta'>draw {i + 1}{' (shown to the agent)' if i == shown else ''}</p>"
-        f"<pre>{e(draw.get('reply'))}</pre>{_claim_items(draw.get('claims'))}"
-        for i, draw in enumerate(draws)
-        if isinstance(draw, dict)
+        f"<p class='meta'>draw {draw.number}{' (shown to the agent)' if draw.number - 1 == turn.truth_shown else ''}"
+        f"</p><pre>{e(draw.reply)}</pre>{_claim_items(draw.claims)}"
+        for draw in turn.truth_draws
     ]
     return f"<details><summary>{len(items)} draws (truth policy resample)</summary>{''.join(items)}</details>"
 
 
-def _grounding(turn: dict[str, Any]) -> str:
+def _grounding(turn: DialogueTurn) -> str:
     """What a grounded human was privately told before replying (never shown to the agent)."""
-    told = turn.get("grounding")
-    if not isinstance(told, list):
+    if not turn.grounding:
         return ""
-    lines = [
-        f"{e(item.get('call'))} → {e(item.get('result'))}"
-        for item in told
-        if isinstance(item, dict) and item.get("call") is not None
-    ]
-    if not lines:
-        return ""
+    lines = [f"{e(told.call)} → {e(told.result)}" for told in turn.grounding]
     return (
         "<div class='private'>told privately to the human (grounding; the agent never saw it):<br>"
         + "<br>".join(lines)
@@ -207,13 +173,12 @@ def _grounding(turn: dict[str, Any]) -> str:
     )
 
 
-def _withheld(turn: dict[str, Any]) -> str:
-    withheld = turn.get("withheld")
-    if not isinstance(withheld, list) or not withheld:
+def _withheld(turn: DialogueTurn) -> str:
+    if not turn.withheld:
         return ""
-    items = "".join(f"<pre>{e(text)}</pre>" for text in withheld if isinstance(text, str))
-    noun = "reply" if len(withheld) == 1 else "replies"
-    return f"<details><summary>{len(withheld)} withheld {noun}</summary>{items}</details>"
+    items = "".join(f"<pre>{e(text)}</pre>" for text in turn.withheld)
+    noun = "reply" if len(turn.withheld) == 1 else "replies"
+    return f"<details><summary>{len(turn.withheld)} withheld {noun}</summary>{items}</details>"
 
 
 def _tests(tests: Any) -> str:
@@ -297,12 +262,12 @@ def screenshot_gallery(run: Run) -> str:
 
 
 def _untrue_text(episode: EpisodeRecord) -> str:
-    found = episode_truth(episode.dialogue)
+    found = episode_truth(episode.dialogue_turns)
     return "not checked" if found is None else f"{found.untrue} of {found.checked} checked"
 
 
 def _untrue_cell(episode: EpisodeRecord) -> str:
-    found = episode_truth(episode.dialogue)
+    found = episode_truth(episode.dialogue_turns)
     return "-" if found is None else f"{found.untrue}/{found.checked}"
 
 
@@ -333,7 +298,7 @@ def _episode_section(run: Run, index: int, episode: EpisodeRecord) -> str:
         '<a class="top" href="#episodes">back to the episode table</a>',
         _table(["field", "value"], [[e(k), v] for k, v in facts]),
         "<h4>Dialogue</h4>",
-        _dialogue(episode.dialogue),
+        _dialogue(episode.dialogue_turns),
         "<h4>Answer</h4>",
         f"<pre>{e(episode.answer)}</pre>" if episode.answer is not None else "<p class='meta'>no answer</p>",
     ]

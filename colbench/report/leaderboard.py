@@ -98,7 +98,7 @@ def _task_truth(run: Run) -> dict[str, list[tuple[int, int]]]:
     out: dict[str, list[tuple[int, int]]] = {}
     for task, eps in run.scored().items():
         for episode in eps:
-            found = episode_truth(episode.dialogue)
+            found = episode_truth(episode.dialogue_turns)
             if found is not None:
                 out.setdefault(task, []).append((found.untrue, found.checked))
     return out
@@ -116,7 +116,7 @@ def failed_untrue(run: Run) -> tuple[int, int] | None:
     checked = False
     for eps in run.scored().values():
         for episode in eps:
-            found = episode_truth(episode.dialogue)
+            found = episode_truth(episode.dialogue_turns)
             if found is None or episode.reward is None:
                 continue
             checked = True
@@ -155,7 +155,7 @@ def summarize(run: Run, label: str, reference: Run | None = None) -> Row:
     truth = _task_truth(run)
     untrue = stats.ratio_estimate(truth) if truth else None
     checked = sum(total for pairs in truth.values() for _, total in pairs)
-    replies = sum(1 for eps in run.scored().values() for e in eps for t in e.dialogue or [] if t.get("role") == "human")
+    replies = sum(1 for eps in run.scored().values() for e in eps for t in e.dialogue_turns if t.role == "human")
     if untrue is not None and checked < replies:
         notes.append(f"untrue % over the {checked} of {replies} human replies that were checked")
     row = Row(run, label, primary.n, run.infra_errors, not_run, primary, secondary, flip, flip_n, leak, notes, pass_k)

@@ -314,7 +314,7 @@ def distributions_figure(run: Run) -> Figure:
     scored = [e for eps in run.scored().values() for e in eps]
     turns = [e.turns for e in scored if e.turns is not None]
     answers = [len(e.answer) for e in scored if e.answer is not None]
-    replies = [len(str(t["text"])) for t in human_replies(run)]
+    replies = [len(t.text) for t in human_replies(run)]
     fig = new_figure(9.5, 2.6)
     axes = fig.subplots(1, 3)
     _histogram(axes[0], turns, "turns to answer", "agent turns", "turns", integer=True)
