@@ -1,6 +1,6 @@
-"""An episode's dialogue as a page shows it, the HTML report's and the viewer's alike: each text cut at its leak spans
-and at the spans of the human's claims, the claims in words, the human's other draws, what a grounded human was
-privately told.
+"""An episode as a page shows it, the HTML report's and the viewer's alike: its dialogue (each text cut at its leak
+spans and at the spans of the human's claims, the claims in words, the human's other draws, what a grounded human
+was privately told) and its backend tests.
 
 Everything here is plain data for templates that escape it: nothing of a record is ever marked safe. What an older
 run's record lacks (leak spans, claim checks, per-turn screenshots) becomes a note, not an error. Spans are
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -212,3 +213,36 @@ def shown_turns(turns: Sequence[DialogueTurn], run_dir: Path, renders_pages: boo
     if renders_pages and number and all(t.screenshot is None for t in out):
         notes.append("this run's records have no per-turn screenshots: only the final page is shown")
     return out, notes
+
+
+@dataclass(frozen=True)
+class TestRow:
+    """One backend test call as a record's ``score.tests`` holds it (missing fields read as empty)."""
+
+    name: str
+    call: str
+    passed: bool
+    judgeable: bool
+    outcome: str
+    detail: str
+
+    @classmethod
+    def of(cls, raw: dict[str, Any]) -> TestRow:
+        def text(key: str) -> str:
+            value = raw.get(key)
+            return clip(value if isinstance(value, str) else "" if value is None else json.dumps(value))
+
+        return cls(
+            text("name"),
+            text("judged") or text("expression"),
+            raw.get("passed") is True,
+            raw.get("judgeable") is not False,
+            text("outcome"),
+            text("detail"),
+        )
+
+
+def test_rows(score: Any) -> list[TestRow]:
+    """The backend tests of a record's ``score`` (none where it has no list of them)."""
+    tests = score.get("tests") if isinstance(score, dict) else None
+    return [TestRow.of(test) for test in tests if isinstance(test, dict)] if isinstance(tests, list) else []

@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, TypeGuard
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from colbench._util.schema import validate
 from colbench.types.claims import VERDICTS, Claim, untrue
 
 
-def as_text(value: Any) -> str:
+def _as_text(value: Any) -> str:
     """A recorded value as text: a string as it is, anything else as JSON (``str`` where JSON cannot say it)."""
     if isinstance(value, str):
         return value
@@ -37,11 +38,23 @@ def as_text(value: Any) -> str:
 
 
 def _text(value: Any) -> str:
-    return "" if value is None else as_text(value)
+    return "" if value is None else _as_text(value)
 
 
-def _integer(value: Any) -> bool:
+def _integer(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _string(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _object(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    return isinstance(value, Mapping)
 
 
 def _span(raw: Any) -> tuple[int, int]:
@@ -55,8 +68,8 @@ def _span(raw: Any) -> tuple[int, int]:
 def claims_of(raw: Any) -> list[Claim]:
     """The claims of a recorded list (``claims``, or a draw's), skipping what is not a claim."""
     out = []
-    for item in raw if isinstance(raw, list) else []:
-        if not isinstance(item, Mapping) or item.get("verdict") not in VERDICTS:
+    for item in _list(raw):
+        if not _object(item) or item.get("verdict") not in VERDICTS:
             continue
         actual = item.get("actual")
         out.append(
@@ -72,20 +85,18 @@ def claims_of(raw: Any) -> list[Claim]:
     return out
 
 
-class Draw(BaseModel):
+@dataclass(frozen=True)
+class Draw:
     """One of the human's draws for a turn (``truth_draws``), numbered from 1 in the order they were drawn."""
-
-    model_config = ConfigDict(frozen=True)
 
     number: int
     reply: str
     claims: tuple[Claim, ...]
 
 
-class Told(BaseModel):
+@dataclass(frozen=True)
+class Told:
     """A call of the agent's turn and its result, privately told to a grounded human (``grounding``)."""
-
-    model_config = ConfigDict(frozen=True)
 
     call: str
     result: str
@@ -109,7 +120,7 @@ class DialogueTurn(BaseModel):
     truth_action: str | None = None
     truth_draws: tuple[Draw, ...] = ()
     truth_shown: int | None = None  # the index of the draw the agent saw
-    untrue: bool = Field(default=None, validate_default=True)  # read from the claims where not recorded
+    untrue: bool = False
     grounding: tuple[Told, ...] = ()
 
     @property
@@ -117,78 +128,37 @@ class DialogueTurn(BaseModel):
         """Whether this is a human reply the claims checker saw."""
         return self.role == "human" and self.claims is not None
 
-    @field_validator("text", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _as_text(cls, value: Any) -> str:
-        return _text(value)
-
-    @field_validator("screenshot", "leak_action", "truth_action", mode="before")
-    @classmethod
-    def _string(cls, value: Any) -> str | None:
-        return value if isinstance(value, str) else None
-
-    @field_validator("leak_score", mode="before")
-    @classmethod
-    def _number(cls, value: Any) -> float | None:
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-    @field_validator("leak", mode="before")
-    @classmethod
-    def _flag(cls, value: Any) -> bool:
-        return value is True
-
-    @field_validator("withheld", mode="before")
-    @classmethod
-    def _texts(cls, value: Any) -> list[str]:
-        return [text for text in value if isinstance(text, str)] if isinstance(value, list) else []
-
-    @field_validator("leak_spans", mode="before")
-    @classmethod
-    def _spans(cls, value: Any) -> list[tuple[int, int]] | None:
-        if not isinstance(value, list):
-            return None
-        spans = [_span(span) for span in value]
-        return [(start, end) for start, end in spans if 0 <= start < end]
-
-    @field_validator("claims", mode="before")
-    @classmethod
-    def _claims(cls, value: Any) -> list[Claim] | None:
-        return claims_of(value) if isinstance(value, list) else None
-
-    @field_validator("truth_draws", mode="before")
-    @classmethod
-    def _draws(cls, value: Any) -> list[Draw]:
-        drawn = enumerate(value if isinstance(value, list) else [], start=1)
-        return [
-            Draw(number=i, reply=_text(d.get("reply")), claims=tuple(claims_of(d.get("claims"))))
-            for i, d in drawn
-            if isinstance(d, Mapping)
-        ]
-
-    @field_validator("truth_shown", mode="before")
-    @classmethod
-    def _shown(cls, value: Any, info: ValidationInfo) -> int | None:
-        draws = info.data.get("truth_draws", ())
-        return value if _integer(value) and any(d.number == value + 1 for d in draws) else None
-
-    @field_validator("untrue", mode="before")
-    @classmethod
-    def _untrue(cls, value: Any, info: ValidationInfo) -> bool:
-        if isinstance(value, bool):
-            return value
-        draws = info.data.get("truth_draws", ())
-        first = draws[0].claims if draws and draws[0].number == 1 else info.data.get("claims") or ()
-        return untrue(first)
-
-    @field_validator("grounding", mode="before")
-    @classmethod
-    def _told(cls, value: Any) -> list[Told]:
-        lines = value if isinstance(value, list) else []
-        return [
-            Told(call=as_text(item["call"]), result=as_text(item.get("result")))
-            for item in lines
-            if isinstance(item, Mapping) and item.get("call") is not None
-        ]
+    def _lenient(cls, raw: Any) -> Any:
+        if not isinstance(raw, Mapping):
+            return raw
+        claims = claims_of(raw["claims"]) if isinstance(raw.get("claims"), list) else None
+        drawn = enumerate(_list(raw.get("truth_draws")), start=1)
+        draws = [Draw(i, _text(d.get("reply")), tuple(claims_of(d.get("claims")))) for i, d in drawn if _object(d)]
+        spans = [_span(span) for span in raw["leak_spans"]] if isinstance(raw.get("leak_spans"), list) else None
+        score, shown, flag = raw.get("leak_score"), raw.get("truth_shown"), raw.get("untrue")
+        first = draws[0].claims if draws and draws[0].number == 1 else claims or ()
+        return {
+            "role": raw.get("role"),
+            "text": _text(raw.get("text")),
+            "screenshot": _string(raw.get("screenshot")),
+            "leak_score": score if isinstance(score, int | float) and not isinstance(score, bool) else None,
+            "leak": raw.get("leak") is True,
+            "leak_action": _string(raw.get("leak_action")),
+            "withheld": [text for text in _list(raw.get("withheld")) if isinstance(text, str)],
+            "leak_spans": None if spans is None else [(start, end) for start, end in spans if 0 <= start < end],
+            "claims": claims,
+            "truth_action": _string(raw.get("truth_action")),
+            "truth_draws": draws,
+            "truth_shown": shown if _integer(shown) and any(d.number == shown + 1 for d in draws) else None,
+            "untrue": flag if isinstance(flag, bool) else untrue(first),
+            "grounding": [
+                Told(_as_text(item["call"]), _as_text(item.get("result")))
+                for item in _list(raw.get("grounding"))
+                if _object(item) and item.get("call") is not None
+            ],
+        }
 
 
 class _Dialogue(BaseModel):

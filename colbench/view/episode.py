@@ -16,39 +16,12 @@ from typing import Any
 
 from colbench.report.transcript import MAX_TEXT as MAX_TEXT  # the names the viewer's tests of hostile text read
 from colbench.report.transcript import Segment as Segment
-from colbench.report.transcript import ShownTurn, clip, shown_turns
+from colbench.report.transcript import ShownTurn, TestRow, clip, shown_turns, test_rows
 from colbench.report.transcript import place_claims as place_claims
 from colbench.report.transcript import segments as segments
 from colbench.runs import EpisodeRecord, safe_relative
 from colbench.view.index import RunIndex
 from colbench.view.summary import config_snapshot
-
-
-@dataclass(frozen=True)
-class TestRow:
-    """One backend test call as a record's ``score.tests`` holds it (missing fields read as empty)."""
-
-    name: str
-    call: str
-    passed: bool
-    judgeable: bool
-    outcome: str
-    detail: str
-
-    @classmethod
-    def of(cls, raw: dict[str, Any]) -> TestRow:
-        def text(key: str) -> str:
-            value = raw.get(key)
-            return clip(value if isinstance(value, str) else "" if value is None else json.dumps(value))
-
-        return cls(
-            text("name"),
-            text("judged") or text("expression"),
-            raw.get("passed") is True,
-            raw.get("judgeable") is not False,
-            text("outcome"),
-            text("detail"),
-        )
 
 
 @dataclass
@@ -158,7 +131,7 @@ def _task(index: RunIndex, task_id: str) -> dict[str, str] | None:
 def build_episode(index: RunIndex, record: EpisodeRecord) -> Episode:
     turns, notes = shown_turns(record.dialogue_turns, index.run_dir, index.domain.renders_pages)
     score = record.score if isinstance(record.score, dict) else {}
-    tests = [TestRow.of(t) for t in score.get("tests") or [] if isinstance(t, dict)]
+    tests = test_rows(score)
     plain = [(str(k), clip(json.dumps(v, ensure_ascii=False))) for k, v in score.items() if k not in SCORE_PARTS]
     subs = score.get("subscores")
     subscores = [
