@@ -27,6 +27,23 @@ from colbench._util.schema import validate
 from colbench.types.claims import VERDICTS, Claim, untrue
 
 
+@dataclass(frozen=True)
+class Draw:
+    """One of the human's draws for a turn (``truth_draws``), numbered from 1 in the order they were drawn."""
+
+    number: int
+    reply: str
+    claims: tuple[Claim, ...]
+
+
+@dataclass(frozen=True)
+class Told:
+    """A call of the agent's turn and its result, privately told to a grounded human (``grounding``)."""
+
+    call: str
+    result: str
+
+
 def _as_text(value: Any) -> str:
     """A recorded value as text: a string as it is, anything else as JSON (``str`` where JSON cannot say it)."""
     if isinstance(value, str):
@@ -83,23 +100,6 @@ def claims_of(raw: Any) -> list[Claim]:
             )
         )
     return out
-
-
-@dataclass(frozen=True)
-class Draw:
-    """One of the human's draws for a turn (``truth_draws``), numbered from 1 in the order they were drawn."""
-
-    number: int
-    reply: str
-    claims: tuple[Claim, ...]
-
-
-@dataclass(frozen=True)
-class Told:
-    """A call of the agent's turn and its result, privately told to a grounded human (``grounding``)."""
-
-    call: str
-    result: str
 
 
 class DialogueTurn(BaseModel):
