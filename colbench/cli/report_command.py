@@ -35,7 +35,7 @@ def add_parser(commands: Subcommands) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     """Leaderboard of run directories (terminal table, optional Markdown), token costs, per-run HTML reports."""
     # run-time import: `colbench --help` loads no command's library
-    from colbench.report import build_report, load_prices, load_run, write_run_report
+    from colbench.report import build_report, load_prices, load_run, render_markdown, render_text, write_run_report
 
     runs = [load_run(path) for path in args.dirs]
     reference = load_run(args.reference_run) if args.reference_run else None
@@ -44,13 +44,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     written = []
     if args.markdown:
         try:
-            Path(args.markdown).write_text(report.markdown(), encoding="utf-8")
+            Path(args.markdown).write_text(render_markdown(report), encoding="utf-8")
         except OSError as exc:
             raise DataError(f"{args.markdown}: cannot write: {exc.strerror or exc}") from exc
         written.append(args.markdown)
     if args.html:
         written += [str(write_run_report(run, report)) for run in runs]
-    sys.stdout.write(report.text())
+    sys.stdout.write(render_text(report))
     for warning in report.warnings():
         print(f"colbench: warning: {warning}", file=sys.stderr)
     for path in written:

@@ -17,17 +17,19 @@ agents changes with the human says more about the human than about the agents.
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 
 from colbench.errors import DataError
 from colbench.report import stats
-from colbench.report.leaderboard import _simulator_name, _task_values, run_labels
+from colbench.report.html_pages import render_page
+from colbench.report.leaderboard import run_labels, simulator_name, task_values
+from colbench.report.tables import text_table
 from colbench.runs import Run
 
 
@@ -104,7 +106,7 @@ def paired(a: Run, b: Run, label_a: str, label_b: str) -> Paired:
         raise DataError(
             f"{label_a} is a {a.domain_name} run and {label_b} a {b.domain_name} run: compare runs of one domain"
         )
-    means_a, means_b = stats.task_means(_task_values(a)), stats.task_means(_task_values(b))
+    means_a, means_b = stats.task_means(task_values(a)), stats.task_means(task_values(b))
     common = sorted(set(means_a) & set(means_b))
     if not common:
         raise DataError(f"{label_a} and {label_b} have no scored task in common")
@@ -162,7 +164,7 @@ def simulator_swaps(runs: Sequence[Run], labels: Sequence[str]) -> list[Simulato
     """For every two simulators that saw the same two or more agents: score changes and rank correlations."""
     by_sim: dict[str, dict[str, Run]] = {}
     for run in runs:
-        by_sim.setdefault(str(_simulator_name(run)), {})[_agent_name(run)] = run
+        by_sim.setdefault(str(simulator_name(run)), {})[_agent_name(run)] = run
     swaps = []
     for first, second in combinations(by_sim, 2):
         agents = sorted(set(by_sim[first]) & set(by_sim[second]))
@@ -302,76 +304,34 @@ def _swap_line(swap: SimulatorSwap) -> str:
     )
 
 
-def _fixed(header: list[str], body: list[list[str]]) -> str:
-    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in [header, *body]]
-    return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]]) + "\n"
-
-
-@dataclass(frozen=True)
-class _Format:
-    """How one output (text, HTML) writes a comparison's parts: a table, a version note, a swap's heading, a line."""
-
-    table: Callable[[list[str], list[list[str]]], str]
-    version: Callable[[str], str]
-    swap: Callable[[SimulatorSwap], str]
-    line: Callable[[str], str]
-
-
-def _body(comparison: Comparison, form: _Format) -> list[str]:
-    """What follows the heading, in either output: the pairs' table, each pair across versions with its changed
-    tasks, each simulator swap with its table and rank correlations."""
-    parts = [form.table(*_pair_rows(comparison))]
+def _sections(comparison: Comparison) -> list[tuple[str, Any]]:
+    """What follows the heading, in either output, in order: the pairs' table, each pair across versions with its
+    changed tasks, each simulator swap with its table and rank correlations; as ``("table", (header, body))``,
+    ``("version", line)``, ``("swap", swap)`` and ``("line", line)``."""
+    parts: list[tuple[str, Any]] = [("table", _pair_rows(comparison))]
     for pair in comparison.pairs:
         if pair.across_versions:
-            parts.append(form.version(_version_line(pair)))
+            parts.append(("version", _version_line(pair)))
             if pair.changed:
-                parts.append(form.table(*_change_rows(pair)))
+                parts.append(("table", _change_rows(pair)))
     for swap in comparison.swaps:
-        parts += [form.swap(swap), form.table(*_swap_rows(swap)), form.line(_swap_line(swap))]
+        parts += [("swap", swap), ("table", _swap_rows(swap)), ("line", _swap_line(swap))]
     return parts
 
 
-_TEXT = _Format(
-    table=_fixed,
-    version=lambda line: f"\n{line}\n",
-    swap=lambda swap: f"\nsimulator swap: {swap.first} -> {swap.second}\n",
-    line=lambda line: line + "\n",
-)
+_TEXT: dict[str, Callable[[Any], str]] = {
+    "table": lambda table: text_table(*table, left=table[0]) + "\n",
+    "version": lambda line: f"\n{line}\n",
+    "swap": lambda swap: f"\nsimulator swap: {swap.first} -> {swap.second}\n",
+    "line": lambda line: line + "\n",
+}
 
 
 def _text(comparison: Comparison) -> str:
     metric = comparison.pairs[0].metric
     head = f"{metric}, paired against {comparison.labels[0]} (per task: mean over trials; diff = run - vs)\n"
-    return "".join([head, *_body(comparison, _TEXT)])
-
-
-def _html_table(header: list[str], body: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    rows = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in body)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
-
-
-_HTML = _Format(
-    table=_html_table,
-    version=lambda line: f"<p><b>{html.escape(line)}</b></p>",
-    swap=lambda swap: f"<h2>Simulator swap: {html.escape(swap.first)} → {html.escape(swap.second)}</h2>",
-    line=lambda line: f"<p>{html.escape(line)}</p>",
-)
+    return "".join([head, *(_TEXT[kind](value) for kind, value in _sections(comparison))])
 
 
 def _html(comparison: Comparison) -> str:
-    sections = [
-        f"<h1>colbench compare</h1><p>Paired against <b>{html.escape(comparison.labels[0])}</b>: per task the mean "
-        "over trials; diff = run − vs with a paired bootstrap 95% interval over tasks; W/L/T per task; McNemar's "
-        "exact test on the episodes both runs scored.</p>",
-        *_body(comparison, _HTML),
-    ]
-    style = (
-        "body{font-family:system-ui,sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}td:first-child,th:first-child{text-align:left}"
-    )
-    return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>colbench compare</title>'
-        f"<style>{style}</style></head><body>{''.join(sections)}</body></html>\n"
-    )
+    return render_page("compare.html", first=comparison.labels[0], sections=_sections(comparison))

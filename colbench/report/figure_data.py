@@ -4,11 +4,10 @@ in a run, the simulated human's replies and their statistics. :mod:`colbench.rep
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from colbench.probe.verdicts import empty_or_refusal
 from colbench.report import stats
-from colbench.runs import Run
+from colbench.runs import DialogueTurn, Run
 
 
 @dataclass(frozen=True)
@@ -38,14 +37,9 @@ def task_cells(run: Run) -> dict[str, Cell]:
     return cells
 
 
-def human_replies(run: Run) -> list[dict[str, Any]]:
+def human_replies(run: Run) -> list[DialogueTurn]:
     """The simulated human's turns of the run's scored episodes, as recorded (the text the agent saw)."""
-    out = []
-    for episodes in run.scored().values():
-        for episode in episodes:
-            dialogue = episode.dialogue or []
-            out += [t for t in dialogue if t.get("role") == "human" and "text" in t]
-    return out
+    return [t for episodes in run.scored().values() for e in episodes for t in e.dialogue_turns if t.role == "human"]
 
 
 @dataclass(frozen=True)
@@ -63,8 +57,8 @@ def reply_stats(run: Run) -> ReplyStats:
     replies = human_replies(run)
     if not replies:
         return ReplyStats(0, None, None, None)
-    texts = [str(t["text"]) for t in replies]
-    measured = [bool(t.get("leak")) for t in replies if isinstance(t.get("leak_score"), int | float)]
+    texts = [t.text for t in replies]
+    measured = [t.leak for t in replies if t.leak_score is not None]
     return ReplyStats(
         len(texts),
         stats.mean([len(t) for t in texts]),

@@ -12,7 +12,7 @@ ids), no date in the metadata. Everything drawn from the run directory (task ids
 reaches the SVG as text that matplotlib escapes (``&``, ``<``, ``>``), mathtext parsing is off (a ``$`` in a task
 id stays a ``$``), and control characters are replaced before drawing.
 
-Screenshots (frontend) are not plots: ``html_report.screenshot_gallery`` shows them, with or without matplotlib.
+Screenshots (frontend) are not plots: ``html_report.gallery`` shows them, with or without matplotlib.
 """
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ import re
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from html import escape
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from colbench.report import stats
+from colbench.report.columns import estimate_cell
 from colbench.report.figure_data import Cell, human_replies, reply_stats, task_cells
-from colbench.report.leaderboard import Report, Row, Table, estimate_cell
+from colbench.report.leaderboard import Report, Row, Table
 from colbench.runs import Run
 
 if TYPE_CHECKING:
@@ -109,7 +110,8 @@ def new_figure(width: float, height: float) -> Figure:
 
 def to_svg(fig: Figure, name: str, title: str) -> str:
     """The figure as an ``<svg>`` element for inlining: no XML prologue, no metadata, every id prefixed with ``name``
-    (several plots share one page, and ids must stay unique in it), labelled for screen readers."""
+    (several plots share one page, and ids must stay unique in it), labelled ``title`` for screen readers (``name``
+    and ``title``: words of this module, never text of a run)."""
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
     text = buffer.getvalue()
@@ -122,8 +124,7 @@ def to_svg(fig: Figure, name: str, title: str) -> str:
         return out.replace("url(#", f"url(#{name}-").replace('href="#', f'href="#{name}-')
 
     text = re.sub(r"<[^>]+>", prefix, text)
-    label = escape(title, quote=True)
-    return text.replace("<svg ", f'<svg class="plot" role="img" aria-label="{label}" data-plot="{name}" ', 1).strip()
+    return text.replace("<svg ", f'<svg class="plot" role="img" aria-label="{title}" data-plot="{name}" ', 1).strip()
 
 
 def label(text: Any) -> str:
@@ -313,7 +314,7 @@ def distributions_figure(run: Run) -> Figure:
     scored = [e for eps in run.scored().values() for e in eps]
     turns = [e.turns for e in scored if e.turns is not None]
     answers = [len(e.answer) for e in scored if e.answer is not None]
-    replies = [len(str(t["text"])) for t in human_replies(run)]
+    replies = [len(t.text) for t in human_replies(run)]
     fig = new_figure(9.5, 2.6)
     axes = fig.subplots(1, 3)
     _histogram(axes[0], turns, "turns to answer", "agent turns", "turns", integer=True)
@@ -446,74 +447,74 @@ def cost_figure(report: Report, current_label: str | None) -> tuple[Figure, str]
 
 
 # -- the section ------------------------------------------------------------------------------------------------
-def _figure_block(heading: str, svg: str, note: str = "") -> str:
-    note_html = f"<p class='meta'>{escape(note)}</p>" if note else ""
-    return f"<h3>{escape(heading)}</h3>{note_html}<div class='plotbox'>{svg}</div>"
+@dataclass(frozen=True)
+class Plot:
+    """One figure of the report's "Plots" section: its heading, a line about it, and the ``<svg>`` (matplotlib's
+    markup: every text in it escaped by matplotlib; None where there is nothing to draw, the note says why)."""
+
+    heading: str
+    note: str
+    svg: str | None = None
 
 
-def plots_section(run: Run, report: Report) -> str:
-    """The report's "Plots" section for ``run``: the figures across the runs of its leaderboard table and this run's
-    distributions. Without matplotlib: one line saying how to get them."""
-    parts = ['<h2 id="plots">Plots</h2>']
+def plots_section(run: Run, report: Report) -> list[Plot] | None:
+    """The figures across the runs of ``run``'s leaderboard table and this run's distributions; None without
+    matplotlib (the page then says how to get them: :data:`INSTALL_HINT`)."""
+    if not matplotlib_available():
+        return None
     row = report.row_of(run)
     table = next((t for t in report.tables if row is not None and row in t.rows), None)
-    if not matplotlib_available():
-        parts.append(f"<p class='meta'>{escape(INSTALL_HINT)}</p>")
-    else:
-        with _style():
-            parts += _figures(run, report, row, table)
-    return "\n".join(parts)
+    with _style():
+        return _figures(run, report, row, table)
 
 
-def _figures(run: Run, report: Report, row: Row | None, table: Table | None) -> list[str]:
-    parts = []
+def _figures(run: Run, report: Report, row: Row | None, table: Table | None) -> list[Plot]:
+    plots = []
     if table is not None:
         fig = leaderboard_figure(table, run)
         runs = f"{len(table.rows)} run{'s' if len(table.rows) != 1 else ''}"
-        parts.append(
-            _figure_block(
+        plots.append(
+            Plot(
                 f"Leaderboard ({table.env_id}, {runs})",
-                to_svg(fig, "leaderboard", "leaderboard"),
                 "bars: the score x100; lines: its 95% interval; this run in dark blue",
+                to_svg(fig, "leaderboard", "leaderboard"),
             )
         )
         fig, n_tasks, n_runs = outcome_grid_figure(table)
         if n_tasks:
-            parts.append(
-                _figure_block(
+            plots.append(
+                Plot(
                     f"Outcome per task ({n_tasks} tasks x {n_runs} runs)",
-                    to_svg(fig, "grid", "outcome per task and run"),
                     GRID_NOTE_SUCCESS if table.rows[0].run.metrics.has_success else GRID_NOTE_SCALE,
+                    to_svg(fig, "grid", "outcome per task and run"),
                 )
             )
         else:
-            parts.append("<h3>Outcome per task</h3><p class='meta'>no episode recorded: no grid</p>")
+            plots.append(Plot("Outcome per task", "no episode recorded: no grid"))
         fig_parts = parts_figure(table, run)
         if fig_parts is not None:
-            parts.append(
-                _figure_block(
+            plots.append(
+                Plot(
                     f"Parts of the reward ({table.env_id})",
-                    to_svg(fig_parts, "parts", "parts of the reward"),
                     "mean of each part over tasks (0 to 1); the reward is their mean; this run in dark blue",
+                    to_svg(fig_parts, "parts", "parts of the reward"),
                 )
             )
         fig = human_figure(table, run)
-        parts.append(
-            _figure_block(
+        plots.append(
+            Plot(
                 "Simulated human replies",
-                to_svg(fig, "human", "simulated human replies"),
                 "scored episodes; text as the agent saw it; empty or refusal is the heuristic of "
                 "colbench probe; leaked = flagged by the leak detector",
+                to_svg(fig, "human", "simulated human replies"),
             )
         )
     if run.scored():
         fig = distributions_figure(run)
-        parts.append(
-            _figure_block("This run's distributions", to_svg(fig, "dist", "distributions"), "scored episodes only")
-        )
+        plots.append(Plot("This run's distributions", "scored episodes only", to_svg(fig, "dist", "distributions")))
     else:
-        parts.append("<h3>This run's distributions</h3><p class='meta'>no scored episode: no histograms</p>")
+        plots.append(Plot("This run's distributions", "no scored episode: no histograms"))
     label_of = row.label if row is not None else None
     fig, what = cost_figure(report, label_of)
-    parts.append(_figure_block("Cost", to_svg(fig, "cost", what), what))
-    return parts
+    plots.append(Plot("Cost", what, to_svg(fig, "cost", "cost per run")))
+    return plots

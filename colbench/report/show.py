@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench.errors import ConfigError
-from colbench.report.truth import false_claim_lines, is_checked, simulator_label, turn_untrue
+from colbench.report.truth import false_claim_lines, simulator_label
 from colbench.runs import ROLES, EpisodeRecord, Run, load_run
 from colbench.types.chat import Usage
 from colbench.types.dialogue import after_marker, is_answer
@@ -94,7 +94,6 @@ def render_episode(run: Run, episode: EpisodeRecord, *, width: int = WIDTH, requ
     """One episode as text: a header, the request, each turn, the scored answer and the score."""
     agent = run.role_model("agent") or "?"
     human = simulator_label(run.role_model("simulator") or "?", run.config)
-    turns = episode.dialogue or []
     count = "?" if episode.turns is None else episode.turns
     out = [
         f"{run.env_id}  task {episode.task_id}  trial {episode.trial}  ({run.path})",
@@ -112,20 +111,18 @@ def render_episode(run: Run, episode: EpisodeRecord, *, width: int = WIDTH, requ
     if text:
         out += ["", "REQUEST (what the agent is told)", _block(text, width)]
     number = 0
-    for turn in turns:
-        role = str(turn.get("role"))
-        if role == "agent":
-            number += 1
-        label = f"{_NAMES.get(role, role.upper())} (turn {number})"
-        if role == "human" and turn.get("leak"):
-            label += f"  [leak flagged: {turn.get('leak_action', 'shown')}]"
-        if is_checked(turn) and turn_untrue(turn):
-            action = turn.get("truth_action")  # resampled, or withheld by the leak policy: the agent saw another
+    for turn in episode.dialogue_turns:
+        number += turn.role == "agent"
+        label = f"{_NAMES[turn.role]} (turn {number})"
+        if turn.role == "human" and turn.leak:
+            label += f"  [leak flagged: {turn.leak_action or 'shown'}]"
+        if turn.checked and turn.untrue:
+            action = turn.truth_action  # resampled, or withheld by the leak policy: the agent saw another
             label += (
                 f"  [false claim in the first draw: {action}]" if action not in (None, "shown") else "  [false claim]"
             )
-        out += ["", label, _block(str(turn.get("text") or ""), width)]
-        if is_checked(turn):
+        out += ["", label, _block(turn.text, width)]
+        if turn.checked:
             out += [f"    ! false: {line}" for line in false_claim_lines(turn)]
     answer = episode.answer
     if answer is not None:

@@ -30,12 +30,12 @@ from statistics import NormalDist
 
 import numpy as np
 
+from colbench._util.bootstrap import percentile_interval
 from colbench.errors import ConfigError, DataError
 
 CONFIDENCE = 0.95
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
-_CHUNK = 1_000  # resamples per numpy batch: bounded memory for 10k-task runs
 
 
 @dataclass(frozen=True)
@@ -75,19 +75,9 @@ def bootstrap_ci(
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
 ) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of the mean of ``values`` (one value per task); ``None`` below two values."""
-    data = np.asarray(values, dtype=float)
-    n = len(data)
-    if n < 2:
-        return None
-    rng = np.random.default_rng(seed)
-    means = np.empty(resamples)
-    for start in range(0, resamples, _CHUNK):
-        size = min(_CHUNK, resamples - start)
-        means[start : start + size] = data[rng.integers(0, n, size=(size, n))].mean(axis=1)
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(means, [tail, 100 - tail])
-    return float(low), float(high)
+    """Percentile bootstrap interval of the mean of ``values`` (one value per task); ``None`` below two values. The
+    mean is the pooled ratio of :func:`ratio_ci` with every total 1 (the same floating-point sums and division)."""
+    return ratio_ci(values, [1.0] * len(values), confidence=confidence, resamples=resamples, seed=seed)
 
 
 def wilson_ci(successes: int, n: int, *, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
@@ -143,15 +133,13 @@ def ratio_ci(
         return None
     if len(den) != n or not (den > 0).all():
         raise ValueError("ratio_ci needs one positive total per cluster")
-    rng = np.random.default_rng(seed)
-    ratios = np.empty(resamples)
-    for start in range(0, resamples, _CHUNK):
-        size = min(_CHUNK, resamples - start)
-        drawn = rng.integers(0, n, size=(size, n))
-        ratios[start : start + size] = num[drawn].sum(axis=1) / den[drawn].sum(axis=1)
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(ratios, [tail, 100 - tail])
-    return float(low), float(high)
+    return percentile_interval(
+        n,
+        lambda drawn: num[drawn].sum(axis=1) / den[drawn].sum(axis=1),
+        resamples=resamples,
+        seed=seed,
+        confidence=confidence,
+    )
 
 
 def ratio_estimate(per_task: Mapping[str, Sequence[tuple[int, int]]]) -> Estimate:

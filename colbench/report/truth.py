@@ -1,16 +1,10 @@
 """The simulated human's claims as a run directory records them, read for the reports and the viewer.
 
 Since the claims checker (``colbench.types.claims``, DESIGN.md section 9), every human turn of an episode's
-``dialogue`` carries the keys of ``TruthCheck.as_dict()``: ``claims`` (the claims of the reply the agent saw, their
-spans index the turn's ``text``), ``untrue`` (the human's *first* draw held a false claim), ``truth_action``
-(``shown`` | ``resampled``), under ``resample`` ``truth_draws`` (every draw: ``{"reply", "claims"}``) and
-``truth_shown``, and for a grounded human ``grounding`` (``[{"call", "result"}]``: what it was privately told).
-run.json has a ``truth`` section: ``{"policy", "checker", "human_grounding"}``.
-
-Runs written before have none of these: a turn without ``claims`` was **not checked** (never "no false claim"), and
-a run without any checked reply has no figure (``-``). Everything is read leniently, since the records are
-untrusted text: a claim that is not an object, has no known verdict or an unusable span is skipped or left
-unplaced, never an error.
+dialogue carries what it found (read, leniently, as ``colbench.runs.turns.DialogueTurn``), and run.json has a
+``truth`` section: ``{"policy", "checker", "human_grounding"}``. Runs written before have none of these: a turn
+without ``claims`` was **not checked** (never "no false claim"), and a run without any checked reply has no figure
+(``-``).
 
 What counts (the figures of ``colbench report`` and ``colbench view``):
 
@@ -23,12 +17,13 @@ What counts (the figures of ``colbench report`` and ``colbench view``):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from colbench.types.claims import VERDICTS, Claim, untrue
+from colbench.runs.turns import DialogueTurn
+from colbench.runs.turns import claims_of as claims_of  # read by the viewer's tests of hostile claims
+from colbench.types.claims import Claim
 
 GROUNDING_OFF = "off"
 
@@ -73,69 +68,6 @@ def simulator_label(name: Any, config: Any) -> Any:
     return f"{name if name is not None else '?'} (grounding {truth.grounding})"
 
 
-# -- one turn ---------------------------------------------------------------------------------------------------
-def as_text(value: Any) -> str:
-    """A recorded value as text: a string as it is, anything else as JSON (``str`` where JSON cannot say it)."""
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def _text(value: Any) -> str:
-    return "" if value is None else as_text(value)
-
-
-def _span(raw: Any) -> tuple[int, int]:
-    """``[start, end)`` as written when it is two integers, else ``(0, 0)`` (not placed in the text). Whether it
-    lies inside the text is for whoever cuts the text to decide (``colbench.view.episode``)."""
-    if (
-        isinstance(raw, list | tuple)
-        and len(raw) == 2
-        and all(isinstance(v, int) and not isinstance(v, bool) for v in raw)
-    ):
-        return int(raw[0]), int(raw[1])
-    return 0, 0
-
-
-def claims_of(raw: Any) -> list[Claim]:
-    """The claims of a recorded list (``claims``, or a draw's), skipping what is not a claim."""
-    out = []
-    for item in raw if isinstance(raw, list) else []:
-        if not isinstance(item, Mapping) or item.get("verdict") not in VERDICTS:
-            continue
-        actual = item.get("actual")
-        out.append(
-            Claim(
-                _span(item.get("span")),
-                _text(item.get("call")),
-                _text(item.get("stated")),
-                None if actual is None else _text(actual),
-                item["verdict"],
-                _text(item.get("why")),
-            )
-        )
-    return out
-
-
-def is_checked(turn: Any) -> bool:
-    """Whether a dialogue turn is a human reply the claims checker saw."""
-    return isinstance(turn, Mapping) and turn.get("role") == "human" and isinstance(turn.get("claims"), list)
-
-
-def turn_untrue(turn: Mapping[str, Any]) -> bool:
-    """Whether the human's first draw of a checked turn held a false claim (see the module docstring)."""
-    flag = turn.get("untrue")
-    if isinstance(flag, bool):
-        return flag
-    draws = turn.get("truth_draws")
-    if isinstance(draws, list) and draws and isinstance(draws[0], Mapping):
-        return untrue(claims_of(draws[0].get("claims")))
-    return untrue(claims_of(turn.get("claims")))
-
-
 @dataclass(frozen=True)
 class EpisodeTruth:
     """One episode's checked human replies and how many of them were untrue."""
@@ -144,21 +76,17 @@ class EpisodeTruth:
     untrue: int
 
 
-def episode_truth(dialogue: Iterable[Any] | None) -> EpisodeTruth | None:
+def episode_truth(turns: Iterable[DialogueTurn]) -> EpisodeTruth | None:
     """The episode's counts; ``None`` when no reply of it was checked (an older run, or ``--truth-policy off``)."""
-    replies = [turn for turn in dialogue or [] if is_checked(turn)]
+    replies = [turn for turn in turns if turn.checked]
     if not replies:
         return None
-    return EpisodeTruth(len(replies), sum(turn_untrue(turn) for turn in replies))
+    return EpisodeTruth(len(replies), sum(turn.untrue for turn in replies))
 
 
-def false_claim_lines(turn: Mapping[str, Any], limit: int = 200) -> list[str]:
+def false_claim_lines(turn: DialogueTurn, limit: int = 200) -> list[str]:
     """One line per false claim of the reply the agent saw: ``CALL: said X, the reference gives Y (why)``."""
-    lines = []
-    for claim in claims_of(turn.get("claims")):
-        if claim.verdict == "false":
-            lines.append(_cut(claim_note(claim), limit))
-    return lines
+    return [_cut(claim_note(claim), limit) for claim in turn.claims or () if claim.verdict == "false"]
 
 
 def claim_note(claim: Claim) -> str:

@@ -32,6 +32,7 @@ from colbench.runs.layout import (
     check_out_dir,
     lock_run_dir,
     reference_screenshot_name,
+    safe_relative,
     screenshot_name,
     turn_screenshot_name,
 )
@@ -46,6 +47,7 @@ from colbench.runs.run_json import (
     first_difference,
 )
 from colbench.runs.task_snapshot import read_task_snapshot, write_task_snapshot
+from colbench.runs.turns import DialogueTurn
 
 __all__ = [
     "CACHE",
@@ -58,6 +60,7 @@ __all__ = [
     "RUN_JSON",
     "SCREENS",
     "TASKS_SNAPSHOT",
+    "DialogueTurn",
     "EpisodeKey",
     "EpisodeLog",
     "EpisodeRecord",
@@ -78,6 +81,7 @@ __all__ = [
     "read_episode_log",
     "read_task_snapshot",
     "reference_screenshot_name",
+    "safe_relative",
     "screenshot_name",
     "turn_screenshot_name",
     "write_task_snapshot",

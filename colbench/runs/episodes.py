@@ -20,6 +20,7 @@ import os
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +38,7 @@ from colbench._util.schema import FieldError, validate
 from colbench._util.storage import write_atomic
 from colbench.env.domain import Metrics
 from colbench.errors import DataError
+from colbench.runs.turns import DialogueTurn, read_turns
 from colbench.types.chat import Usage
 
 EpisodeKey = tuple[str, int]
@@ -60,7 +62,8 @@ class EpisodeRecord(BaseModel):
     termination: str | None = None
     turns: int | None = None
     score: Any = None
-    dialogue: list[dict[str, Any]] | None = None
+    dialogue: list[dict[str, Any]] | None = None  # as written, so a record written back is the same; read, typed:
+    # ``dialogue_turns``
     leaks: StrictInt | None = Field(default=None, ge=0)
     answer: str | None = None
     usage: dict[str, dict[str, StrictInt | None] | None] | None = None
@@ -81,6 +84,11 @@ class EpisodeRecord(BaseModel):
     @property
     def attempts(self) -> int:
         return self._attempts
+
+    @cached_property
+    def dialogue_turns(self) -> tuple[DialogueTurn, ...]:
+        """The dialogue's turns, typed (``colbench.runs.turns``): read on first use, once."""
+        return read_turns(self.dialogue, self.where or "an episode record")
 
     @property
     def key(self) -> EpisodeKey:

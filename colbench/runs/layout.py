@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import fcntl
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import IO
+from urllib.parse import quote
 
 from colbench.errors import ConfigError, DataError
 
@@ -38,6 +39,24 @@ def reference_screenshot_name(task_id: str) -> str:
 
 def _stem(task_id: str) -> str:
     return _UNSAFE.sub("_", task_id)[:120] or "task"
+
+
+def safe_relative(name: object, run_dir: Path | None = None) -> str | None:
+    """``name`` as a link relative to the run directory (percent-quoted) when it is a plain relative path inside it,
+    else None: a record's path is untrusted, so no absolute path, drive or scheme (``:``), backslash, NUL or ``..``.
+    With ``run_dir``, the file must also exist there once resolved (a symlink out of the directory does not)."""
+    if not isinstance(name, str) or not name or name.startswith("/") or any(c in name for c in "\\:\x00"):
+        return None
+    if ".." in PurePosixPath(name).parts:
+        return None
+    if run_dir is not None:
+        try:
+            target = (run_dir / name).resolve()
+        except (OSError, RuntimeError):
+            return None
+        if not (target.is_relative_to(run_dir.resolve()) and target.is_file()):
+            return None
+    return quote(name)
 
 
 def check_out_dir(out: Path, *, resume: bool) -> bool:

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from colbench._util.bootstrap import percentile_interval
 from colbench.errors import ConfigError
 from colbench.probe.draws import distinct
 from colbench.simtrain.prefixes import Prefix, groups_by_reference
@@ -93,16 +94,19 @@ def paired_difference(
         t_g[g] += w * trained[key]
     total = w_g.sum()
     mean_base, mean_trained = float(b_g.sum() / total), float(t_g.sum() / total)
-    picks = np.random.default_rng(seed).integers(0, size, size=(n_boot, size))
-    diffs = (t_g[picks].sum(axis=1) - b_g[picks].sum(axis=1)) / w_g[picks].sum(axis=1)
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(diffs, [tail, 100 - tail])
+    low, high = percentile_interval(
+        size,
+        lambda picks: (t_g[picks].sum(axis=1) - b_g[picks].sum(axis=1)) / w_g[picks].sum(axis=1),
+        resamples=n_boot,
+        seed=seed,
+        confidence=level,
+    )
     return {
         "base": mean_base,
         "trained": mean_trained,
         "diff": mean_trained - mean_base,
-        "low": float(low),
-        "high": float(high),
+        "low": low,
+        "high": high,
     }
 
 

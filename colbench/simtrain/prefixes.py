@@ -197,7 +197,7 @@ def _record_prefixes(
     task = tasks.get(record.task_id)
     if task is None:
         raise DataError(f"{record.where}: task {record.task_id!r} is not among the run's tasks")
-    turns = _turns(record.dialogue or [], f"{record.where}: field 'dialogue'")
+    turns = [Turn(turn.role, turn.text) for turn in record.dialogue_turns]
     return episode_prefixes(task, turns, f"run:{run_name}/{record.task_id}.{record.trial}", limit)
 
 

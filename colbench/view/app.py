@@ -22,7 +22,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from colbench.errors import DataError
-from colbench.view.episode import safe_relative
+from colbench.runs import safe_relative
 from colbench.view.index import SORTS
 from colbench.view.site import PAGE_SIZE, STATIC, Links, Site
 
@@ -135,7 +135,7 @@ def make_app(site: Site, *, token: str | None = None, hosts: list[str] | None = 
         rid = rid_of(request)
         run_dir = site.index(rid).run_dir
         name = str(request.path_params["name"])
-        if not name.lower().endswith(".png") or not safe_relative(run_dir, name):
+        if not name.lower().endswith(".png") or not safe_relative(name, run_dir):
             return PlainTextResponse("not found", 404)
         return FileResponse(run_dir / name, media_type="image/png")
 

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from colbench.errors import ConfigError
-from colbench.view.episode import safe_relative
+from colbench.runs import safe_relative
 from colbench.view.site import STATIC, BundleLinks, Site, episode_file
 
 CHUNK = 1000
@@ -82,7 +82,7 @@ def _write_chunk(folder: Path, number: int, rows: list[dict[str, object]]) -> No
 
 
 def _copy(run_dir: Path, name: str | None, files: Path) -> None:
-    if not name or not name.lower().endswith(".png") or not safe_relative(run_dir, name):
+    if not name or not name.lower().endswith(".png") or not safe_relative(name, run_dir):
         return
     target = files / name
     if not target.exists():

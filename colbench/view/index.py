@@ -252,7 +252,7 @@ class RunIndex:
         failed: bool | None = None
         if record.ok and self.has_success:
             failed = not self.domain.success_of(record.reward or 0.0, record.success, self.config.env_id)
-        truth = episode_truth(record.dialogue)
+        truth = episode_truth(record.dialogue_turns)
         return (
             record.task_id,
             record.trial,
@@ -412,13 +412,9 @@ def transcript_text(record: EpisodeRecord) -> str:
     """What full-text search looks in: every turn as the agent saw it, withheld replies and the human's other draws
     (truth policy resample), the answer, the error."""
     parts = []
-    for turn in record.dialogue or []:
-        parts.append(str(turn.get("text") or ""))
-        parts.extend(str(w) for w in turn.get("withheld") or [])
-        draws = turn.get("truth_draws")
-        shown = turn.get("truth_shown")
-        if isinstance(draws, list):
-            parts.extend(str(d.get("reply") or "") for i, d in enumerate(draws) if isinstance(d, dict) and i != shown)
+    for turn in record.dialogue_turns:
+        parts += [turn.text, *turn.withheld]
+        parts += [d.reply for d in turn.truth_draws if d.number - 1 != turn.truth_shown]
     parts.extend([record.answer or "", record.error or ""])
     return "\n".join(parts).replace("\x00", " ")
 

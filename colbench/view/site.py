@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
-import jinja2
-
 from colbench.errors import ConfigError, DataError
 from colbench.report.compare import Paired, paired
+from colbench.report.html_pages import environment
 from colbench.runs import RUN_JSON, Run, load_run
 from colbench.view.episode import Episode, build_episode
 from colbench.view.index import FILTERS, SORTS, RunIndex
@@ -140,13 +139,7 @@ class Site:
             else:
                 self._roots.append(path)
         self.discover()
-        self.env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(TEMPLATES),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-            trim_blocks=True,
-            lstrip_blocks=True,
-        )
+        self.env = environment(TEMPLATES)
         self._runs: dict[int, tuple[int, Run]] = {}
         self._computed: dict[int, tuple[float, float, dict[str, Any]]] = {}  # when, how long, what
 

@@ -18,7 +18,7 @@ from colbench.errors import ConfigError, DataError
 from colbench.eval import RunPlan, run_eval
 from colbench.humans.simulator import ScriptedSimulator
 from colbench.llm.specs import ModelSpec
-from colbench.report import build_report
+from colbench.report import build_report, render_text
 from colbench.runs import load_run
 from colbench.tasks import load_jsonl
 from colbench.tasks.domain_registry import DOMAINS, domain_names, register_domain
@@ -91,7 +91,7 @@ def test_the_domain_runs_as_an_env_through_eval_and_into_the_leaderboard(toy: Pa
     assert run.domain_name == "toy" and run.config.scoring == {"scorer": "exact word"}
     (table,) = build_report([run]).tables
     assert table.domain == "toy" and table.rows[0].primary.value == 1.0
-    assert "right %" in build_report([run]).text()
+    assert "right %" in render_text(build_report([run]))
 
 
 def test_the_domain_is_scored_offline_with_the_options_it_declares(

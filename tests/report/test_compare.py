@@ -130,7 +130,8 @@ def test_runs_judged_by_other_tests_or_in_another_task_environment_are_never_ran
 
     from paths import REPO
 
-    from colbench.report.leaderboard import build_report, legend
+    from colbench.report.columns import legend
+    from colbench.report.leaderboard import build_report
 
     made = []
     for name, which in (("old", "1"), ("new", "2")):

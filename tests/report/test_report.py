@@ -24,7 +24,15 @@ from paths import REPO, TESTS
 
 from colbench.env.domain import get_domain
 from colbench.errors import ConfigError, DataError
-from colbench.report import build_report, load_prices, load_run, render_run, write_run_report
+from colbench.report import (
+    build_report,
+    load_prices,
+    load_run,
+    render_markdown,
+    render_run,
+    render_text,
+    write_run_report,
+)
 from colbench.report.costs import LIST_PRICES, Prices
 from colbench.report.html_report import redact, safe_relative
 from colbench.report.stats import (
@@ -269,10 +277,10 @@ def test_pass_hat_k_in_report(tmp_path: Path) -> None:
     # backend-b: pass^1 = 0.625 over 4 tasks; pass^2: t1 1, t2 0, t3 0 over 3 tasks (t4 has one scored trial)
     assert [(p.k, p.n, p.excluded) for p in b.pass_k] == [(1, 4, 0), (2, 3, 1)]
     assert b.pass_k[1].value == pytest.approx(1 / 3)
-    text = report.text()
+    text = render_text(report)
     assert "pass^k: ColBench-Backend-v0" in text and "62.5 (4)" in text and "33.3 (3, -1)" in text
-    assert "| 1 | backend-b | 62.5 (4) | 33.3 (3, -1) |" in report.markdown()
-    assert "pass^k: " not in build_report([load_run(RUNS / "backend-a")]).text()  # no run with >= 2 trials
+    assert "| 1 | backend-b | 62.5 (4) | 33.3 (3, -1) |" in render_markdown(report)
+    assert "pass^k: " not in render_text(build_report([load_run(RUNS / "backend-a")]))  # no run with >= 2 trials
     # frontend: success is the env id's similarity threshold (0.8); t1 passes once of 2, t2 twice
     records = [record("t1", 0, 0.85), record("t1", 1, 0.75), record("t2", 0, 0.9), record("t2", 1, 0.95)]
     row = build_report([load_run(make_run(tmp_path, "f", run_json("frontend", trials=2), records))]).tables[0].rows[0]
@@ -297,7 +305,7 @@ def test_backend_leaderboard_by_hand() -> None:
     assert b.primary.value == pytest.approx(0.625) and b.primary.method == "bootstrap"
     assert b.secondary is not None and b.secondary.value == pytest.approx(0.6875)
     assert (b.flip, b.flip_n) == (pytest.approx(1 / 3), 3)
-    text = report.text()
+    text = render_text(report)
     assert "backend-b  gpt-4o" in text and "62.5 [" in text and "33.3 (3)" in text and "33.3 [6.1, 79.2]" in text
 
 
@@ -317,8 +325,8 @@ def test_frontend_win_rate_against_reference_run() -> None:
     assert a.label == "frontend-a" and a.primary.value == pytest.approx(0.675)  # (0.9 + 0.7 + 0.5 + 0.6) / 4
     assert a.secondary is not None and a.secondary.value == 0.625
     assert gpt.secondary is not None and gpt.secondary.value == 0.5 and gpt.notes == ["reference run"]
-    assert "win % vs frontend-gpt4o" in report.text()
-    assert "no win rate" in build_report([load_run(RUNS / "frontend-a")]).text()
+    assert "win % vs frontend-gpt4o" in render_text(report)
+    assert "no win rate" in render_text(build_report([load_run(RUNS / "frontend-a")]))
 
 
 def test_win_rate_over_common_tasks_only(tmp_path: Path) -> None:
@@ -379,14 +387,14 @@ def test_mismatched_runs_are_annotated_not_mixed_silently(tmp_path: Path) -> Non
     assert notes["turns"][:2] == ["max_turns 5, not 10", "other agent instructions"]
     assert [row.label for row in frontend.rows] == ["front"]  # domains never share a table
     assert notes["base1"] == ["incomplete: 2 of 3 episodes not run"]
-    text = report.text()
+    text = render_text(report)
     assert "Backend leaderboard: ColBench-Backend-v0 (7 runs)" in text and "Frontend leaderboard" in text
     assert "Backend leaderboard: ColBench-Backend-v1 (1 run)" in text
     assert (
         "backend runs of ColBench-Backend-v0 and ColBench-Backend-v1 are in separate tables: scores of different env "
         "ids are not comparable across versions" in text
     )
-    assert "## Backend leaderboard: ColBench-Backend-v1 (1 run)" in report.markdown()
+    assert "## Backend leaderboard: ColBench-Backend-v1 (1 run)" in render_markdown(report)
 
 
 def test_rows_without_scores_sort_last_and_names_stay_unique(tmp_path: Path) -> None:
@@ -394,12 +402,12 @@ def test_rows_without_scores_sort_last_and_names_stay_unique(tmp_path: Path) -> 
     b = make_run(tmp_path / "y", "run", run_json(), [record("t1", 0, 0.5, False)])
     rows = build_report([load_run(a), load_run(b)]).tables[0].rows
     assert [r.label for r in rows] == [str(b), str(a)]
-    assert rows[1].primary.value is None and "-" in build_report([load_run(a)]).text()
+    assert rows[1].primary.value is None and "-" in render_text(build_report([load_run(a)]))
 
 
 def test_markdown_escapes_table_cells(tmp_path: Path) -> None:
     path = make_run(tmp_path, "r", run_json(agent="weird|<b>model"), [record("t1", 0, 1.0, True)])
-    markdown = build_report([load_run(path)]).markdown()
+    markdown = render_markdown(build_report([load_run(path)]))
     assert "weird\\|&lt;b&gt;model" in markdown and markdown.startswith("# colbench report")
 
 
@@ -418,14 +426,14 @@ def test_tokens_per_role_and_unknown_prices(tmp_path: Path) -> None:
     )
     assert agent.cost == pytest.approx((3100 * 0.15 + 400 * 0.6) / 1e6)
     assert (simulator.model, simulator.usage.prompt_tokens, simulator.cost) == ("gpt-4o", 900, None)
-    text = report.text()
+    text = render_text(report)
     line = next(ln for ln in text.splitlines() if ln.startswith("backend-a") and "simulator" in ln)
     assert line.endswith("unknown  unknown") and "$0.00" not in line
     assert "as of 2025-01-15" in text
     # without a table: colbench's dated list prices, named with their date; gpt-4o is on them
     listed = build_report([load_run(RUNS / "backend-a")])
     assert listed.costs[0][1][1].cost == pytest.approx((900 * 2.5 + 100 * 10.0) / 1e6)
-    assert f"prices: colbench's list prices, as of {LIST_PRICES.as_of}" in listed.text()
+    assert f"prices: colbench's list prices, as of {LIST_PRICES.as_of}" in render_text(listed)
 
 
 def test_price_table_toml_and_spec_lookup(tmp_path: Path) -> None:
@@ -457,7 +465,7 @@ def test_a_model_not_in_the_table_costs_unknown_never_zero() -> None:
     assert all(c.cost is not None for _, costs in build_report([run]).costs for c in costs)
     report = build_report([run], prices=Prices(source="a table without gpt-4o"))
     assert all(c.cost is None for _, costs in report.costs for c in costs)
-    text = report.text()
+    text = render_text(report)
     assert "prices: a table without gpt-4o" in text and "unknown" in text and "$0.00" not in text
 
 
@@ -610,7 +618,7 @@ def test_success_reads_by_the_env_ids_own_metrics(tmp_path: Path, monkeypatch: p
     assert [p.value for p in rows["ColBench-Frontend-v0"].pass_k] == [pytest.approx(0.75), pytest.approx(0.5)]
     assert [p.value for p in rows["ColBench-Frontend-v1"].pass_k] == [0.5, 0.5]  # t1 fails both at 0.9
     assert rows["ColBench-Frontend-v0"].flip == 0.5 and rows["ColBench-Frontend-v1"].flip == 0.0
-    assert "frontend success: similarity >= 0.80" in report.text() and ">= 0.90" in report.text()
+    assert "frontend success: similarity >= 0.80" in render_text(report) and ">= 0.90" in render_text(report)
 
 
 def _v1_copy(source: Path, out: Path, parts: dict[str, list[float]]) -> Path:
@@ -643,7 +651,7 @@ def test_v1_reports_the_parts_of_the_reward_hal_s_clip_rate_and_the_win_rate(tmp
     assert row.parts["CLIP >= 0.8"].value == pytest.approx(0.25)  # the similarities 0.9, 0.7, 0.5, 0.6
     assert row.parts["win rate"].value == pytest.approx((1 + 0.5 + 1 + 1) / 4)
     assert row.primary.value == pytest.approx(0.75)  # success: rewards 1.0, 0.9, 0.95 reach the threshold
-    text = report.text()
+    text = render_text(report)
     assert "parts of the reward: ColBench-Frontend-v1" in text and "block_match" in text and "CLIP >= 0.8 %" in text
     assert "0.838 [" in text  # a part on the reward's own scale, with its interval
 

@@ -18,7 +18,7 @@ import pytest
 from test_report import RUNS, make_run, record, run_json
 
 from colbench.report import build_report, load_prices, load_run, render_run, write_run_report
-from colbench.report.leaderboard import estimate_cell
+from colbench.report.columns import estimate_cell
 
 pytest.importorskip("matplotlib")
 

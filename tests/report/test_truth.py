@@ -23,12 +23,13 @@ import numpy as np
 import pytest
 from test_report import RUNS, make_run, record, run_json
 
-from colbench.report import build_report, load_run, render_run
+from colbench.report import build_report, load_run, render_markdown, render_run, render_text
+from colbench.report.columns import leaderboard_columns
 from colbench.report.compare import simulator_swaps
-from colbench.report.leaderboard import leaderboard_columns
 from colbench.report.show import show
 from colbench.report.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, ratio_ci, ratio_estimate
-from colbench.report.truth import episode_truth, truth_config
+from colbench.report.truth import EpisodeTruth, episode_truth, truth_config
+from colbench.runs.turns import read_turns
 
 CLAIMS = RUNS / "backend-claims"
 OLD = RUNS / "backend-a"
@@ -69,16 +70,21 @@ def test_the_untrue_share_is_pooled_over_replies_with_a_bootstrap_over_tasks() -
         ratio_ci([0, 1], [0, 1])
 
 
+def truth(dialogue: list[dict[str, object]] | None) -> EpisodeTruth | None:
+    """The counts of a recorded dialogue, read as a record's turns are."""
+    return episode_truth(read_turns(dialogue, "a record"))
+
+
 def test_episode_counts_read_what_the_checker_wrote_and_nothing_else() -> None:
-    assert episode_truth(None) is None and episode_truth([{"role": "human", "text": "old run"}]) is None
-    assert episode_truth([{"role": "agent", "claims": []}]) is None  # only the human's replies are checked
-    found = episode_truth([human("a", "true"), human("b", "false"), human("c"), {"role": "human", "text": "d"}])
+    assert truth(None) is None and truth([{"role": "human", "text": "old run"}]) is None
+    assert truth([{"role": "agent", "claims": []}]) is None  # only the human's replies are checked
+    found = truth([human("a", "true"), human("b", "false"), human("c"), {"role": "human", "text": "d"}])
     assert found is not None and (found.checked, found.untrue) == (3, 1)
     # no ``untrue`` key (a hand-written record): the first draw's claims decide, not the shown reply's
     turn = human("shown", "true")
     del turn["untrue"]
     turn["truth_draws"] = [{"reply": "first", "claims": [{"span": [0, 5], "verdict": "false"}]}, {"reply": "shown"}]
-    found = episode_truth([turn])
+    found = truth([turn])
     assert found is not None and found.untrue == 1
 
 
@@ -100,10 +106,10 @@ def test_the_leaderboard_by_hand_beside_the_leak_rate() -> None:
     old_header, old_body = leaderboard_columns(old_table)
     old_cells = dict(zip(old_header, old_body[0], strict=True))
     assert old_cells["untrue %"] == "-" and old_cells["failed untrue"] == "-"  # not checked: never 0
-    text = report.text()
+    text = render_text(report)
     assert "untrue % = share of the simulated human's checked replies" in text
     assert "gpt-4o (grounding exec)" in text  # the cost table's simulator, and the legend
-    assert "| untrue % | failed untrue |" in report.markdown()
+    assert "| untrue % | failed untrue |" in render_markdown(report)
 
 
 def test_a_checking_run_without_any_reply_shows_no_figure_and_partly_checked_runs_say_so(tmp_path: Path) -> None:
