@@ -14,6 +14,7 @@ eval-retry`` runs again, never a score of 0.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 import gymnasium as gym
@@ -48,75 +49,67 @@ TEMPERATURE = GenerateConfig(temperature=0.0)
 """colbench's sampling for both roles (``colbench eval``'s default), unless Inspect's options set another."""
 
 
+@dataclass(frozen=True)
+class TaskArgs:
+    """The task arguments (``-T name=value``) of both tasks: ``env_id`` (default: the domain's newest id),
+    ``tasks`` (a split or JSONL file; default the test split), ``limit`` (the first N tasks), ``max_turns``,
+    ``human`` (the human's model where ``--model-role human=...`` names none), ``human_view`` (``hidden`` or
+    ``spec``) and ``human_specs`` (pinned specs), and the env's ``leak_policy`` and ``truth_policy``."""
+
+    env_id: str | None = None
+    tasks: str | None = None
+    limit: int | None = None
+    max_turns: int = MAX_TURNS
+    human: str | None = None
+    human_view: str = "hidden"
+    human_specs: str | None = None
+    leak_policy: str = "flag"
+    truth_policy: str = "flag"
+
+
 @task
-def backend(
-    env_id: str | None = None,
-    tasks: str | None = None,
-    limit: int | None = None,
-    max_turns: int = MAX_TURNS,
-    human: str | None = None,
-    human_view: str = "hidden",
-    human_specs: str | None = None,
-    human_grounding: str = "off",
-    leak_policy: str = "flag",
-    truth_policy: str = "flag",
-    sandbox: str = "auto",
-) -> Task:
+def backend(sandbox: str = "auto", human_grounding: str = "off", **args: Any) -> Task:
     """ColBench's backend tasks: a Python function written with the human, scored by its unit tests in colbench's
-    sandbox (``env_id`` default: the newest backend id; ``tasks`` a split or JSONL file, default the test split)."""
-    view = {"view": human_view, "specs": human_specs}
-    policies = {"leak_policy": leak_policy, "truth_policy": truth_policy, "human_grounding": human_grounding}
-    options = {"max_turns": max_turns, "sandbox": sandbox, **policies}
-    return colbench_task("backend", "pass_rate", env_id, tasks, limit, human, view, **options)
+    sandbox (``sandbox``: ``auto``, ``bwrap``, ``docker``); ``human_grounding`` ``exec`` tells the human the
+    reference's results on the agent's literal calls; the other arguments are :class:`TaskArgs`."""
+    return colbench_task("backend", "pass_rate", args, {"sandbox": sandbox, "human_grounding": human_grounding})
 
 
 @task
-def frontend(
-    env_id: str | None = None,
-    tasks: str | None = None,
-    limit: int | None = None,
-    max_turns: int = MAX_TURNS,
-    human: str | None = None,
-    human_view: str = "hidden",
-    human_specs: str | None = None,
-    human_image_mode: str | None = None,
-    leak_policy: str = "flag",
-    truth_policy: str = "flag",
-    embedder: str = "clip",
-) -> Task:
-    """ColBench's frontend tasks: an HTML page designed with the human (who sees the pages: ``human_image_mode``
-    ``image``, or ``html`` for a text-only model), rendered by headless Chromium and scored by the env's reward."""
-    view = {"view": human_view, "specs": human_specs, "image_mode": human_image_mode}
-    policies = {"leak_policy": leak_policy, "truth_policy": truth_policy}
-    options = {"max_turns": max_turns, "embedder": embedder, **policies}
-    return colbench_task("frontend", "reward", env_id, tasks, limit, human, view, **options)
+def frontend(embedder: str = "clip", human_image_mode: str | None = None, **args: Any) -> Task:
+    """ColBench's frontend tasks: an HTML page designed with the human, who sees the pages (``human_image_mode``
+    ``image``, or ``html`` for a text-only model), rendered by headless Chromium and scored by the env's reward
+    (``embedder``: ``clip``, ``test``, ...); the other arguments are :class:`TaskArgs`."""
+    return colbench_task("frontend", "reward", args, {"embedder": embedder, "human_image_mode": human_image_mode})
 
 
-def colbench_task(
-    domain_name: str,
-    reward_key: str,
-    env_id: str | None,
-    tasks: str | None,
-    limit: int | None,
-    human: str | None,
-    view: dict[str, Any],
-    **env_options: Any,
-) -> Task:
-    """The Inspect task of one domain: every argument checked now (colbench's one-line errors, printed by Inspect's
-    CLI as its own), one sample per ColBench task, whose input is the env's first observation, and in the task's
-    metadata the run.json fields it fixes (``colbench report`` reads a log through them: ``report.inspect_log``)."""
+def colbench_task(domain_name: str, reward_key: str, args: dict[str, Any], own: dict[str, Any]) -> Task:
+    """The Inspect task of one domain (``own``: the domain's own arguments, the env's options but the frontend's
+    ``human_image_mode``): every argument checked now (colbench's one-line errors, printed by Inspect's CLI as its
+    own; a misspelt name too, which Inspect itself would only warn of), one sample per ColBench task, whose input is
+    the env's first observation, and in the task's metadata the run.json fields it fixes (``colbench report`` reads a
+    log through them: ``report.inspect_log``)."""
     try:
+        names = {f.name for f in fields(TaskArgs)}
+        if set(args) - names:
+            known = ", ".join(sorted(names | set(own)))
+            raise ConfigError(f"unknown task argument(s) {', '.join(sorted(set(args) - names))}; known: {known}")
+        given = TaskArgs(**args)
+        human, limit = given.human, given.limit
         if human is None and HUMAN not in model_roles():
             needs = f"--model-role {HUMAN}=PROVIDER/MODEL (or -T {HUMAN}=PROVIDER/MODEL)"
             raise ConfigError(f"the simulated human needs a model: {needs}")
         if limit is not None and (not isinstance(limit, int) or limit < 1):
             raise ConfigError(f"limit must be an integer >= 1, got {limit!r}")
         domain = get_domain(domain_name)
-        env_id = scoring_env(domain, env_id, "env_id")
+        env_id = scoring_env(domain, given.env_id, "env_id")
         assert env_id is not None  # both domains' answers are scored by env ids
-        spec = tasks or domain.default_tasks
+        spec = given.tasks or domain.default_tasks
         chosen = load_shared(spec)[:limit]
-        shown = {name: value for name, value in view.items() if value is not None}
+        env_options = {name: value for name, value in own.items() if name != "human_image_mode"}
+        env_options.update(max_turns=given.max_turns, leak_policy=given.leak_policy, truth_policy=given.truth_policy)
+        view = {"view": given.human_view, "specs": given.human_specs, "image_mode": own.get("human_image_mode")}
+        shown: dict[str, Any] = {name: value for name, value in view.items() if value is not None}
         simulator = make_simulator(domain, ModelSpec.named(f"inspect:{HUMAN}"), client=RoleClient(HUMAN), **shown)
 
         def make_env() -> ColbenchEnv:
