@@ -188,24 +188,33 @@ def mock(reply: Any, seen: list[list[ChatMessage]]) -> Any:
 
 
 @needs_bwrap
-def test_mockllm_plays_to_the_turn_cap_through_inspects_api(tmp_path: Path) -> None:
+def test_mockllm_plays_to_the_turn_cap_and_an_inspect_limit_scores_0(tmp_path: Path) -> None:
+    """Through Inspect's API, its mockllm provider in both roles: an agent that only asks plays to the env's own
+    cap (10 turns, the 10th scored as the answer); cut earlier by Inspect's message limit, it scores 0."""
     asked: list[list[ChatMessage]] = []
     heard: list[list[ChatMessage]] = []
-    (log,) = inspect_eval(
-        "colbench/backend",
-        model=mock(lambda _: MockText.agent, asked),
-        model_roles={"human": mock(lambda _: MockText.human, heard)},
-        task_args={"tasks": "backend-sample", "limit": 1, "max_turns": 3, "sandbox": "bwrap"},
-        display="none",
-        log_dir=str(tmp_path),
-    )
-    (sample,) = log.samples or []
-    verdict = sample.scores["colbench_verdict"]
+    logs = [
+        inspect_eval(
+            "colbench/backend",
+            model=mock(lambda _: MockText.agent, asked),
+            model_roles={"human": mock(lambda _: MockText.human, heard)},
+            task_args={"tasks": "backend-sample", "limit": 1, "sandbox": "bwrap"},
+            display="none",
+            log_dir=str(tmp_path),
+            message_limit=limit,
+        )[0]
+        for limit in (None, 4)
+    ]
+    (capped,), (cut,) = (log.samples or [] for log in logs)
+    verdict = capped.scores["colbench_verdict"]
     assert verdict.value == {"success": 0.0, "pass_rate": 0.0} and verdict.metadata["termination"] == "turn_limit"
-    assert [m.role for m in sample.messages] == ["user", "assistant", "user", "assistant", "user", "assistant"]
-    assert [len(chat) for chat in asked] == [1, 3, 5] and len(heard) == 2
+    assert [m.role for m in capped.messages] == ["user"] + ["assistant", "user"] * 9 + ["assistant"]
+    assert [len(chat) for chat in asked[:10]] == list(range(1, 20, 2)) and len(heard) == 9 + 1
     assert heard[0][0].role == "system" and "What you have in mind" in heard[0][0].text  # the env's human prompt
-    assert sample.messages[2].text == MockText.human and log.eval.task == "colbench/backend"
+    assert capped.messages[2].text == MockText.human and logs[0].eval.task == "colbench/backend"
+    limited = cut.scores["colbench_verdict"]
+    assert limited.value == {"success": 0.0, "pass_rate": 0.0} and cut.error is None and cut.limit is not None
+    assert limited.metadata["termination"] == "inspect_limit" and limited.metadata["turns"] == 1  # of 10
 
 
 class MockText:
