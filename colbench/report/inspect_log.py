@@ -48,8 +48,8 @@ def read_inspect_log(path: str | Path) -> Run:
     for sample in log.samples or []:
         score = next((s for name, s in (sample.scores or {}).items() if name.split("/")[-1] == scorer), None)
         record: dict[str, Any] = {"task_id": str(sample.id), "trial": sample.epoch - 1}
-        if sample.error is None and score is not None:
-            record.update(status="ok", answer=score.answer, **(score.metadata or {}))
+        if sample.error is None and score is not None and score.metadata:
+            record.update(status="ok", answer=score.answer, **score.metadata)
         else:
             error = sample.error.message if sample.error else "not scored"
             record.update(status="infra_error", error=" ".join(error.split())[:1000])

@@ -33,6 +33,7 @@ from openai_stub import Action, StubOpenAIServer
 from paths import REPO
 
 from colbench.cli.main import main as colbench_main
+from colbench.errors import DataError
 from colbench.integrations import inspect_tasks
 from colbench.report import build_report, load_run
 from colbench.report.inspect_log import read_inspect_log
@@ -278,3 +279,9 @@ def test_task_arguments_are_checked_when_the_task_is_made(args: dict[str, Any]) 
     with pytest.raises(PrerequisiteError) as caught:
         inspect_tasks.backend(tasks="backend-sample", human="mockllm/model", **args)
     assert str(caught.value.message).startswith("colbench/backend: ") and "\n" not in str(caught.value.message)
+
+
+def test_colbench_report_refuses_a_file_that_is_no_colbench_log(tmp_path: Path) -> None:
+    (tmp_path / "results.json").write_text("{}")
+    with pytest.raises(DataError, match=r"results.json: not an Inspect log"):
+        read_inspect_log(tmp_path / "results.json")
