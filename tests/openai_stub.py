@@ -15,6 +15,7 @@ is empty the ``default`` responder answers. Actions:
   sampled (``choices[0].token_ids``, as vLLM returns them with ``return_token_ids``) and, unless None, their
   log-probs in the OpenAI format (``choices[0].logprobs.content[k].logprob``).
 
+The ``default`` responder may also return an action (a tuple) instead of a text, to fault chosen requests.
 Every request body (decoded JSON) is recorded in ``requests`` and its headers in ``headers``, in order.
 """
 
@@ -29,7 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Action = tuple[Any, ...]
-Responder = Callable[[dict[str, Any]], str]
+Responder = Callable[[dict[str, Any]], str | Action]
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 
@@ -189,7 +190,11 @@ class _Handler(BaseHTTPRequestHandler):
         action = action or ("default",)
         kind = action[0]
         if kind == "default":
-            self._send_json(200, stub._completion(body, stub.default(body)))
+            reply = stub.default(body)
+            if isinstance(reply, tuple):
+                self._act(stub, body, reply)
+            else:
+                self._send_json(200, stub._completion(body, reply))
         elif kind == "text":
             self._send_json(200, stub._completion(body, str(action[1])))
         elif kind == "empty":

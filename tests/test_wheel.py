@@ -83,6 +83,10 @@ def test_the_wheel_holds_the_data_folders(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         script = archive.getinfo("colbench/_data/sandbox/build-offline.sh")
+        (points,) = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
+        entry_points = archive.read(points).decode()
+    # Inspect's task registry finds `inspect eval colbench/backend` by this (tests/integrations/test_integrations_inspect.py)
+    assert "[inspect_ai]\ncolbench = colbench.integrations.inspect_tasks" in entry_points
     assert {
         "colbench/_data/envs/backend/ColBench-Backend-v0.toml",
         "colbench/_data/envs/backend/prompts/agent.txt",

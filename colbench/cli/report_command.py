@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 
 def add_parser(commands: Subcommands) -> None:
     report = commands.add_parser("report", help="leaderboard, token costs and HTML reports of eval run directories")
-    report.add_argument("dirs", nargs="+", metavar="DIR", help="run directories written by colbench eval")
+    report.add_argument(
+        "dirs", nargs="+", metavar="DIR", help="run directories written by colbench eval, or Inspect logs of its tasks"
+    )
     report.add_argument("--markdown", metavar="FILE", help="also write the leaderboard and costs as Markdown")
     report.add_argument("--html", action="store_true", help="write DIR/report.html for every run")
     report.add_argument(
@@ -35,10 +37,14 @@ def add_parser(commands: Subcommands) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     """Leaderboard of run directories (terminal table, optional Markdown), token costs, per-run HTML reports."""
     # run-time import: `colbench --help` loads no command's library
-    from colbench.report import build_report, load_prices, load_run, render_markdown, render_text, write_run_report
+    from colbench.report import Run, build_report, load_prices, load_run, render_markdown, render_text, write_run_report
+    from colbench.report.inspect_log import read_inspect_log
 
-    runs = [load_run(path) for path in args.dirs]
-    reference = load_run(args.reference_run) if args.reference_run else None
+    def read(path: str) -> Run:  # a file: an Inspect log of colbench's tasks (docs/integrations.md)
+        return read_inspect_log(path) if Path(path).is_file() else load_run(path)
+
+    runs = [read(path) for path in args.dirs]
+    reference = read(args.reference_run) if args.reference_run else None
     prices = load_prices(args.prices) if args.prices else None
     report = build_report(runs, reference=reference, prices=prices)
     written = []

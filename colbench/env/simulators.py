@@ -17,7 +17,7 @@ from colbench.env.domain import Domain
 from colbench.errors import ConfigError
 from colbench.humans.simulator import ChatSimulator, ScriptedSimulator, Simulator, truncate
 from colbench.humans.spec import SpecSimulator, SpecWriter, load_specs
-from colbench.llm.client import ENDPOINT_FIELDS
+from colbench.llm.client import ENDPOINT_FIELDS, LLMClient
 from colbench.llm.limits import EndpointLimits
 from colbench.llm.specs import ModelSpec, connect, parse_spec
 
@@ -36,6 +36,7 @@ def make_simulator(
     *,
     cache_dir: str | Path | None = None,
     limits: EndpointLimits | None = None,
+    client: LLMClient | None = None,
     **options: Any,
 ) -> Simulator:
     """The simulated human of ``domain``'s tasks for a spec (``openai:MODEL``, ``llamacpp[:PATH]``,
@@ -43,7 +44,8 @@ def make_simulator(
     simulator options and the view options (``view``: ``hidden``, the default, or ``spec``: the human answers from a
     specification of the hidden information, :mod:`colbench.humans.spec`; ``specs``: a pinned specs file;
     ``spec_model``: who writes them, default the simulator's model). Replies are cached in
-    ``cache_dir/simulator.sqlite`` when given, specs in ``cache_dir/specs/``, and requests obey ``limits``."""
+    ``cache_dir/simulator.sqlite`` when given, specs in ``cache_dir/specs/``, and requests obey ``limits``.
+    ``client``: the spec's model, ready (a harness's own: Inspect's model role), asked instead of an endpoint."""
     parsed = spec if isinstance(spec, ModelSpec) else parse_spec(spec, "simulator")
     own = {k: v for k, v in options.items() if k in domain.simulator_options}
     view = {k: v for k, v in options.items() if k in VIEW_OPTIONS}
@@ -67,15 +69,17 @@ def make_simulator(
         return ScriptedSimulator()
     endpoint = {k: v for k, v in options.items() if k in ENDPOINT_FIELDS}
     cache_path = Path(cache_dir) / SIMULATOR_CACHE if cache_dir is not None else None
-    client = connect(
-        parsed,
-        "simulator",
-        cache_path=cache_path,
-        limits=limits,
-        banned=domain.human_banned,
-        stop=domain.human_stops,
-        **endpoint,
-    )
+    given = client
+    if client is None:
+        client = connect(
+            parsed,
+            "simulator",
+            cache_path=cache_path,
+            limits=limits,
+            banned=domain.human_banned,
+            stop=domain.human_stops,
+            **endpoint,
+        )
     if seen == "hidden":
         return domain.chat_simulator(
             client, domain.simulator_prompt, text_only=parsed.is_embedded, spec_view=False, **own
@@ -86,6 +90,7 @@ def make_simulator(
         specs=view.get("specs"),
         cache_dir=Path(cache_dir) if cache_dir is not None else None,
         limits=limits,
+        client=None if view.get("spec_model") else given,
         **{k: v for k, v in endpoint.items() if k != "max_tokens"},
     )
     inner = domain.chat_simulator(
@@ -101,17 +106,18 @@ def spec_writer(
     specs: str | Path | None = None,
     cache_dir: Path | None = None,
     limits: EndpointLimits | None = None,
+    client: LLMClient | None = None,
     **endpoint: Any,
 ) -> SpecWriter:
-    """Who turns ``domain``'s hidden information into specifications: ``model`` (a model spec) with the domain's
-    ``spec-writer`` prompt, or the pinned ``specs`` file alone. Specs are cached in ``cache_dir/specs`` (default:
-    colbench's cache folder), the writer's replies in ``cache_dir/spec-writer.sqlite``."""
+    """Who turns ``domain``'s hidden information into specifications: ``model`` (a model spec; ``client``, where
+    given, asks it) with the domain's ``spec-writer`` prompt, or the pinned ``specs`` file alone. Specs are cached in
+    ``cache_dir/specs`` (default: colbench's cache folder), the writer's replies in ``cache_dir/spec-writer.sqlite``."""
     prompt = domain.prompt_template("spec-writer")
     if specs:
         return SpecWriter(None, prompt, pinned=load_specs(specs), pinned_from=str(specs))
     parsed = model if isinstance(model, ModelSpec) else parse_spec(model, "spec writer", models_only=True)
     endpoint.setdefault("max_tokens", SPEC_MAX_TOKENS)
-    client = connect(
+    client = client or connect(
         parsed,
         "simulator",
         defaults_for="spec writer",  # the embedded model's human defaults (short, no code) are not for it

@@ -29,7 +29,6 @@ from colbench.humans.simulator import Simulator
 from colbench.llm.limits import EndpointLimits
 from colbench.runs import CACHE, EpisodeRecord, reference_screenshot_name, screenshot_name, turn_screenshot_name
 from colbench.types.chat import Message, Usage
-from colbench.types.sampled import turn_record
 from colbench.types.task import Task
 
 log = logging.getLogger(__name__)
@@ -233,13 +232,7 @@ class EpisodePlayer:
                 turns = []
             agent_turns = 0
             for turn in turns:
-                row = {
-                    "role": turn.role,
-                    "text": turn.text,
-                    **turn_record(turn.text),  # the ids an agent sampled: types.sampled.turn_text reads them
-                    **(turn.leak.as_dict() if turn.leak else {}),
-                    **(turn.truth.as_dict() if turn.truth else {}),
-                }
+                row = turn.row()
                 if turn.role == "agent" and self.domain.renders_pages:
                     agent_turns += 1
                     name = turn_screenshot_name(*episode, agent_turns) if turn.image else None

@@ -26,7 +26,9 @@ Every reward the server sends is the rubric's, checked against the env's own.
 What this module adds to OpenEnv's server, which has none of it:
 
 - **a token**: with one set (required for any address other than loopback), every request but ``/health`` needs
-  ``Authorization: Bearer TOKEN`` (a WebSocket without it is refused before it opens);
+  ``Authorization: Bearer TOKEN``, or the token as the password of Basic credentials (a client that sends no headers,
+  OpenEnv's ``MCPToolClient``, gets them from a URL ``http://colbench:TOKEN@host:8000``); a WebSocket without it is
+  refused before it opens;
 - **size limits**: a request body or WebSocket message over ``max_body_bytes`` gets 413 (HTTP) or closes that
   connection only (WebSocket), and a turn over ``MAX_ACTION_CHARS`` is a validation error;
 - **frames OpenEnv cannot read are answered, not fatal**: a binary frame or JSON that is not an object gets an
@@ -49,6 +51,7 @@ extra.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hmac
 import json
@@ -450,10 +453,20 @@ class Guard:
         await self.app(scope, receive, send)
 
     def _authorised(self, scope: Mapping[str, Any]) -> bool:
+        """The token as a bearer token, or as the password of HTTP Basic credentials (any user name): what a client
+        that sends no headers of its own sends for a URL holding them (OpenEnv's ``MCPToolClient`` for
+        ``http://colbench:TOKEN@host:8000``, through websockets and httpx)."""
         header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
         scheme, _, given = header.partition(" ")
+        if scheme.lower() == "basic":
+            try:
+                given = base64.b64decode(given.strip(), validate=True).decode().partition(":")[2]
+            except ValueError:  # not base64, or not UTF-8 (UnicodeDecodeError is a ValueError)
+                return False
+        elif scheme.lower() != "bearer":
+            return False
         assert self.token is not None
-        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
+        return hmac.compare_digest(given.strip().encode(), self.token.encode())
 
 
 class SessionFrames:

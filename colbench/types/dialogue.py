@@ -4,7 +4,9 @@ and scorers (the episode contract of docs/episode.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+from colbench.types.sampled import turn_record
 
 if TYPE_CHECKING:
     from colbench.types.claims import TruthCheck
@@ -26,6 +28,12 @@ class Turn:
     image: bytes | None = field(default=None, repr=False)
     leak: LeakCheck | None = None
     truth: TruthCheck | None = None
+
+    def row(self) -> dict[str, Any]:
+        """The turn as a run's records keep it (docs/run-format.md): role, text, the ids an agent sampled
+        (``types.sampled.turn_text`` reads them back), what the leak and truth checks found."""
+        leak, truth = self.leak.as_dict() if self.leak else {}, self.truth.as_dict() if self.truth else {}
+        return {"role": self.role, "text": self.text, **turn_record(self.text), **leak, **truth}
 
 
 def is_answer(text: str) -> bool:

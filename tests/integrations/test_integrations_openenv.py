@@ -8,6 +8,7 @@ rubric."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import socket
@@ -152,10 +153,21 @@ def test_no_token_or_a_wrong_token_is_refused(server: Server) -> None:
     for token in (None, "wrong-token"):
         with pytest.raises(ConnectionError):
             asyncio.run(client(server, token=token).connect())
+        with pytest.raises(ConnectionError):  # OpenEnv's own client, the token in its URL (Basic credentials)
+            asyncio.run(MCPToolClient(base_url=with_token(server, token or "")).connect())
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         res = httpx.post(f"{server.url}/reset", json={}, headers=headers)
         assert res.status_code == 401 and "token" in res.json()["detail"]
+    for malformed in ("Basic !!!", "Basic " + base64.b64encode(b"\xff:x").decode(), f"Token {TOKEN}"):
+        assert httpx.get(f"{server.url}/schema", headers={"Authorization": malformed}).status_code == 401
+    assert httpx.get(f"{with_token(server, TOKEN)}/schema").status_code == 200  # httpx sends the URL's credentials
     assert httpx.get(f"{server.url}/health").status_code == 200  # health needs no token
+
+
+def with_token(server: Server, token: str) -> str:
+    """The server's URL with the token as the password of its credentials: how a client that sends no headers of
+    its own (OpenEnv's MCPToolClient) authenticates (any user name)."""
+    return server.url.replace("://", f"://colbench:{token}@")
 
 
 def test_bad_and_huge_requests_get_4xx_and_disturb_no_session(server: Server, bundled_tasks: list[Task]) -> None:
@@ -332,15 +344,15 @@ def test_serving_beyond_loopback_needs_a_token() -> None:
 
 
 def test_mcp_tools_and_turns_play_one_episode_with_openenv_mcp_client(
-    tokenless_server: Server, bundled_tasks: list[Task]
+    server: Server, bundled_tasks: list[Task]
 ) -> None:
-    """OpenEnv's MCPToolClient against a running server: the tools listed, ask_human called, a plain turn, then
-    submit_answer as a step (reward 1, done); one episode behind all of them (3 steps, 3 turns). Bad arguments are
-    a tool error that leaves the episode as it was."""
+    """OpenEnv's MCPToolClient against a running server that needs a token (given in the URL): the tools listed,
+    ask_human called, a plain turn, then submit_answer as a step (reward 1, done); one episode behind all of them (3
+    steps, 3 turns). Bad arguments are a tool error that leaves the episode as it was."""
     task = bundled_tasks[3]
 
     async def episode() -> tuple[Any, ...]:
-        async with MCPToolClient(base_url=tokenless_server.url, message_timeout_s=60) as env:
+        async with MCPToolClient(base_url=with_token(server, TOKEN), message_timeout_s=60) as env:
             await env.reset(task_id=task.task_id)
             tools = {t.name: t.input_schema for t in await env.list_tools()}
             reply = await env.call_tool("ask_human", question=ASK)

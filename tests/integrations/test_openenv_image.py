@@ -24,6 +24,8 @@ pytest.importorskip("openenv.core")
 import httpx
 import yaml
 from doc_launches import launch, shell_words
+from openenv.core.env_server.mcp_types import CallToolAction
+from openenv.core.mcp_client import MCPToolClient
 
 from colbench.integrations.openenv import DEFAULT_ENV, ColbenchAction, ColbenchClient
 from colbench.sandbox import taskenv
@@ -292,24 +294,31 @@ def documented_launch() -> list[str]:
 
 def test_the_documented_launch_serves_openenv_clients(openenv_image: str, bundled_tasks: list[Task]) -> None:
     """The launch docs/integrations.md shows, started with exactly its flags (seccomp profile, system paths, token,
-    an OpenAI simulator), played by OpenEnv's client: the answer, given without asking the (unreachable) human, is
-    scored 1 in the sandbox under the profile, and the server runs the newest env id."""
+    an OpenAI simulator), played by OpenEnv's clients (``ColbenchClient``, and OpenEnv's own ``MCPToolClient`` with
+    the token in its URL): the answer, given without asking the (unreachable) human, is scored 1 in the sandbox under
+    the profile, and the server runs the newest env id."""
     command = documented_launch()
     assert command[-1] == TAG and f"seccomp={PROFILE.relative_to(ROOT)}" in command
     running = Container(openenv_image, command=command)
     try:
         task = bundled_tasks[3]
 
-        async def episode() -> tuple[Any, Any]:
+        async def episode() -> tuple[Any, Any, Any]:
             async with ColbenchClient(running.url, token=TOKEN, message_timeout_s=120) as env:
                 first = await env.reset(task_id=task.task_id)
-                return first, await env.step(ColbenchAction(message=f"I WANT TO ANSWER:\n{task.ground_truth}"))
+                done = await env.step(ColbenchAction(message=f"I WANT TO ANSWER:\n{task.ground_truth}"))
+            url = running.url.replace("://", f"://colbench:{TOKEN}@")
+            async with MCPToolClient(base_url=url, message_timeout_s=120) as tools:
+                await tools.reset(task_id=task.task_id)
+                answer = CallToolAction(tool_name="submit_answer", arguments={"answer": task.ground_truth})
+                return first, done, await tools.step(answer)
 
-        first, done = asyncio.run(episode())
+        first, done, submitted = asyncio.run(episode())
     finally:
         logs = running.logs()
         running.stop()
     assert first.observation.info["task_id"] == task.task_id and done.done and done.reward == 1.0
+    assert submitted.done and submitted.reward == 1.0
     assert f"colbench serve: {DEFAULT_ENV}" in logs and "out of date" not in logs, logs[-2000:]
 
 
