@@ -1,5 +1,5 @@
-"""``colbench sandbox build | doctor``: build the Docker sandbox image, and check Docker, the image and the bwrap
-runtime (docs/sandbox.md)."""
+"""``colbench sandbox build | doctor``: build the task environment (the bwrap runtime's root and the Docker sandbox
+image, from one tarball), and check Docker, the image, the bwrap runtime and what each runs (docs/sandbox.md)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,7 @@ if TYPE_CHECKING:
 def add_parser(commands: Subcommands) -> None:
     sandbox = commands.add_parser("sandbox", help="build and check the task environment (bwrap root, Docker image)")
     sandbox_sub = sandbox.add_subparsers(dest="action", required=True)
-    build = sandbox_sub.add_parser(
-        "build", help="build the task environment: the bwrap runtime's root and, with Docker, the sandbox image"
-    )
+    build = sandbox_sub.add_parser("build", help="build the task environment (bwrap's root; with Docker, the image)")
     build.add_argument(
         "--method",
         choices=("auto", "dockerfile", "offline"),

@@ -99,7 +99,12 @@ def test_library_probing_answers_get_identical_verdicts_and_values_on_both_runti
     for sandbox in (bwrap_sandbox, docker_sandbox):
         scorer = BackendScorer(sandbox, limits=Limits(timeout_s=20.0))
         scores = scorer.score_many([(task, f"I WANT TO ANSWER:\n{code}") for code in PROBES.values()])
-        verdicts.append([(s.tests_passed, s.taskenv) for s in scores])
+        verdicts.append(
+            {
+                name: (s.tests_passed, s.taskenv, s.error, [t.detail for t in s.tests])
+                for name, s in zip(PROBES, scores, strict=True)
+            }
+        )
     assert verdicts[0] == verdicts[1]
 
 
