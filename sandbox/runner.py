@@ -870,9 +870,10 @@ class _Report:
     answering and sent together (see the module docstring). A child's line is decoded only when it is sent: the
     runner does as little as it can while a child shares its memory (every page it writes then is copied)."""
 
-    def __init__(self, job):
+    def __init__(self, job, told=-1):
         self.id, self.batch = job["id"], bool(job.get("batch"))
         self.pending, self.since, self.finished, self.size = [], 0.0, False, 0
+        self.told = told  # the fat parent's pipe to the lean runner: it hears when the host has every outcome
 
     def line(self, i, line, elapsed):
         """Test ``i``'s line from its child, which took ``elapsed`` seconds."""
@@ -906,6 +907,8 @@ class _Report:
                 _emit({"id": self.id, "done": True, "results": self._results()})
             else:
                 _emit({"id": self.id, "done": True})
+            if self.told >= 0:
+                os.write(self.told, b"o")
 
 
 def _outcome(result):
@@ -1126,22 +1129,44 @@ class _Zygote:
             with os.fdopen(job_r, "rb") as jobs:
                 for line in jobs:
                     job = json.loads(line)
-                    run_job(job, sandboxed, _Report(job))
+                    run_job(job, sandboxed, _Report(job, done_w))
                     os.write(done_w, b"d")
         finally:
             os._exit(0)
 
-    def run(self, line):
-        """Have the fat parent run one job (a line of the host's); return once it is over."""
+    def run(self, line, sandboxed):
+        """Have the fat parent run one job (a line of the host's); return once it is over: True, or False when the
+        fat parent died after the host had every outcome of the job (in its clean-up), which this runner then does
+        itself. Where it died before, the runner exits: the host treats it as a dead worker, whose tests run again."""
         view = memoryview(line.encode("utf-8") if line.endswith("\n") else (line + "\n").encode("utf-8"))
         while view:
             view = view[os.write(self.jobs, view) :]
-        if not self.wait():
+        if os.read(self.done, 1) != b"o":
             sys.exit("sandbox runner: the fat parent exited")
+        if self.wait():
+            return True
+        os.close(self.jobs)
+        os.close(self.done)
+        with _privileged():
+            _reap_all(sandboxed)
+            if sandboxed:
+                _wipe_scratch()
+                _remove_sysv_ipc()
+        return False
 
     def wait(self):
         """Whether the fat parent said it is ready, or done with a job (False: it exited)."""
         return bool(os.read(self.done, 1))
+
+    def alive(self):
+        """Whether the fat parent is still there between jobs (it says nothing then: its pipe is readable only once
+        it has exited). One that died after its last job (killed from outside the sandbox, say) must not take the
+        next job, an innocent one, down with the runner."""
+        if not select.select([self.done], [], [], 0)[0] or os.read(self.done, 1):
+            return True
+        os.close(self.jobs)
+        os.close(self.done)
+        return False
 
 
 def main():
@@ -1188,6 +1213,8 @@ def main():
             continue
         job = json.loads(line)
         fat = two_parents and _fat(job)
+        if fat and zygote is not None and not zygote.alive():
+            zygote = None  # started again below, between jobs, as the first time
         if fat and zygote is None:
             try:
                 zygote = _Zygote(sandboxed)
@@ -1196,7 +1223,8 @@ def main():
                 _import_fat()
                 gc.freeze()
         if fat:
-            zygote.run(line)
+            if not zygote.run(line, sandboxed):
+                zygote = None  # it died in its clean-up: started again by the next job that needs one
         else:
             run_job(job, sandboxed, _Report(job))
 

@@ -6,9 +6,12 @@ working for the next job. The scorer-level attacks (answers that try to pass) ar
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import threading
+import time
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
@@ -18,7 +21,7 @@ import pytest
 
 from colbench.domains.backend.values import Record, decode
 from colbench.errors import SandboxError
-from colbench.sandbox.contract import Budget, Limits, Sandbox
+from colbench.sandbox.contract import SANDBOX_UID_BASE, Budget, Limits, Sandbox
 
 FAST = Limits(timeout_s=2.0)
 
@@ -503,6 +506,55 @@ def test_the_fat_parent_starts_with_the_first_job_that_needs_it(sandbox: Sandbox
         assert values(fresh, processes, ["f()"]) == [after]  # the orphan was killed and reaped
         assert values(fresh, fat, ["f()", "f()"]) == [7, 7]
         assert values(fresh, "def f():\n    return 2\n", ["f()"]) == [2]
+    finally:
+        fresh.close()
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process under ``pid`` on this machine (containers' and bubblewrap's alike, in the host's numbering)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found
+
+
+def test_a_fat_parent_that_died_after_its_job_costs_the_next_job_nothing(sandbox: Sandbox) -> None:
+    """The fat parent killed from outside the sandbox (by the kernel, an operator) once the host has a job's outcomes
+    (in its clean-up, or between jobs): the lean runner cleans up for it, the next job that needs one gets a new one
+    from the same runner, and its tests pass; the worker is not lost with them."""
+    from colbench.sandbox.pool import WorkerPool
+
+    assert isinstance(sandbox, WorkerPool)
+    if not as_root(sandbox):
+        pytest.skip("without uids of their own, the fat parent is not started (one runner imports everything)")
+    fresh = type(sandbox)(workers=1)
+    fat = "import numpy\ndef f():\n    return int(numpy.int64(7))\n"
+    try:
+        assert values(fresh, fat, ["f()"]) == [7]
+        (worker,) = fresh._all
+        proc = getattr(worker, "proc", None)
+        if proc is not None:
+            top = proc.pid
+        else:
+            worker.container.reload()  # type: ignore[attr-defined]
+            top = worker.container.attrs["State"]["Pid"]  # type: ignore[attr-defined]
+        uids = {p: int(Path(f"/proc/{p}/status").read_text().split("Uid:")[1].split()[0]) for p in _descendants(top)}
+        runner = min(uid for uid in uids.values() if uid >= SANDBOX_UID_BASE)
+        (zygote,) = [p for p, uid in uids.items() if uid == runner + 100_000]  # runner.py's PARENT_UID_OFFSET
+        os.kill(zygote, signal.SIGKILL)  # in its clean-up after the job, or once it is over: either costs nothing
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{zygote}").exists() and time.monotonic() < deadline:  # gone before the next job comes
+            time.sleep(0.01)
+        assert values(fresh, fat, ["f()", "f()"]) == [7, 7]
+        assert fresh._all == {worker}  # the same worker: the runner started a fat parent again, and lived
     finally:
         fresh.close()
 
