@@ -242,6 +242,21 @@ def set_seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+@dataclass
+class StageConfig:
+    """How a training stage runs, whatever it learns: the fields every stage's config shares (``open_stage``,
+    ``fit``), set from its command line like its own."""
+
+    micro_batch_size: int = 1  # items per forward pass
+    max_grad_norm: float = 1.0
+    train_last_layers: int = 0  # CPU smoke runs: only the top N blocks are trained (0: all)
+    gradient_checkpointing: bool = False
+    device: str = "auto"
+    threads: int = 0  # CPU threads (0: torch's default)
+    dtype: str = "auto"  # auto: bf16 on GPU, fp32 on CPU
+    seed: int = 0
+
+
 def open_stage(config: Any) -> tuple[torch.device, torch.dtype, PreTrainedTokenizerBase, Any]:
     """What every training stage starts with, from the fields its config shares (seed, threads, device, dtype,
     model): seeded, threads set, and the model and its tokenizer loaded on the chosen device."""

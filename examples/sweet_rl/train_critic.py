@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from sweet_lib import (
     Cached,
     CachedSequences,
+    StageConfig,
     all_token_advantage,
     bt_loss,
     encode_pairs,
@@ -45,7 +46,7 @@ from colbench._util.config_cli import parse_config
 
 
 @dataclass
-class CriticConfig:
+class CriticConfig(StageConfig):
     """Train the step-level critic on trajectory preferences with a Bradley-Terry loss on summed turn advantages."""
 
     pairs: str = "runs/sweet_rl/pairs.jsonl"
@@ -57,18 +58,10 @@ class CriticConfig:
     lr: float = 2e-7
     epochs: int = 4
     batch_size: int = 8  # pairs per optimizer step
-    micro_batch_size: int = 1  # pairs per forward pass
     max_len: int = 8192  # longer pairs are skipped (counted)
-    max_grad_norm: float = 1.0
     lora: bool = False  # train LoRA adapters (peft) instead of all weights; merged into the saved model
     lora_r: int = 16
     lora_alpha: int = 32
-    train_last_layers: int = 0  # CPU smoke runs: only the top N blocks are trained (0: all)
-    gradient_checkpointing: bool = False
-    device: str = "auto"
-    threads: int = 0  # CPU threads (0: torch's default)
-    dtype: str = "auto"  # auto: bf16 on GPU, fp32 on CPU
-    seed: int = 0
 
 
 def main(config: CriticConfig) -> dict[str, object]:

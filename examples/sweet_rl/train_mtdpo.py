@@ -19,13 +19,23 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sweet_lib import Cached, CachedSequences, encode_pairs, fit, freeze_lower_layers, log, open_stage, save_stage
+from sweet_lib import (
+    Cached,
+    CachedSequences,
+    StageConfig,
+    encode_pairs,
+    fit,
+    freeze_lower_layers,
+    log,
+    open_stage,
+    save_stage,
+)
 
 from colbench._util.config_cli import parse_config
 
 
 @dataclass
-class MTDPOConfig:
+class MTDPOConfig(StageConfig):
     """Trajectory-level DPO on the preference pairs (no critic, no ground-truth prefix)."""
 
     pairs: str = "runs/sweet_rl/pairs.jsonl"
@@ -36,15 +46,7 @@ class MTDPOConfig:
     lr: float = 2e-7
     epochs: int = 1
     batch_size: int = 8  # pairs per optimizer step
-    micro_batch_size: int = 1
     max_len: int = 16384  # longer pairs are skipped (counted)
-    max_grad_norm: float = 1.0
-    train_last_layers: int = 0  # CPU smoke runs: only the top N blocks are trained (0: all)
-    gradient_checkpointing: bool = False
-    device: str = "auto"
-    threads: int = 0
-    dtype: str = "auto"
-    seed: int = 0
 
 
 def main(config: MTDPOConfig) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any
 from sweet_lib import (
     Cached,
     CachedSequences,
+    StageConfig,
     encode_dialogue,
     fit,
     freeze_lower_layers,
@@ -32,7 +33,7 @@ from colbench._util.config_cli import parse_config
 
 
 @dataclass
-class RFTConfig:
+class RFTConfig(StageConfig):
     """Supervised fine-tuning on successful trajectories (assistant tokens only)."""
 
     trajectories: str = "runs/sweet_rl/trajectories.jsonl"
@@ -42,15 +43,7 @@ class RFTConfig:
     lr: float = 1e-6
     epochs: int = 2
     batch_size: int = 8  # trajectories per optimizer step
-    micro_batch_size: int = 1
     max_len: int = 8192  # longer trajectories are skipped (counted)
-    max_grad_norm: float = 1.0
-    train_last_layers: int = 0  # CPU smoke runs: only the top N blocks are trained (0: all)
-    gradient_checkpointing: bool = False
-    device: str = "auto"
-    threads: int = 0
-    dtype: str = "auto"
-    seed: int = 0
 
 
 def main(config: RFTConfig) -> dict[str, Any]:
