@@ -32,7 +32,8 @@ and, for a value, ``"value_json"``: the test process's JSON text of its type-tag
 string for the host to decode (``_parse``). With ``batch`` the outcomes travel together,
 ``{"id", "results": [{"i", ...outcome}, ...]}``, the last ones in the ``done`` message: the runner holds an outcome
 back only while the child is answering (at most ``BATCH_IDLE_S`` of silence, ``BATCH_MAX_AGE_S`` in all, and
-``BATCH_MAX_BYTES``), so the host still hears from a working runner well within every test's limit.
+``BATCH_MAX_BYTES``), so the host still hears from a working runner well within every test's limit. (A fat parent's
+job ends with its ``results`` alone; the lean runner then sends ``done``.)
 """
 
 from __future__ import annotations
@@ -873,7 +874,7 @@ class _Report:
     def __init__(self, job, told=-1):
         self.id, self.batch = job["id"], bool(job.get("batch"))
         self.pending, self.since, self.finished, self.size = [], 0.0, False, 0
-        self.told = told  # the fat parent's pipe to the lean runner: it hears when the host has every outcome
+        self.told = told  # the fat parent's pipe to the lean runner: it hears when every outcome is sent
 
     def line(self, i, line, elapsed):
         """Test ``i``'s line from its child, which took ``elapsed`` seconds."""
@@ -903,12 +904,13 @@ class _Report:
     def done(self):
         if not self.finished:
             self.finished = True
-            if self.batch:
+            if self.told >= 0:  # the lean runner says "done": once the host has it, no death of ours is the job's
+                self.flush()
+                os.write(self.told, b"o")
+            elif self.batch:
                 _emit({"id": self.id, "done": True, "results": self._results()})
             else:
                 _emit({"id": self.id, "done": True})
-            if self.told >= 0:
-                os.write(self.told, b"o")
 
 
 def _outcome(result):
@@ -1134,15 +1136,18 @@ class _Zygote:
         finally:
             os._exit(0)
 
-    def run(self, line, sandboxed):
+    def run(self, line, job_id, sandboxed):
         """Have the fat parent run one job (a line of the host's); return once it is over: True, or False when the
-        fat parent died after the host had every outcome of the job (in its clean-up), which this runner then does
-        itself. Where it died before, the runner exits: the host treats it as a dead worker, whose tests run again."""
+        fat parent died after it had sent every outcome of the job (in its clean-up), which this runner then does
+        itself. Where it died before, the runner exits: the host treats it as a dead worker, whose tests run again.
+        The runner, not the fat parent, tells the host the job is done, so the host never holds a finished job
+        whose fat parent's death the runner takes for one in the middle of it."""
         view = memoryview(line.encode("utf-8") if line.endswith("\n") else (line + "\n").encode("utf-8"))
         while view:
             view = view[os.write(self.jobs, view) :]
         if os.read(self.done, 1) != b"o":
             sys.exit("sandbox runner: the fat parent exited")
+        _emit({"id": job_id, "done": True})
         if self.wait():
             return True
         os.close(self.jobs)
@@ -1223,7 +1228,7 @@ def main():
                 _import_fat()
                 gc.freeze()
         if fat:
-            if not zygote.run(line, sandboxed):
+            if not zygote.run(line, job["id"], sandboxed):
                 zygote = None  # it died in its clean-up: started again by the next job that needs one
         else:
             run_job(job, sandboxed, _Report(job))

@@ -526,10 +526,25 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def test_a_fat_parent_that_died_after_its_job_costs_the_next_job_nothing(sandbox: Sandbox) -> None:
-    """The fat parent killed from outside the sandbox (by the kernel, an operator) once the host has a job's outcomes
-    (in its clean-up, or between jobs): the lean runner cleans up for it, the next job that needs one gets a new one
-    from the same runner, and its tests pass; the worker is not lost with them."""
+def _uid(pid: int) -> int | None:
+    with contextlib.suppress(OSError):
+        return int(Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split()[0])
+    return None
+
+
+def _syscall(pid: int) -> str:
+    """The system call ``pid`` is blocked in (its number), from /proc."""
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/syscall").read_text().split()[0]
+    return ""
+
+
+@pytest.mark.parametrize("when", ["at_once", "waiting"])
+def test_a_fat_parent_that_died_after_its_job_costs_the_next_job_nothing(sandbox: Sandbox, when: str) -> None:
+    """The fat parent killed from outside the sandbox (by the kernel, an operator) once the host has a job's outcomes:
+    at once (most often in its clean-up, which the lean runner then does for it) or while it waits for the next job
+    (blocked reading its pipe). The next job that needs one gets a new one from the same runner, and its tests pass;
+    the worker is not lost with them."""
     from colbench.sandbox.pool import WorkerPool
 
     assert isinstance(sandbox, WorkerPool)
@@ -546,11 +561,13 @@ def test_a_fat_parent_that_died_after_its_job_costs_the_next_job_nothing(sandbox
         else:
             worker.container.reload()  # type: ignore[attr-defined]
             top = worker.container.attrs["State"]["Pid"]  # type: ignore[attr-defined]
-        uids = {p: int(Path(f"/proc/{p}/status").read_text().split("Uid:")[1].split()[0]) for p in _descendants(top)}
+        uids = {p: uid for p in _descendants(top) if (uid := _uid(p)) is not None}  # a test's may be gone already
         runner = min(uid for uid in uids.values() if uid >= SANDBOX_UID_BASE)
         (zygote,) = [p for p, uid in uids.items() if uid == runner + 100_000]  # runner.py's PARENT_UID_OFFSET
-        os.kill(zygote, signal.SIGKILL)  # in its clean-up after the job, or once it is over: either costs nothing
         deadline = time.monotonic() + 10
+        while when == "waiting" and _syscall(zygote) != "0" and time.monotonic() < deadline:  # blocked in read()
+            time.sleep(0.01)
+        os.kill(zygote, signal.SIGKILL)
         while Path(f"/proc/{zygote}").exists() and time.monotonic() < deadline:  # gone before the next job comes
             time.sleep(0.01)
         assert values(fresh, fat, ["f()", "f()"]) == [7, 7]
@@ -861,3 +878,39 @@ def test_batched_calls_run_each_call_in_a_fresh_module_under_machine_independent
     ((_, _, _, covered),) = decode(covering.value)
     assert covered == [["L2", "L3", "L4", "L5"]]
     still_works(sandbox)
+
+
+def test_two_pools_at_once_share_no_process_limit(sandbox: Sandbox) -> None:
+    """Two pools on one machine (two processes scoring at once, two pytest workers) get uids of their own: an answer
+    that holds every process its limit allows in one pool costs a test of the other pool nothing. (RLIMIT_NPROC
+    counts a uid's processes machine-wide: with shared uids the second test's fork failed, a verdict that depended
+    on what else ran.)"""
+    from colbench.sandbox.pool import WorkerPool
+
+    assert isinstance(sandbox, WorkerPool)
+    if not as_root(sandbox):
+        pytest.skip("without uids of their own, tests share the user's process limit (the runtime says so)")
+    hog = (
+        "import os, time\ndef f():\n    n = 0\n    while True:\n        try:\n            if os.fork() == 0:\n"
+        "                time.sleep(20)\n                os._exit(0)\n        except OSError:\n            break\n"
+        "        n += 1\n    time.sleep(4)\n    return n\n"
+    )
+    forks = "import os\ndef f():\n    for _ in range(3):\n        if os.fork() == 0:\n            os._exit(0)\n        os.wait()\n    return 3\n"
+    first, second = type(sandbox)(workers=1), type(sandbox)(workers=1)
+    try:
+        uid, other = first._uid(0), second._uid(0)  # type: ignore[attr-defined]
+        assert uid is not None and other is not None and uid != other
+        held: list[object] = []
+        thread = threading.Thread(target=lambda: held.extend(values(first, hog, ["f()"], Limits(timeout_s=30))))
+        thread.start()
+        test_uid = uid + 1
+        deadline = time.monotonic() + 20
+        while sum(_uid(int(p)) == test_uid for p in os.listdir("/proc") if p.isdigit()) < 20:
+            assert time.monotonic() < deadline, "the first pool's test never held its processes"
+            time.sleep(0.05)
+        assert values(second, forks, ["f()"]) == [3]
+        thread.join()
+        assert isinstance(held[0], int) and held[0] >= 20  # it did reach its own limit meanwhile
+    finally:
+        first.close()
+        second.close()
