@@ -4,7 +4,8 @@ Isolation per worker: new PID, network (loopback only, nothing else reachable), 
 filesystem made of read-only binds of the task environment's (``taskenv.py``: the same Debian root, interpreter and
 libraries as the Docker image; nothing of the host's ``/usr``, home, Python or project); a private size-capped
 ``/tmp``; an empty environment. When the harness runs as root, each worker
-slot has two uids of its own (``UID_BASE + 2 * slot`` for the runner, the next one for its tests), so
+slot has two uids of its own (``UID_BASE + 2 * slot`` for the runner, the next one for its tests, offset by a block
+no other pool on the machine holds: ``pool.claim_uid_block``), so
 ``RLIMIT_NPROC`` bounds that worker alone and a test can neither signal nor inspect its runner; as an ordinary user
 the sandbox runs in a user namespace with one uid, and the process limit is shared with the user's other processes
 (weaker, and said so in a warning).
@@ -210,11 +211,13 @@ class BwrapSandbox(WorkerPool):
                 "isolation"
             )
         self.environment = taskenv.installed()
+        if self.as_root:
+            self._claim_uids(self.name)
         self._argv = bwrap_argv(as_root=self.as_root, limits=self.limits, rootfs=taskenv.root())
 
     def _uid(self, slot: int) -> int | None:
         """The runner's uid for ``slot`` (its tests run as the next uid); None outside root mode."""
-        return UID_BASE + 2 * slot if self.as_root else None
+        return UID_BASE + self._uid_offset + 2 * slot if self.as_root else None
 
     def _argv_for(self, uid: int | None, extra: Sequence[str] = ()) -> list[str]:
         argv = [*self._argv, *extra]

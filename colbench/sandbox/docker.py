@@ -157,6 +157,7 @@ class DockerSandbox(WorkerPool):
         if labels is None or not honours_contract(labels):
             raise SandboxError(f"the sandbox image {image} is missing: run `colbench sandbox build`")
         self.environment = TaskEnvironment.from_label(labels.get(taskenv.LABEL, ""), image)
+        self._claim_uids(self.name)
         self.remove_leftovers()
 
     def remove_leftovers(self) -> int:
@@ -164,7 +165,8 @@ class DockerSandbox(WorkerPool):
         removed = 0
         host = socket.gethostname()
         try:
-            containers = self.client.containers.list(all=True, filters={"label": LABEL_WORKER})
+            # ignore_removed: another pool's container may go between the listing and its inspection
+            containers = self.client.containers.list(all=True, filters={"label": LABEL_WORKER}, ignore_removed=True)
         except Exception as exc:
             raise SandboxError(f"cannot list Docker containers: {exc}") from exc
         for container in containers:
@@ -207,7 +209,7 @@ class DockerSandbox(WorkerPool):
             raise SandboxError(f"cannot create a sandbox container from {self.image}: {exc}") from exc
 
     def _uid(self, slot: int) -> int:
-        return UID_BASE + 2 * slot
+        return UID_BASE + self._uid_offset + 2 * slot
 
     def _start_worker(self, slot: int) -> Worker:
         uid = self._uid(slot)

@@ -7,15 +7,18 @@ and the recovery when a job kills its worker live here, once, so every runtime b
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import itertools
 import json
 import logging
 import os
 import queue
+import tempfile
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from colbench.errors import SandboxError
@@ -34,6 +37,50 @@ def default_workers() -> int:
     """The workers (jobs at once) a pool has unless told: one more than the CPUs, so they stay busy while jobs are
     handed between the harness, a runner and its test process (docs/sandbox.md has the measurement)."""
     return (os.cpu_count() or 1) + 1
+
+
+# Each pool numbers its slots from 0, so its uids are offset by a block no other pool on this machine holds.
+UID_BLOCK = 2_000  # uids per block: two a slot
+UID_BLOCKS = 50  # blocks per runtime, within the 100,000 uids below its fat parents' (runner.py's PARENT_UID_OFFSET)
+UID_LOCKS = os.path.join(tempfile.gettempdir(), "colbench-uid-blocks")
+
+
+def claim_uid_block(runtime: str) -> tuple[int, int]:
+    """The offset of a block of uids no other pool on this machine uses while this one lives, and the locked file
+    descriptor that holds it (closed, or its process gone, the block is free again). RLIMIT_NPROC counts a uid's
+    processes across the whole machine and each runner kills leftover tests by uid: two pools sharing uids (two
+    processes scoring at once, two pytest workers, a second pool in one process) would share one process limit, and
+    a test's fork could fail because of another pool's answer, a verdict that depends on what else runs."""
+    with _umask(0):
+        os.makedirs(UID_LOCKS, mode=0o1777, exist_ok=True)
+    for block in range(UID_BLOCKS):
+        path = os.path.join(UID_LOCKS, f"{runtime}-{block}")
+        try:  # read-only, never following a link: a lock needs no more, and another user's file stays as it is
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            try:
+                with _umask(0o022):
+                    fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            except FileExistsError:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            raise SandboxError(f"cannot claim sandbox uids in {UID_LOCKS}: {exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        return block * UID_BLOCK, fd
+    raise SandboxError(f"all {UID_BLOCKS} blocks of {runtime} sandbox uids are held by other pools on this machine")
+
+
+@contextlib.contextmanager
+def _umask(mask: int) -> Iterator[None]:
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
 
 
 class WorkerDied(Exception):
@@ -173,6 +220,13 @@ class WorkerPool(ABC):
         self._all: set[Worker] = set()
         self._starting: dict[str, list[threading.Thread]] = {p: [] for p in POOLS}  # warm(wait=False)'s starts
         self._closed = False
+        self._uid_offset, self._uid_lock = 0, -1
+
+    def _claim_uids(self, runtime: str) -> None:
+        """Give this pool's slots uids of their own on this machine (a runtime that hands out uids calls it)."""
+        if 2 * (len(POOLS) + 1) * self.workers > UID_BLOCK:  # two uids a slot, a pool's slots and the programs'
+            raise SandboxError(f"{self.workers} workers are more than one block of sandbox uids holds")
+        self._uid_offset, self._uid_lock = claim_uid_block(runtime)
 
     # -- what a runtime provides -------------------------------------------------------------------------------
     @abstractmethod
@@ -409,6 +463,9 @@ class WorkerPool(ABC):
             self._all.clear()
         for worker in workers:
             worker.stop()
+        if self._uid_lock >= 0:
+            os.close(self._uid_lock)
+            self._uid_lock = -1
 
     def __deepcopy__(self, memo: dict[int, Any]) -> WorkerPool:
         # A sandbox is a shared service (Gymnasium deep-copies make() kwargs): copies share the same pool.
