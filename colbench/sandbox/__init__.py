@@ -46,11 +46,12 @@ def resolve_kind(kind: str) -> str:
 def make_sandbox(kind: str = "auto", *, workers: int | None = None, limits: Limits | None = None) -> Sandbox:
     """A new sandbox of ``kind``; ``auto`` picks the strongest runtime this machine offers."""
     kind = resolve_kind(kind)
-    # a runtime's module (and the Docker SDK) only when that runtime is used
     if kind == "docker":
+        # a runtime's module (and the Docker SDK) only when that runtime is used
         from colbench.sandbox.docker import DockerSandbox
 
         return DockerSandbox(workers=workers, limits=limits)
+    # a runtime's module (and the Docker SDK) only when that runtime is used
     from colbench.sandbox.bwrap import BwrapSandbox
 
     return BwrapSandbox(workers=workers, limits=limits)
