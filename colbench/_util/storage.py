@@ -48,11 +48,8 @@ def sha256_text(text: str) -> str:
 
 
 def sha256_file(path: str | Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as data:
-        for block in iter(lambda: data.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(data, "sha256").hexdigest()
 
 
 def write_atomic(path: str | Path, data: bytes | str, *, durable: bool = False) -> None:
@@ -101,9 +98,8 @@ def fsync_dir(path: str | Path) -> None:
     except OSError:
         return
     try:
-        os.fsync(fd)
-    except OSError:
-        pass
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
     finally:
         os.close(fd)
 

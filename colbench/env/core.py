@@ -130,6 +130,15 @@ class TextEnv(gym.Env[str, str]):
             raise ColbenchError("call reset() before step()")
         return self._episode
 
+    def _check_step(self, action: str) -> Any:
+        """The episode a step continues, once the step's action is checked."""
+        episode = self._require_episode()
+        if episode.done:
+            raise ColbenchError("episode is over: call reset() to start a new one")
+        if not isinstance(action, str):
+            raise ConfigError(f"action must be a str, got {type(action).__name__}")
+        return episode
+
     def render(self) -> str | None:
         if self.render_mode != "ansi" or self._episode is None:
             return None
@@ -339,7 +348,7 @@ class ColbenchEnv(TextEnv):
         return self._began(self.domain.agent_prompt(task, self.max_turns), self._info())
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        episode = self._check_step(action)
+        episode: Episode = self._check_step(action)
         # Everything that can fail runs before the episode changes, so a step that raised can be retried.
         turn = self._agent_turn(episode, action)
         if self._is_final(episode, action):
@@ -354,7 +363,7 @@ class ColbenchEnv(TextEnv):
         return self._answered(episode, turn, replies, claims, grounding)
 
     async def astep(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        episode = self._check_step(action)
+        episode: Episode = self._check_step(action)
         turn = await self._aagent_turn(episode, action)
         if self._is_final(episode, action):
             return self._ended(episode, turn, await asyncio.to_thread(self._finish, episode, turn))
@@ -366,14 +375,6 @@ class ColbenchEnv(TextEnv):
             replies.append(await self._ahuman_reply(episode, replace(asked, text=f"{asked.text}\n\n{note}")))
             claims.append(await self._aclaims(episode, turn, replies[-1]))
         return self._answered(episode, turn, replies, claims, grounding)
-
-    def _check_step(self, action: str) -> Episode:
-        episode = self._require_episode()
-        if episode.done:
-            raise ColbenchError("episode is over: call reset() to start a new one")
-        if not isinstance(action, str):
-            raise ConfigError(f"action must be a str, got {type(action).__name__}")
-        return episode
 
     def _is_final(self, episode: Episode, action: str) -> bool:
         return is_answer(action) or episode.agent_turns + 1 >= self.max_turns
@@ -408,9 +409,6 @@ class ColbenchEnv(TextEnv):
         return self._stepped(turn.text, (human.text, 0.0, False, False, self._info()))
 
     # -- the leak policy: measured on every reply, applied before the agent sees it ----------------------------
-    def _leak_scores(self, episode: Episode, replies: Sequence[SimReply]) -> list[float]:
-        return [self.domain.leak_score(episode.task, reply.text) for reply in replies]
-
     def _resample_note(
         self, episode: Episode, replies: Sequence[SimReply], claims: Sequence[tuple[Claim, ...] | None]
     ) -> str | None:
@@ -474,7 +472,7 @@ class ColbenchEnv(TextEnv):
         """The human turn the agent gets: the reply as it came, a clean resample, or the redaction notice."""
         if not self.leak_policy.measured:
             return Turn("human", replies[-1].text)
-        scores = self._leak_scores(episode, replies)
+        scores = [self.domain.leak_score(episode.task, reply.text) for reply in replies]
         flagged = [score >= self.domain.leak_threshold for score in scores]
         if not flagged[-1] or self.leak_policy.mode == "flag":
             action = "resampled" if len(replies) > 1 else "shown"
@@ -518,9 +516,9 @@ class ColbenchEnv(TextEnv):
             "termination": None,
             "usage": {"simulator": episode.usage.as_dict()},
         }
+        last = episode.dialogue[-1] if episode.dialogue and episode.dialogue[-1].role == "human" else None
         if self.leak_policy.measured:
-            last = episode.dialogue[-1] if episode.dialogue else None
-            check = last.leak if last is not None and last.role == "human" else None
+            check = last.leak if last is not None else None
             info.update(
                 leak_score=check.score if check else None,
                 leak=bool(check and check.leak),
@@ -528,8 +526,7 @@ class ColbenchEnv(TextEnv):
                 leaks=episode.leaks,
             )
         if self.truth_policy.checked:
-            last = episode.dialogue[-1] if episode.dialogue else None
-            truth = last.truth if last is not None and last.role == "human" else None
+            truth = last.truth if last is not None else None
             info.update(
                 claims=[c.as_dict() for c in truth.claims] if truth else [],
                 untrue=bool(truth and truth.untrue),

@@ -39,7 +39,7 @@ from colbench.env.arg_checks import (
 from colbench.env.core import Episode, TextEnv, choose_task
 from colbench.env.domain import Domain, Score, Scorer, get_domain
 from colbench.env.vector import ColbenchVectorEnv
-from colbench.errors import ColbenchError, ConfigError, InfraError
+from colbench.errors import ConfigError, InfraError
 from colbench.humans.simulator import truncate
 from colbench.llm.specs import parse_spec
 from colbench.types.chat import Message
@@ -206,11 +206,7 @@ class HumanEnv(TextEnv):
 
     def _human_turn(self, action: str) -> tuple[_Episode, Turn]:
         """The learner's reply as the agent will see it, scored for leaks (the episode is not changed yet)."""
-        episode = self._require()
-        if episode.done:
-            raise ColbenchError("episode is over: call reset() to start a new one")
-        if not isinstance(action, str):
-            raise ConfigError(f"action must be a str, got {type(action).__name__}")
+        episode: _Episode = self._check_step(action)
         text = truncate(action, self.domain.max_reply_chars)
         score = self.domain.leak_score(episode.task, text)
         leaked = score >= self.domain.leak_threshold

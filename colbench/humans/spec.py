@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench._util.prompts import fill
-from colbench._util.storage import canonical_json, iter_jsonl, sha256_text, write_json_atomic
+from colbench._util.storage import canonical_json, iter_jsonl, sha256_text, write_json_atomic, write_jsonl_atomic
 from colbench.errors import DataError
 from colbench.humans.simulator import SimReply, Simulator
 from colbench.llm.client import LLMClient
@@ -87,10 +87,7 @@ def load_specs(path: str | Path) -> dict[str, WrittenSpec]:
 
 def write_specs(path: str | Path, specs: Iterable[WrittenSpec]) -> int:
     """Write specs as JSONL, one row per task (the file ``load_specs`` reads); returns the number written."""
-    rows = [json.dumps(spec.row(), ensure_ascii=False) for spec in specs]
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text("".join(row + "\n" for row in rows), encoding="utf-8")
-    return len(rows)
+    return write_jsonl_atomic(path, (spec.row() for spec in specs))
 
 
 def written_specs(writer: SpecWriter, tasks: Sequence[Task], *, concurrency: int) -> list[WrittenSpec]:
@@ -148,10 +145,7 @@ class SpecWriter:
 
     @property
     def model(self) -> str:
-        if self.client is None:
-            return "pinned"
-        endpoint = self.client.endpoint
-        return endpoint.model
+        return "pinned" if self.client is None else self.client.endpoint.model
 
     def describe(self) -> dict[str, Any]:
         """The spec writer's part of run.json: what could change the specs."""
@@ -219,7 +213,6 @@ class SpecWriter:
         self._memory[key] = spec
         path = self._path(key)
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
             write_json_atomic(path, spec.row())
         return spec
 

@@ -20,7 +20,6 @@ cannot find a reference's code or outputs in memory it inherited from its worker
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import queue
@@ -239,14 +238,7 @@ class BwrapSandbox(WorkerPool):
 
     def _run_program(self, source: str, stdin: bytes, limits: Limits, slot: int) -> ExecResult:
         uid = self._uid(slot)
-        max_procs = self._max_processes(limits)
-        header = {
-            "source": source,
-            "timeout": limits.timeout_s,
-            "memory_mb": limits.memory_mb,
-            "max_processes": max_procs,
-        }
-        payload = (json.dumps(header) + "\n").encode("utf-8") + stdin
+        payload = self._program_input(source, stdin, limits)
         started = time.monotonic()
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             try:

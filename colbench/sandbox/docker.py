@@ -11,7 +11,6 @@ longer run are removed when a new ``DockerSandbox`` starts.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import select
@@ -221,17 +220,11 @@ class DockerSandbox(WorkerPool):
         command = ["python3", *contract.RUNNER_FLAGS, contract.RUNNER_IN_SANDBOX, "--program"]
         command += ["--drop-to", str(self._uid(slot))]
         container = self._create(command, limits, keep=True)
-        header = {
-            "source": source,
-            "timeout": limits.timeout_s,
-            "memory_mb": limits.memory_mb,
-            "max_processes": limits.max_processes,
-        }
         started = time.monotonic()
         try:
             io = _Attached(self.client, container.id)
             container.start()
-            io.send((json.dumps(header) + "\n").encode("utf-8") + stdin)
+            io.send(self._program_input(source, stdin, limits))
             io.close_stdin()
             stdout, stderr, timed_out = bytearray(), bytearray(), False
             cap = limits.max_output_bytes

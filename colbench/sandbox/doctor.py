@@ -18,11 +18,10 @@ from colbench.sandbox.image import (
     DOCKER_TIMEOUT_S,
     IMAGE,
     LABEL_BUILD,
-    LABEL_CONTRACT,
-    LABEL_SANDBOX,
     PROBE_UID,
     docker_client,
     docker_sdk,
+    honours_contract,
     image_labels,
     run_argv,
 )
@@ -72,18 +71,9 @@ REBUILD_FIX = "run: colbench sandbox build --force"
 
 def doctor(image: str = IMAGE) -> list[Check]:
     """Check everything the sandboxes need, in order; later Docker checks report 'not checked' after a failure."""
-    checks: list[Check] = []
     cli = shutil.which("docker")
-    checks.append(
-        Check("docker CLI", True, cli)
-        if cli
-        else Check(
-            "docker CLI",
-            False,
-            "the docker command is not on PATH",
-            "install Docker Engine (apt-get install docker.io)",
-        )
-    )
+    fix = "" if cli else "install Docker Engine (apt-get install docker.io)"
+    checks = [Check("docker CLI", bool(cli), cli or "the docker command is not on PATH", fix)]
     client = None
     why = "not checked: the Docker daemon is not reachable"
     try:
@@ -100,13 +90,8 @@ def doctor(image: str = IMAGE) -> list[Check]:
             except Exception:
                 version = {}
             where = os.environ.get("DOCKER_HOST") or "the default socket"
-            checks.append(
-                Check(
-                    "docker daemon",
-                    True,
-                    f"Docker {version.get('Version')} (API {version.get('ApiVersion')}) at {where}",
-                )
-            )
+            found = f"Docker {version.get('Version')} (API {version.get('ApiVersion')}) at {where}"
+            checks.append(Check("docker daemon", True, found))
         except SandboxError as exc:
             fix = "start the daemon (systemctl start docker) and make sure this user may use it (root or group docker)"
             checks.append(Check("docker daemon", False, str(exc), fix))
@@ -173,45 +158,34 @@ def _check_limits(client: Any) -> Check:
     cgroup = f"cgroup v{info.get('CgroupVersion', '?')} ({info.get('CgroupDriver', '?')})"
     missing = [name for name, key in (("memory", "MemoryLimit"), ("pids", "PidsLimit")) if not info.get(key)]
     if missing:
-        return Check(
-            "resource limits",
-            False,
-            f"{cgroup}: no {' or '.join(missing)} limit support, so a test could exhaust the machine",
-            "enable the memory and pids cgroup controllers (cgroup v2, or kernel option cgroup_enable=memory)",
-        )
+        why = f"{cgroup}: no {' or '.join(missing)} limit support, so a test could exhaust the machine"
+        fix = "enable the memory and pids cgroup controllers (cgroup v2, or kernel option cgroup_enable=memory)"
+        return Check("resource limits", False, why, fix)
     swap = "swap limited too" if info.get("SwapLimit") else "no swap limit (memory limits exclude swap)"
     return Check("resource limits", True, f"{cgroup}: memory and pids limits supported, {swap}")
 
 
 def _check_image(client: Any, image: str, cli: str | None) -> list[Check]:
-    names = ("image contract", "runner in image")
+    def unchecked(head: Check, why: str, fix: str) -> list[Check]:
+        return [head, *(Check(n, False, why, fix) for n in ("image contract", "runner in image"))]
+
     try:
         labels = image_labels(client, image)
     except SandboxError as exc:
-        return [
-            Check("sandbox image", False, str(exc), BUILD_FIX),
-            *(Check(n, False, "not checked", "") for n in names),
-        ]
+        return unchecked(Check("sandbox image", False, str(exc), BUILD_FIX), "not checked", "")
     if labels is None:
         missing = Check("sandbox image", False, f"{image} is not on this Docker daemon", BUILD_FIX)
-        return [missing, *(Check(n, False, "not checked: no image", BUILD_FIX) for n in names)]
-    if labels.get(LABEL_SANDBOX) != "1" or labels.get(LABEL_CONTRACT) != CONTRACT:
-        wrong = Check(
-            "sandbox image",
-            False,
-            f"{image} is not a colbench sandbox of contract {CONTRACT} (labels: {labels})",
-            REBUILD_FIX,
-        )
-        return [wrong, *(Check(n, False, "not checked: wrong image", BUILD_FIX) for n in names)]
+        return unchecked(missing, "not checked: no image", BUILD_FIX)
+    if not honours_contract(labels):
+        why = f"{image} is not a colbench sandbox of contract {CONTRACT} (labels: {labels})"
+        return unchecked(Check("sandbox image", False, why, REBUILD_FIX), "not checked: wrong image", BUILD_FIX)
     found = client.images.get(image)
     size = (found.attrs.get("Size") or 0) / 1e6
     built = labels.get(LABEL_BUILD, "unknown")
-    checks = [Check("sandbox image", True, f"{image} ({found.short_id}, {built} build, {size:.0f} MB)")]
+    present = Check("sandbox image", True, f"{image} ({found.short_id}, {built} build, {size:.0f} MB)")
     if cli is None:
-        return [*checks, *(Check(n, False, "not checked: no docker command", "install the docker CLI") for n in names)]
-    checks.append(_check_contract(cli, image))
-    checks.append(_check_runner(image))
-    return checks
+        return unchecked(present, "not checked: no docker command", "install the docker CLI")
+    return [present, _check_contract(cli, image), _check_runner(image)]
 
 
 def _check_contract(cli: str, image: str) -> Check:
@@ -276,45 +250,26 @@ def _check_runner(image: str) -> Check:
     if not ok:
         err = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
         return Check("runner in image", False, f"unexpected runner output {lines[:3]!r}: {err[0]}", fix)
-    return Check(
-        "runner in image",
-        True,
+    ran = (
         f"hardened run (no network, read-only, caps dropped, uids {PROBE_UID}/{PROBE_UID + 1}): "
-        f"handshake and one test in {time.monotonic() - started:.1f}s",
+        f"handshake and one test in {time.monotonic() - started:.1f}s"
     )
+    return Check("runner in image", True, ran)
 
 
 def _check_bwrap() -> list[Check]:
     bwrap = shutil.which("bwrap")
-    checks = [
-        Check("bubblewrap", True, f"{bwrap} (the bwrap runtime can run)", required=False)
-        if bwrap
-        else Check(
-            "bubblewrap",
-            False,
-            "bwrap not found: the bwrap runtime (--sandbox bwrap) cannot run",
-            "apt-get install bubblewrap",
-            required=False,
-        )
-    ]
-    if os.geteuid() == 0:
-        checks.append(
-            Check(
-                "root",
-                True,
-                "running as root: the bwrap runtime gives each worker and its tests uids of their own",
-                required=False,
-            )
-        )
+    if bwrap:
+        found = Check("bubblewrap", True, f"{bwrap} (the bwrap runtime can run)", required=False)
     else:
-        checks.append(
-            Check(
-                "root",
-                False,
-                "not root: the bwrap runtime shares your uid (process limits count your processes, a test can signal "
-                "its runner); Docker runs are unaffected",
-                "run as root for full bwrap-runtime isolation, or use the Docker runtime",
-                required=False,
-            )
-        )
-    return checks
+        why = "bwrap not found: the bwrap runtime (--sandbox bwrap) cannot run"
+        found = Check("bubblewrap", False, why, "apt-get install bubblewrap", required=False)
+    if os.geteuid() == 0:
+        why = "running as root: the bwrap runtime gives each worker and its tests uids of their own"
+        return [found, Check("root", True, why, required=False)]
+    why = (
+        "not root: the bwrap runtime shares your uid (process limits count your processes, a test can signal "
+        "its runner); Docker runs are unaffected"
+    )
+    fix = "run as root for full bwrap-runtime isolation, or use the Docker runtime"
+    return [found, Check("root", False, why, fix, required=False)]

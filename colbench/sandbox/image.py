@@ -52,7 +52,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from colbench._util.datafiles import data_path
 from colbench._util.storage import colbench_home
@@ -70,8 +70,6 @@ METHODS = ("auto", "dockerfile", "offline")
 BUILD_ENV = "COLBENCH_SANDBOX_BUILD"
 PROBE_UID = SANDBOX_UID_BASE  # a uid with no passwd entry anywhere
 DOCKER_TIMEOUT_S = 120.0
-
-Method = Literal["auto", "dockerfile", "offline"]
 
 
 # -- package data ----------------------------------------------------------------------------------------------
@@ -155,15 +153,9 @@ def resolve_method(method: str = "auto") -> Literal["dockerfile", "offline"]:
     """
     if method not in METHODS:
         raise ConfigError(f"unknown build method {method!r}; expected one of: {', '.join(METHODS)}")
-    if method == "dockerfile":
-        return "dockerfile"
-    if method == "offline":
-        return "offline"
-    forced = os.environ.get(BUILD_ENV, "").strip()
-    if forced == "dockerfile":
-        return "dockerfile"
-    if forced == "offline":
-        return "offline"
+    forced = method if method != "auto" else os.environ.get(BUILD_ENV, "").strip()
+    if forced in ("dockerfile", "offline"):
+        return cast(Literal["dockerfile", "offline"], forced)
     if forced:
         raise ConfigError(f"${BUILD_ENV}={forced!r}: expected 'dockerfile' or 'offline'")
     apt = shutil.which("debootstrap") or shutil.which("apt-get")
@@ -221,7 +213,7 @@ def build_image(
         detail = "\n".join(tail[-12:])
         raise SandboxError(f"importing {image} failed (exit status {status}):\n{detail}")
     labels = _cli_labels(docker_cli(), image)
-    if labels.get(LABEL_SANDBOX) != "1" or labels.get(LABEL_CONTRACT) != CONTRACT:
+    if not honours_contract(labels):
         raise SandboxError(f"the {resolved} build produced {image} without the contract labels (got {labels})")
     if TaskEnvironment.from_label(labels.get(taskenv.LABEL, ""), image).digest != environment.digest:
         raise SandboxError(f"{image} and the bwrap runtime's root were built from different tarballs: rebuild")

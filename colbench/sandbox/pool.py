@@ -240,6 +240,16 @@ class WorkerPool(ABC):
         """The RLIMIT_NPROC a test gets (a runtime sharing its uid with other processes adds their count)."""
         return limits.max_processes
 
+    def _program_input(self, source: str, stdin: bytes, limits: Limits) -> bytes:
+        """What a one-shot program's runner reads: its header line, then the program's own stdin."""
+        header = {
+            "source": source,
+            "timeout": limits.timeout_s,
+            "memory_mb": limits.memory_mb,
+            "max_processes": self._max_processes(limits),
+        }
+        return (json.dumps(header) + "\n").encode("utf-8") + stdin
+
     # -- scheduling --------------------------------------------------------------------------------------------
     def _spawn(self, pool: str, slot: int) -> Worker:
         worker = self._start_worker(slot)

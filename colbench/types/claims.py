@@ -24,7 +24,7 @@ Policies (``--truth-policy``, env kwarg ``truth_policy``):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -69,21 +69,6 @@ class Claim:
             "verdict": self.verdict,
             "why": self.why,
         }
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> Claim:
-        span = raw.get("span") or (0, 0)
-        verdict = raw.get("verdict")
-        if verdict not in VERDICTS:
-            raise ValueError(f"claim verdict {verdict!r}: expected one of {', '.join(VERDICTS)}")
-        return cls(
-            (int(span[0]), int(span[1])),
-            str(raw.get("call", "")),
-            str(raw.get("stated", "")),
-            None if raw.get("actual") is None else str(raw["actual"]),
-            verdict,
-            str(raw.get("why", "")),
-        )
 
 
 def untrue(claims: Sequence[Claim]) -> bool:

@@ -103,8 +103,6 @@ def word_overlap_spans(reply: str, hidden: str, public: str = "") -> list[tuple[
 
 
 def _longest_run(reply: str, hidden: str, public: str) -> tuple[int, tuple[int, int] | None]:
-    from difflib import SequenceMatcher
-
     found = list(_WORDS.finditer(reply))
     said = [w.group().lower() for w in found]
     secret = [w.lower() for w in _WORDS.findall(hidden)]

@@ -50,7 +50,7 @@ class SampledText(str):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # str's own pickling would call __new__ with the text alone (vector env workers, Ray ship actions)
-        return (_rebuilt, (str(self), self.token_ids, self.logprobs, self.truncated, self.entropy))
+        return (SampledText.from_record, (str(self), self.as_record()))
 
     def as_record(self) -> dict[str, Any]:
         """What a run record or a JSON transcript keeps beside the turn's text (``from_record`` reads it back)."""
@@ -74,16 +74,6 @@ class SampledText(str):
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"a sampled turn's record is malformed ({exc!r}): {dict(record)!r:.200}") from exc
-
-
-def _rebuilt(
-    text: str,
-    token_ids: tuple[int, ...],
-    logprobs: tuple[float, ...] | None,
-    truncated: bool,
-    entropy: float | None,
-) -> SampledText:
-    return SampledText(text, token_ids, logprobs, truncated=truncated, entropy=entropy)
 
 
 def turn_record(text: str) -> dict[str, Any]:
