@@ -1,7 +1,9 @@
 """The backend domain: write a Python function with a simulated human who knows the reference function; the answer
 is judged by running the task's call expressions in a sandbox (``scorer.py``), values compared in the host
 (``values``). The envs are ``ColBench-Backend-v0``/``-v1``/``-v2`` (``env``): the same episode under three versions
-of the judging (docs/scoring.md)."""
+of the judging (docs/scoring.md).
+
+The domain's methods import its modules on first use: the registry loads the domain for its task schema alone."""
 
 from __future__ import annotations
 
@@ -64,10 +66,7 @@ class BackendDomain(Domain):
         if not isinstance(raw, dict) or not raw:
             got = "missing" if raw is None else type(raw).__name__
             raise DataError(f"{where}: field 'test_cases': expected a non-empty object of call expressions, got {got}")
-        for name, expr in raw.items():
-            if not isinstance(expr, str) or not expr.strip():
-                raise DataError(f"{where}: field 'test_cases.{name}': expected a call expression string")
-        return tuple((str(k), v) for k, v in raw.items())
+        return _calls(raw, "test_cases", where)
 
     def plus_tests(self, row: Mapping[str, Any], where: str) -> PlusTests | None:
         raw = row.get("plus_test_cases")
@@ -75,9 +74,7 @@ class BackendDomain(Domain):
             return None
         if not isinstance(raw, dict):
             raise DataError(f"{where}: field 'plus_test_cases': expected an object of call expressions")
-        for name, expr in raw.items():
-            if not isinstance(expr, str) or not expr.strip():
-                raise DataError(f"{where}: field 'plus_test_cases.{name}': expected a call expression string")
+        cases = _calls(raw, "plus_test_cases", where)
         clash = next((name for name in raw if name in row.get("test_cases", {})), None)
         if clash is not None:
             raise DataError(f"{where}: field 'plus_test_cases.{clash}': the name is also one of 'test_cases'")
@@ -86,11 +83,10 @@ class BackendDomain(Domain):
             raise DataError(f"{where}: field 'plus_augmenter': expected the augmenter version that made the plus tests")
         if not isinstance(note, str):
             raise DataError(f"{where}: field 'plus_note': expected a string")
-        return PlusTests(tuple((str(k), v) for k, v in raw.items()), augmenter, note)
+        return PlusTests(cases, augmenter, note)
 
     # -- scoring --------------------------------------------------------------------------------------------
     def make_scorer(self, options: Mapping[str, Any], *, jobs: int | None = None) -> Scorer:
-        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.scorer import BackendScorer
         from colbench.sandbox import make_sandbox
         from colbench.sandbox.pool import WorkerPool
@@ -104,7 +100,6 @@ class BackendDomain(Domain):
         )
 
     def shared_scorer(self, options: Mapping[str, Any]) -> Scorer:
-        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.scorer import BackendScorer
         from colbench.sandbox import resolve_kind, shared_sandbox
 
@@ -120,7 +115,6 @@ class BackendDomain(Domain):
         """Where the scorers this domain makes get the plus tests of a task whose row carries none (a hub split):
         computed on first use in ``sandbox`` and kept on disk per task and augmenter version
         (``plus.plus_cache``). The augmenter judges with the current rules on the task's own tests."""
-        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.plus.plus_cache import PlusCache
         from colbench.domains.backend.scorer import BackendScorer
 
@@ -131,7 +125,6 @@ class BackendDomain(Domain):
         return partial(cache.plus_tests, scorer=BackendScorer(sandbox))
 
     def unjudged(self, task_id: str, error: str) -> Score:
-        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.scorer import BackendScore
 
         return BackendScore.infra_error(task_id, error)
@@ -141,7 +134,6 @@ class BackendDomain(Domain):
             augmenter versions that made them) and ``plus_digest`` (``plus_digest.plus_digest``). Each task's plus tests
             are resolved here, before the first episode, ``jobs`` at a time with a progress bar (computed on first use
         for a split that carries none): a task that cannot have any is a ConfigError now, not mid-run."""
-        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.scorer import BackendScorer
 
         described = super().describe_scoring(scorer, tasks)
@@ -173,19 +165,16 @@ class BackendDomain(Domain):
     # -- leaks ----------------------------------------------------------------------------------------------
     def leak_score(self, task: Task, reply: str) -> float:
         """Code overlap with the reference function, robust to renaming and layout (``leaks.py``)."""
-        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.leaks import leak_score
 
         return leak_score(reply, task.hidden_information, task.problem_description)
 
     def leak_spans(self, task: Task, reply: str) -> list[tuple[int, int]]:
-        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.leaks import leak_spans
 
         return leak_spans(reply, task.hidden_information, task.problem_description)
 
     def labelled_for(self, task: Task, other: Task | None, seed: int) -> list[Labelled]:
-        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.leaks import labelled_replies
 
         calls = [call for _, call in task.test_cases]
@@ -195,7 +184,6 @@ class BackendDomain(Domain):
     # -- claims ---------------------------------------------------------------------------------------------
     def claim_checker(self, scorer: Scorer | Callable[[], Scorer]) -> ClaimChecker:
         """Claims about what the function returns, settled by running the reference with ``scorer`` (``claims``)."""
-        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.claims import BackendClaimChecker
 
         return BackendClaimChecker(scorer)
@@ -203,7 +191,6 @@ class BackendDomain(Domain):
     # -- checks ---------------------------------------------------------------------------------------------
     def check_tasks(self, tasks: Sequence[Task], options: Mapping[str, Any]) -> Iterable[str]:
         """Every reference against its own tests and every test against degenerate answers (``audit``)."""
-        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.degenerate import audit
         from colbench.domains.backend.scorer import BackendScorer
 
@@ -223,6 +210,13 @@ class BackendDomain(Domain):
         with closing(self.make_scorer(options, jobs=jobs)) as scorer:
             assert isinstance(scorer, BackendScorer)
             return run({**options, "jobs": jobs}, scorer, advance)
+
+
+def _calls(raw: dict[Any, Any], field: str, where: str) -> tuple[tuple[str, str], ...]:
+    for name, expr in raw.items():
+        if not isinstance(expr, str) or not expr.strip():
+            raise DataError(f"{where}: field '{field}.{name}': expected a call expression string")
+    return tuple((str(k), v) for k, v in raw.items())
 
 
 def _version(options: Mapping[str, Any]) -> tuple[int, bool]:

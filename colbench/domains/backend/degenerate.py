@@ -279,8 +279,7 @@ def audit(scorer: BackendScorer, tasks: Sequence[Task], jobs: int) -> Iterator[s
                 seen.add((name, kind))
                 counts[kind] += 1
                 yield f"{findings.task_id}\t{name}\t{kind}\t{detail}"
-    kinds = KINDS
-    summary = ", ".join(f"{kind} {counts[kind]}" for kind in kinds)
+    summary = ", ".join(f"{kind} {counts[kind]}" for kind in KINDS)
     infra = f", infrastructure errors {counts['infrastructure error']}" if counts["infrastructure error"] else ""
     yield (
         f"checked {len(tasks)} tasks in {time.monotonic() - started:.1f}s (judging rules {scorer.rules}): "

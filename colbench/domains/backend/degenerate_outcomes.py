@@ -80,12 +80,9 @@ def outcomes(reference: str, labels: Sequence[str], calls: Sequence[str]) -> lis
     reports it (kind, value, detail; the work it counts, ``ops``, is left at 0: only a reference's is ever read);
     None unless every call can be worked out here."""
     functions = module_functions(reference)
-    arguments = [literal_arguments(call, functions) for call in calls]
-    found: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
-    for item in arguments:
-        if item is None:
-            return None
-        found.append(item)
+    found = [item for item in (literal_arguments(call, functions) for call in calls) if item is not None]
+    if len(found) < len(calls):
+        return None
     return [[_outcome(DEGENERATE_RESULTS[label], args, kwargs) for args, kwargs in found] for label in labels]
 
 

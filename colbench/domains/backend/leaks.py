@@ -344,7 +344,6 @@ def _own_code(tree: ast.Module, code: str, rng: random.Random) -> list[str]:
 
 
 def _uncommented(code: str) -> str:
-    """The code without its comments."""
     kept = [t for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type != tokenize.COMMENT]
     return tokenize.untokenize(kept)
 

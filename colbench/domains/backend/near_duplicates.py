@@ -299,13 +299,7 @@ def _literal(text: str) -> str:
 
 
 def _ast_tokens(tree: ast.AST) -> list[str]:
-    out: list[str] = []
-    body = tree.body if isinstance(tree, ast.Module) else []
-    for token in _block(body):  # the root itself says nothing
-        out.append(token)
-        if len(out) >= MAX_TOKENS:
-            break
-    return out
+    return _block(tree.body if isinstance(tree, ast.Module) else [])[:MAX_TOKENS]  # the root itself says nothing
 
 
 def _walk(node: ast.AST) -> Iterator[str]:

@@ -17,6 +17,7 @@ counts; the agent prompt asks for one page per turn.
 from __future__ import annotations
 
 import re
+from functools import partial
 
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _DOCTYPE = re.compile(r"<!doctype\s+html[^>]*>\s*$", re.IGNORECASE)
@@ -31,18 +32,11 @@ def extract_html(text: str) -> str | None:
     if not text:
         return None
     fenced = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
-    for where in [body for _, body in fenced] + [text]:
-        page = _document(where, complete=True)
-        if page is not None:
-            return page
-    for where in [body for _, body in fenced] + [text]:
-        page = _document(where, complete=False)
-        if page is not None:
-            return page
-    for where in [body for _, body in fenced] + [text]:
-        page = _body(where)
-        if page is not None:
-            return page
+    for find in (partial(_document, complete=True), partial(_document, complete=False), _body):  # rules 1 to 3
+        for where in [body for _, body in fenced] + [text]:
+            page = find(where)
+            if page is not None:
+                return page
     for lang, body in fenced:
         if lang in ("html", "htm", "xhtml") and body.lstrip().startswith("<"):
             return str(body).strip()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections import Counter, defaultdict
 
 import pytest
@@ -35,19 +36,14 @@ def weighted_score(values, weights, cap=10):
         return min(cap, total / norm)
 '''
 
-DISGUISED = {
-    "renamed": """import math
+NEW_NAMES = dict(weighted_score="compute", values="xs", weights="ws", cap="limit", total="acc", norm="denom")
 
-def compute(xs, ws, limit=10):
-    acc = 0.0
-    denom = sum(ws)
-    for x, w in zip(xs, ws):
-        acc += x * w
-    if denom == 0:
-        return 0.0
-    else:
-        return min(limit, acc / denom)
-""",
+DISGUISED = {
+    "renamed": re.sub(  # every name new, the docstring dropped
+        r"\w+",
+        lambda word: {**NEW_NAMES, "value": "x", "weight": "w"}.get(word[0], word[0]),
+        REFERENCE.replace('    """Weighted mean, capped."""\n', ""),
+    ),
     "reformatted and commented": """import math
 def weighted_score( values,weights,cap = 10 ) :
   # running sum

@@ -213,28 +213,24 @@ def _kill_matrix(
     if not targets or not kept:
         return {k: frozenset() for k in found}, []
     budget = mutant_budget([o for _, o in [*tests, *kept]])
-    first = [kept[k][0] for k in shortlist]
-    runs = run_sources(scorer.sandbox, [(m.code, first) for m in targets], seed=scorer.seed, budget=budget)
-    left = []
-    for mutant, outcomes in zip(targets, runs, strict=True):
-        hits = [k for k, got in zip(shortlist, outcomes, strict=True) if _differs(kept[k][1], got)]
-        for k in hits:
-            found[k].add(mutant.index)
-        if not hits:
-            left.append(mutant)
-    rest = sorted(set(range(len(kept))) - set(shortlist))
-    still = []
-    if left and rest:
-        calls = [kept[k][0] for k in rest]
-        runs = run_sources(scorer.sandbox, [(m.code, calls) for m in left], seed=scorer.seed, budget=budget)
-        for mutant, outcomes in zip(left, runs, strict=True):
-            hits = [k for k, got in zip(rest, outcomes, strict=True) if _differs(kept[k][1], got)]
+
+    def untold(group: Sequence[Mutant], at: Sequence[int]) -> list[Mutant]:
+        """One request: ``group`` on the kept calls ``at``; each call's kills noted, the mutants none tells apart
+        returned."""
+        calls = [kept[k][0] for k in at]
+        runs = run_sources(scorer.sandbox, [(m.code, calls) for m in group], seed=scorer.seed, budget=budget)
+        left = []
+        for mutant, outcomes in zip(group, runs, strict=True):
+            hits = [k for k, got in zip(at, outcomes, strict=True) if _differs(kept[k][1], got)]
             for k in hits:
                 found.setdefault(k, set()).add(mutant.index)
             if not hits:
-                still.append(mutant)
-    else:
-        still = left
+                left.append(mutant)
+        return left
+
+    left = untold(targets, shortlist)
+    rest = sorted(set(range(len(kept))) - set(shortlist))
+    still = untold(left, rest) if left and rest else left
     return {k: frozenset(v) for k, v in found.items()}, still
 
 

@@ -73,8 +73,9 @@ class Mutant:
         return f"line {self.line}: {self.before} -> {self.after}"
 
 
-Edit = Callable[[ast.AST], ast.AST | None]
-"""Turns a copy of a node into its mutated form in place (or returns a replacement); None: does not apply."""
+Edit = Callable[[ast.AST], ast.AST]
+"""Turns a copy of a node (of the kind it was chosen for) into its mutated form in place, or returns a
+replacement."""
 
 
 def _points(tree: ast.Module) -> Iterator[tuple[int, str, Edit]]:
@@ -86,7 +87,7 @@ def _points(tree: ast.Module) -> Iterator[tuple[int, str, Edit]]:
         if isinstance(node, ast.BinOp | ast.AugAssign) and type(node.op) in _ARITH:
             yield position, "arithmetic", _swap_op
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            yield position, "arithmetic", lambda n: n.operand if isinstance(n, ast.UnaryOp) else None
+            yield position, "arithmetic", _operand
         if isinstance(node, ast.Compare):
             for k, op in enumerate(node.ops):
                 if type(op) in _COMPARE:
@@ -94,7 +95,7 @@ def _points(tree: ast.Module) -> Iterator[tuple[int, str, Edit]]:
         if isinstance(node, ast.BoolOp):
             yield position, "boolean", _swap_bool
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            yield position, "boolean", lambda n: n.operand if isinstance(n, ast.UnaryOp) else None
+            yield position, "boolean", _operand
         if isinstance(node, ast.Constant) and _changed_constant(node.value) is not None:
             yield position, "constant", _change_constant
         if isinstance(node, ast.If | ast.While | ast.IfExp):
@@ -152,28 +153,30 @@ def _call_name(node: ast.Call) -> str:
     return ""
 
 
-def _swap_op(node: ast.AST) -> ast.AST | None:
-    if isinstance(node, ast.BinOp | ast.AugAssign):
-        node.op = _ARITH[type(node.op)]()
-        return node
-    return None
+def _operand(node: ast.AST) -> ast.AST:
+    assert isinstance(node, ast.UnaryOp)
+    return node.operand
+
+
+def _swap_op(node: ast.AST) -> ast.AST:
+    assert isinstance(node, ast.BinOp | ast.AugAssign)
+    node.op = _ARITH[type(node.op)]()
+    return node
 
 
 def _swap_compare(k: int) -> Edit:
-    def edit(node: ast.AST) -> ast.AST | None:
-        if isinstance(node, ast.Compare):
-            node.ops[k] = _COMPARE[type(node.ops[k])]()
-            return node
-        return None
+    def edit(node: ast.AST) -> ast.AST:
+        assert isinstance(node, ast.Compare)
+        node.ops[k] = _COMPARE[type(node.ops[k])]()
+        return node
 
     return edit
 
 
-def _swap_bool(node: ast.AST) -> ast.AST | None:
-    if isinstance(node, ast.BoolOp):
-        node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
-        return node
-    return None
+def _swap_bool(node: ast.AST) -> ast.AST:
+    assert isinstance(node, ast.BoolOp)
+    node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+    return node
 
 
 def _changed_constant(value: object) -> bool | int | float | str | None:
@@ -188,37 +191,32 @@ def _changed_constant(value: object) -> bool | int | float | str | None:
     return None
 
 
-def _change_constant(node: ast.AST) -> ast.AST | None:
-    if isinstance(node, ast.Constant):
-        node.value = _changed_constant(node.value)
-        return node
-    return None
+def _change_constant(node: ast.AST) -> ast.AST:
+    assert isinstance(node, ast.Constant)
+    node.value = _changed_constant(node.value)
+    return node
 
 
-def _negate_test(node: ast.AST) -> ast.AST | None:
-    if isinstance(node, ast.If | ast.While | ast.IfExp):
-        node.test = ast.UnaryOp(ast.Not(), node.test)
-        return node
-    return None
+def _negate_test(node: ast.AST) -> ast.AST:
+    assert isinstance(node, ast.If | ast.While | ast.IfExp)
+    node.test = ast.UnaryOp(ast.Not(), node.test)
+    return node
 
 
-def _negate_first_if(node: ast.AST) -> ast.AST | None:
-    if isinstance(node, ast.comprehension) and node.ifs:
-        node.ifs[0] = ast.UnaryOp(ast.Not(), node.ifs[0])
-        return node
-    return None
+def _negate_first_if(node: ast.AST) -> ast.AST:
+    assert isinstance(node, ast.comprehension)
+    node.ifs[0] = ast.UnaryOp(ast.Not(), node.ifs[0])
+    return node
 
 
-def _return_none(node: ast.AST) -> ast.AST | None:
-    if isinstance(node, ast.Return):
-        node.value = ast.Constant(None)
-        return node
-    return None
+def _return_none(node: ast.AST) -> ast.AST:
+    assert isinstance(node, ast.Return)
+    node.value = ast.Constant(None)
+    return node
 
 
-def _swap_call(node: ast.AST) -> ast.AST | None:
-    if not isinstance(node, ast.Call):
-        return None
+def _swap_call(node: ast.AST) -> ast.AST:
+    assert isinstance(node, ast.Call)
     new = _CALLS[_call_name(node)]
     if isinstance(node.func, ast.Name):
         node.func.id = new
@@ -237,7 +235,7 @@ class _Remove:
         statement: ast.stmt = getattr(node, self.field)[self.k]
         return statement
 
-    def __call__(self, node: ast.AST) -> ast.AST | None:
+    def __call__(self, node: ast.AST) -> ast.AST:
         body = getattr(node, self.field)
         body[self.k] = ast.copy_location(ast.Pass(), body[self.k])
         return node
@@ -278,29 +276,19 @@ def fit_only(source: str, *, limit: int | None = None, seed: str = "") -> list[M
         if id(node) in skip:
             continue
         for edit in _wider_edits(node):
-            copy_tree = ast.parse(source)  # the same tree as a deep copy, about 4x faster to make
-            target = next(n for k, n in enumerate(ast.walk(copy_tree)) if k == position)
-            changed = edit(target)
-            if changed is not target:
-                _replace(copy_tree, target, changed)
-            try:
-                code = ast.unparse(copy_tree)
-                compile(code, "mutant.py", "exec")
-            except (SyntaxError, ValueError, TypeError, RecursionError):
-                continue
-            if code in measured:
-                continue
-            measured.add(code)
-            line = getattr(node, "lineno", 0)
-            made.append(Mutant(-1 - len(made), "wider", line, _shown(node), _shown(changed), code))
+            edited = _edited(source, position, edit, measured)
+            if edited is not None:
+                changed, code = edited
+                line = getattr(node, "lineno", 0)
+                made.append(Mutant(-1 - len(made), "wider", line, _shown(node), _shown(changed), code))
     if limit is not None and len(made) > limit:
         keep = sorted(random.Random(f"wider:{seed}").sample(range(len(made)), limit))
         made = [replace(made[k], index=-1 - i) for i, k in enumerate(keep)]
     return made
 
 
-def _wider_edits(node: ast.AST) -> list[Callable[[ast.AST], ast.AST]]:
-    edits: list[Callable[[ast.AST], ast.AST]] = []
+def _wider_edits(node: ast.AST) -> list[Edit]:
+    edits: list[Edit] = []
     if isinstance(node, ast.Constant) and not isinstance(node.value, bool):
         value = node.value
         if isinstance(value, int | float) and value:
@@ -409,42 +397,48 @@ def mutants(source: str, *, limit: int | None = None, seed: str = "") -> list[Mu
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    baseline = ast.unparse(tree)
     made: list[Mutant] = []
-    seen = {baseline}
+    seen = {ast.unparse(tree)}
+    nodes = list(ast.walk(tree))
     for position, operator, edit in _points(tree):
-        copy_tree = ast.parse(source)  # the same tree as a deep copy, about 4x faster to make
-        node = next(n for k, n in enumerate(ast.walk(copy_tree)) if k == position)
+        node = nodes[position]
         shown = edit.statement(node) if isinstance(edit, _Remove) else node
+        edited = _edited(source, position, edit, seen)
+        if edited is None:
+            continue
+        changed, code = edited
         line = getattr(shown, "lineno", 0) or _first_line(shown)
         original = _shown(shown.test if isinstance(shown, ast.If | ast.While) else shown)
-        changed = edit(node)
-        if changed is None:
-            continue
-        if changed is not node:
-            _replace(copy_tree, node, changed)
-        try:  # (ast.unparse reads no locations: the edited tree needs none filled in)
-            code = ast.unparse(copy_tree)
-            compile(code, "mutant.py", "exec")
-        except (SyntaxError, ValueError, TypeError, RecursionError):
-            continue
-        if code in seen:
-            continue
-        seen.add(code)
         after = (
             "pass"
             if isinstance(edit, _Remove)
             else _shown(changed.test if isinstance(changed, ast.If | ast.While) else changed)
         )
         made.append(Mutant(len(made), operator, line, original, after, code))
-    made = [
-        Mutant(i, m.operator, m.line, m.before, m.after, m.code)
-        for i, m in enumerate(sorted(made, key=lambda m: m.line))
-    ]
+    made = [replace(m, index=i) for i, m in enumerate(sorted(made, key=lambda m: m.line))]
     if limit is not None and len(made) > limit:
         keep = sorted(random.Random(f"mutants:{seed}").sample(range(len(made)), limit))
-        made = [Mutant(i, m.operator, m.line, m.before, m.after, m.code) for i, m in enumerate(made[k] for k in keep)]
+        made = [replace(made[k], index=i) for i, k in enumerate(keep)]
     return made
+
+
+def _edited(source: str, position: int, edit: Edit, seen: set[str]) -> tuple[ast.AST, str] | None:
+    """The edited node and module of ``edit`` applied to a fresh copy of ``source`` at node ``position`` (in
+    ``ast.walk`` order); None where the code does not compile or is in ``seen`` (else it is added there)."""
+    copy_tree = ast.parse(source)  # the same tree as a deep copy, about 4x faster to make
+    node = next(n for k, n in enumerate(ast.walk(copy_tree)) if k == position)
+    changed = edit(node)
+    if changed is not node:
+        _replace(copy_tree, node, changed)
+    try:  # (ast.unparse reads no locations: the edited tree needs none filled in)
+        code = ast.unparse(copy_tree)
+        compile(code, "mutant.py", "exec")
+    except (SyntaxError, ValueError, TypeError, RecursionError):
+        return None
+    if code in seen:
+        return None
+    seen.add(code)
+    return changed, code
 
 
 def _replace(tree: ast.AST, old: ast.AST, new: ast.AST) -> None:

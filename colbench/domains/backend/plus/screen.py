@@ -163,5 +163,4 @@ class TaskScreen:
 
 
 def successes(task: Task, scorer: BackendScorer, answers: Sequence[str]) -> list[bool]:
-    """``TaskScreen(task, scorer).successes(answers)``."""
     return TaskScreen(task, scorer).successes(answers)
