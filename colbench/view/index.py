@@ -221,20 +221,13 @@ class RunIndex:
         values = self._values(record, offset, len(raw), attempts)
         if held is None:
             cursor = self._db.execute(
-                "INSERT INTO episodes (task_id, trial, status, reward, success, failed, turns, leaks, tokens, cost,"
-                " termination, error, offset, length, attempts, checked, untrue)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                values,
+                f"INSERT INTO episodes ({_FIELDS}) VALUES ({', '.join('?' * len(values))})", values
             )
             seq = cursor.lastrowid
         else:
             seq = held[0]
-            self._db.execute(
-                "UPDATE episodes SET task_id=?, trial=?, status=?, reward=?, success=?, failed=?, turns=?, leaks=?,"
-                " tokens=?, cost=?, termination=?, error=?, offset=?, length=?, attempts=?, checked=?, untrue=?"
-                " WHERE seq=?",
-                (*values, seq),
-            )
+            assignments = ", ".join(f"{name}=?" for name in _FIELDS.split(", "))
+            self._db.execute(f"UPDATE episodes SET {assignments} WHERE seq=?", (*values, seq))
             self._db.execute("DELETE FROM transcripts WHERE rowid = ?", (seq,))
         self._db.execute("INSERT INTO transcripts (rowid, text) VALUES (?, ?)", (seq, transcript_text(record)))
 
@@ -372,32 +365,20 @@ class RunIndex:
             self._db.close()
 
 
-_COLUMNS = (
-    "task_id, trial, status, reward, success, failed, turns, leaks, tokens, cost, termination, error, attempts,"
-    " checked, untrue"
+_FIELDS = (
+    "task_id, trial, status, reward, success, failed, turns, leaks, tokens, cost, termination, error, offset, length,"
+    " attempts, checked, untrue"
 )
+"""The columns ``_values`` gives, in its order."""
+_COLUMNS = ", ".join(name for name in _FIELDS.split(", ") if name not in ("offset", "length"))
+"""The columns a :class:`Row` is read from, in its fields' order."""
 
 
 def _row(raw: tuple[Any, ...]) -> Row:
-    task_id, trial, status, reward, success, failed, turns, leaks, tokens, cost, termination, error, attempts = raw[:13]
-    checked, untrue = raw[13:]
-    return Row(
-        task_id,
-        trial,
-        status,
-        reward,
-        None if success is None else bool(success),
-        None if failed is None else bool(failed),
-        turns,
-        leaks,
-        tokens,
-        cost,
-        termination,
-        error,
-        attempts,
-        checked,
-        untrue,
-    )
+    values = list(raw)
+    for flag in (4, 5):  # success and failed: sqlite keeps booleans as integers
+        values[flag] = None if values[flag] is None else bool(values[flag])
+    return Row(*values)
 
 
 def _head(path: Path) -> str:
