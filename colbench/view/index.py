@@ -21,7 +21,7 @@ from typing import Any
 from colbench._util.storage import colbench_home
 from colbench.env.domain import Domain
 from colbench.errors import DataError
-from colbench.report.costs import LIST_PRICES, Price, price_names
+from colbench.eval.progress import Pricing
 from colbench.report.truth import episode_truth
 from colbench.runs import EPISODES, RUN_JSON, EpisodeRecord, RunConfig, parse_record
 
@@ -90,7 +90,7 @@ class RunIndex:
         self.domain: Domain = self._domain()
         self.metrics = self.domain.metrics_for(self.config.env_id)
         self.has_success = self.metrics.has_success or self.metrics.success_threshold is not None
-        self._prices = {role: self._price(role) for role in ("agent", "simulator")}
+        self._prices = Pricing.for_run({"agent": self.config.agent, "simulator": self.config.simulator}).roles
         folder = cache or cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
         key = hashlib.sha256(str(self.run_dir).encode()).hexdigest()[:24]
@@ -108,11 +108,6 @@ class RunIndex:
         from colbench.env.domain import get_domain  # on first use: the domain registry loads the domain packages
 
         return get_domain(self.config.domain)
-
-    def _price(self, role: str) -> Price | None:
-        section = {"agent": self.config.agent, "simulator": self.config.simulator}[role]
-        found = LIST_PRICES.find(price_names(section, role))
-        return found[1] if found else None
 
     def _open(self) -> None:
         meta = self._meta()
