@@ -166,12 +166,8 @@ def load_websight_split(
         used += 1
 
     prefix = f"{spec.name}: {spec.repo_id} {spec.data_files}"
-    if spec.stop is not None and position < spec.stop:
-        raise DataError(
-            f"{prefix}: split wants rows {spec.row_range} but the {used} shards at {commit or requested} "
-            f"hold only {position} rows"
-        )
-    tasks = checked_rows(spec, prefix, tasks)
+    short = f"the {used} shards at {commit or requested} hold only {position} rows"
+    tasks = checked_rows(spec, prefix, tasks, short if spec.stop is not None and position < spec.stop else None)
 
     _pin(spec, lock, recorded_pins, commit, requested, shards, new_hashes, listed=listed, make_default=revision is None)
     return tasks
