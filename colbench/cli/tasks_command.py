@@ -7,8 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import AbstractContextManager, closing, nullcontext
 from typing import TYPE_CHECKING, TextIO
 
 from colbench._util.progress_bar import progress_bar
@@ -244,10 +243,5 @@ def _proposer(spec: str) -> Proposer:
     return ModelProposer(connect(spec, "generator", temperature=0.0))
 
 
-@contextmanager
-def _report(path: str | None) -> Iterator[TextIO | None]:
-    if path is None:
-        yield None
-        return
-    with open(path, "w", encoding="utf-8") as out:
-        yield out
+def _report(path: str | None) -> AbstractContextManager[TextIO | None]:
+    return nullcontext() if path is None else open(path, "w", encoding="utf-8")

@@ -32,6 +32,7 @@ from colbench.llm.llamacpp.defaults import AGENT_ANSWER_MAX_TOKENS, ROLE_DEFAULT
 from colbench.llm.llamacpp.speed import Speed
 from colbench.llm.specs import ModelSpec
 from colbench.report.costs import LIST_PRICES, Prices
+from colbench.types.chat import Usage
 from colbench.types.task import Task
 
 CHARS_PER_TOKEN = 4
@@ -104,8 +105,10 @@ def _out_tokens(config: RunPlan, role: str, default: int) -> int:
     return min(default, int(cap)) if isinstance(cap, int) and cap > 0 else default
 
 
-def _embedded_out(config: RunPlan, role: str, turns: float, default: int) -> int:
-    """Generated tokens per call of an embedded role: its caps (questions, then the answer for the agent)."""
+def _reply_tokens(config: RunPlan, role: str, turns: float, default: int) -> int:
+    """Generated tokens per call of a role; an embedded one's are its caps (questions, then the agent's answer)."""
+    if not (config.agent if role == "agent" else config.simulator).is_embedded:
+        return _out_tokens(config, role, default)
     if role == "agent":
         question = int(ROLE_DEFAULTS["agent"]["max_tokens"])
         mean = (max(0.0, turns - 1) * question + AGENT_ANSWER_MAX_TOKENS) / turns
@@ -129,17 +132,8 @@ def _scenario(
     prices: Prices,
     speeds: dict[str, Speed],
 ) -> Forecast:
-    human_default = HUMAN_TOKENS.get(domain.name, 150)
-    agent_out = (
-        _embedded_out(config, "agent", turns, AGENT_TOKENS)
-        if config.agent.is_embedded
-        else _out_tokens(config, "agent", AGENT_TOKENS)
-    )
-    human_out = (
-        _embedded_out(config, "simulator", turns, human_default)
-        if config.simulator.is_embedded
-        else _out_tokens(config, "simulator", human_default)
-    )
+    agent_out = _reply_tokens(config, "agent", turns, AGENT_TOKENS)
+    human_out = _reply_tokens(config, "simulator", turns, HUMAN_TOKENS.get(domain.name, 150))
     kept = min(human_out, domain.max_reply_chars // CHARS_PER_TOKEN)  # what the dialogue carries forward
     per_turn = agent_out + kept
     replies = max(0.0, turns - 1)
@@ -226,7 +220,7 @@ def _role(
         return RoleForecast(role, model, 0, 0, 0, 0.0)
     found = prices.find([model])
     in_tokens, out_tokens = round(prompt), round(completion)
-    cost = None if found is None else (in_tokens * found[1].input + out_tokens * found[1].output) / 1e6
+    cost = None if found is None else found[1].cost(Usage(in_tokens, out_tokens))
     return RoleForecast(role, model, round(calls), in_tokens, out_tokens, cost)
 
 

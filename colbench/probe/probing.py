@@ -42,7 +42,7 @@ from colbench.probe.over_release import dialogue_revealed
 from colbench.probe.suite import NotApplicable, Probe, Suite, load_suite
 from colbench.probe.truth_calls import stated_values
 from colbench.probe.verdicts import empty_or_refusal, off_topic
-from colbench.runs import CACHE, LOCK, EpisodeWriter, first_difference, lock_run_dir
+from colbench.runs import CACHE, EpisodeWriter, check_out_dir, first_difference, lock_run_dir
 from colbench.tasks.sources import load
 from colbench.types.claims import parse_grounding
 from colbench.types.task import Task
@@ -105,7 +105,7 @@ def run_probe(config: ProbeConfig) -> ProbeResult:
     out = Path(config.out)
     domain, tasks, suite = _inputs(config)
     grounding = parse_grounding(config.human_grounding, "--human-grounding")
-    resuming = _check_out(out, config.resume)
+    resuming = check_out_dir(out, resume=config.resume, marker=PROBE_JSON, what="probe")
     out.mkdir(parents=True, exist_ok=True)
     with lock_run_dir(out):
         simulators = {view: _simulator(config, domain, view, out) for view in config.views}
@@ -162,19 +162,6 @@ def _inputs(config: ProbeConfig) -> tuple[Domain, list[Task], Suite]:
             )
         suite = suite.only(config.category)
     return get_domain(domains[0]), tasks, suite
-
-
-def _check_out(out: Path, resume: bool) -> bool:
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} exists and is not a directory")
-    entries = {p.name for p in out.iterdir()} if out.is_dir() else set()
-    if not resume:
-        if entries - {CACHE, LOCK}:
-            raise ConfigError(f"--out {out} is not empty: use --resume to continue the probe there, or another --out")
-        return False
-    if PROBE_JSON not in entries and entries - {CACHE, LOCK}:
-        raise ConfigError(f"--out {out} is not empty and holds no colbench probe: use another --out")
-    return PROBE_JSON in entries
 
 
 def _simulator(config: ProbeConfig, domain: Domain, view: str, out: Path) -> Simulator:

@@ -176,9 +176,6 @@ class Suite:
     sha256: str
     probes: tuple[Probe, ...]
 
-    def describe(self) -> dict[str, object]:
-        return {"path": self.path, "sha256": self.sha256, "probes": len(self.probes)}
-
     @property
     def categories(self) -> list[str]:
         """The suite's categories, in the order they first appear."""

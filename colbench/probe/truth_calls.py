@@ -22,8 +22,6 @@ from typing import Any
 from colbench.domains.backend.claim_calls import calls_in, function_names, normal_call
 from colbench.types.task import Task
 
-SOURCES = ("tests", "plus", "any")
-"""Where a probe's calls come from: the task's test calls, its ColBench+ calls, or both (tests first)."""
 MAX_STATED = 160
 """The longest value (as a literal) a probe states: a person asks about a value they can read at a glance."""
 

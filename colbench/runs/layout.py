@@ -59,22 +59,22 @@ def safe_relative(name: object, run_dir: Path | None = None) -> str | None:
     return quote(name)
 
 
-def check_out_dir(out: Path, *, resume: bool) -> bool:
-    """Whether ``out`` holds a run to resume. A fresh run needs a missing or empty directory (a ``cache/`` left by a
-    run that never started is fine); a resume without ``run.json`` but with episodes is refused."""
+def check_out_dir(out: Path, *, resume: bool, marker: str = RUN_JSON, what: str = "run") -> bool:
+    """Whether ``out`` holds a run (a ``what`` whose directory holds ``marker``: a probe) to resume. A fresh one needs
+    a missing or empty directory (a ``cache/`` left by one that never started is fine); a run's resume without
+    ``run.json`` but with episodes is refused."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} exists and is not a directory")
     entries = {p.name for p in out.iterdir()} if out.is_dir() else set()
-    ours = entries & {RUN_JSON, EPISODES}
     if not resume:
         if entries - {CACHE, LOCK}:
-            raise ConfigError(f"--out {out} is not empty: use --resume to continue the run there, or another --out")
+            raise ConfigError(f"--out {out} is not empty: use --resume to continue the {what} there, or another --out")
         return False
-    if EPISODES in ours and RUN_JSON not in ours:
+    if marker == RUN_JSON and EPISODES in entries and RUN_JSON not in entries:
         raise DataError(f"{out} has {EPISODES} but no {RUN_JSON}: not a run colbench can resume")
-    if RUN_JSON not in ours and entries - {CACHE, LOCK}:
-        raise ConfigError(f"--out {out} is not empty and holds no colbench run: use another --out")
-    return RUN_JSON in ours
+    if marker not in entries and entries - {CACHE, LOCK}:
+        raise ConfigError(f"--out {out} is not empty and holds no colbench {what}: use another --out")
+    return marker in entries
 
 
 def lock_run_dir(out: Path) -> IO[bytes]:

@@ -222,11 +222,18 @@ def _parse_rows(spec: Split, data: bytes) -> tuple[list[Task], int]:
                 raise DataError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
             tasks.append(task_from_row(row, domain=spec.domain, where=where))
         index += 1
+    short = f"the file has only {index} rows" if spec.stop is not None and index < spec.stop else None
+    return checked_rows(spec, prefix, tasks, short), index
+
+
+def checked_rows(spec: Split, prefix: str, tasks: list[Task], short: str | None) -> list[Task]:
+    """``tasks`` without duplicates, as many as the split expects; a DataError naming ``prefix`` otherwise (``short``:
+    how the source falls short of the split's rows, None when it holds them all)."""
     tasks = unique(tasks)
-    if spec.stop is not None and index < spec.stop:
-        raise DataError(f"{prefix}: split wants rows {spec.row_range} but the file has only {index} rows")
+    if short is not None:
+        raise DataError(f"{prefix}: split wants rows {spec.row_range} but {short}")
     if spec.expected_rows is not None and len(tasks) != spec.expected_rows:
         raise DataError(f"{prefix}: expected {spec.expected_rows} rows in {spec.row_range}, found {len(tasks)}")
     if not tasks:
         raise DataError(f"{prefix}: no tasks in rows {spec.row_range}")
-    return tasks, index
+    return tasks

@@ -22,13 +22,13 @@ from colbench._util.datafiles import data_path
 from colbench._util.schema import FieldError, validate
 from colbench.errors import ConfigError, DataError
 from colbench.tasks.domain_registry import domain_names
+from colbench.tasks.pins import COMMIT
 
 BUNDLED = "bundled"  # a JSONL file shipped inside colbench (``tasks/<path>``)
 HF_FILE = "hf-file"  # one JSONL file in a hub repository
 HF_WEBSIGHT = "hf-websight"  # rows of the WebSight parquet shards, built into frontend tasks (colbench.tasks.websight)
 HUB_KINDS = (HF_FILE, HF_WEBSIGHT)
 
-_COMMIT = re.compile(r"[0-9a-f]{40}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _NO_SPACE = re.compile(r"\S+")
 NonNegative = Annotated[int, Field(ge=0, strict=True)]
@@ -119,7 +119,7 @@ class _Entry(BaseModel):
         for name, needed in required.items():
             if needed and not getattr(self, name):
                 raise FieldError(name, "expected a non-empty string")
-        if self.revision is not None and not _matches(_COMMIT if hub else _NO_SPACE, self.revision):
+        if self.revision is not None and not _matches(COMMIT if hub else _NO_SPACE, self.revision):
             raise FieldError("revision", f"expected null or a 40-hex commit, got {self.revision!r}")
         if self.kind == HF_WEBSIGHT:
             self._check_shards()

@@ -36,10 +36,10 @@ import colbench.tasks.manifest as manifest
 import colbench.tasks.pins as pins
 from colbench._util.storage import utc_timestamp, write_atomic
 from colbench.errors import ConfigError, DataError, InfraError
-from colbench.tasks.hub import check_sha256, download, first_line, hub_errors, offline_default, refused
+from colbench.tasks.hub import check_sha256, checked_rows, download, first_line, hub_errors, offline_default, refused
 from colbench.tasks.manifest import HF_WEBSIGHT, Split
 from colbench.tasks.pins import COMMIT, UnverifiedPinWarning
-from colbench.tasks.rows import task_from_row, unique
+from colbench.tasks.rows import task_from_row
 from colbench.types.task import Task
 
 __all__ = [
@@ -165,17 +165,9 @@ def load_websight_split(
         position += rows
         used += 1
 
-    tasks = unique(tasks)
     prefix = f"{spec.name}: {spec.repo_id} {spec.data_files}"
-    if spec.stop is not None and position < spec.stop:
-        raise DataError(
-            f"{prefix}: split wants rows {spec.row_range} but the {used} shards at {commit or requested} "
-            f"hold only {position} rows"
-        )
-    if spec.expected_rows is not None and len(tasks) != spec.expected_rows:
-        raise DataError(f"{prefix}: expected {spec.expected_rows} rows in {spec.row_range}, found {len(tasks)}")
-    if not tasks:
-        raise DataError(f"{prefix}: no tasks in rows {spec.row_range}")
+    short = f"the {used} shards at {commit or requested} hold only {position} rows"
+    tasks = checked_rows(spec, prefix, tasks, short if spec.stop is not None and position < spec.stop else None)
 
     _pin(spec, lock, recorded_pins, commit, requested, shards, new_hashes, listed=listed, make_default=revision is None)
     return tasks

@@ -21,7 +21,7 @@ from typing import Any
 from colbench._util.storage import colbench_home
 from colbench.env.domain import Domain
 from colbench.errors import DataError
-from colbench.report.costs import LIST_PRICES, Price, price_names
+from colbench.eval.progress import Pricing
 from colbench.report.truth import episode_truth
 from colbench.runs import EPISODES, RUN_JSON, EpisodeRecord, RunConfig, parse_record
 
@@ -90,7 +90,7 @@ class RunIndex:
         self.domain: Domain = self._domain()
         self.metrics = self.domain.metrics_for(self.config.env_id)
         self.has_success = self.metrics.has_success or self.metrics.success_threshold is not None
-        self._prices = {role: self._price(role) for role in ("agent", "simulator")}
+        self._prices = Pricing.for_run({"agent": self.config.agent, "simulator": self.config.simulator}).roles
         folder = cache or cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
         key = hashlib.sha256(str(self.run_dir).encode()).hexdigest()[:24]
@@ -108,11 +108,6 @@ class RunIndex:
         from colbench.env.domain import get_domain  # on first use: the domain registry loads the domain packages
 
         return get_domain(self.config.domain)
-
-    def _price(self, role: str) -> Price | None:
-        section = {"agent": self.config.agent, "simulator": self.config.simulator}[role]
-        found = LIST_PRICES.find(price_names(section, role))
-        return found[1] if found else None
 
     def _open(self) -> None:
         meta = self._meta()
@@ -221,20 +216,13 @@ class RunIndex:
         values = self._values(record, offset, len(raw), attempts)
         if held is None:
             cursor = self._db.execute(
-                "INSERT INTO episodes (task_id, trial, status, reward, success, failed, turns, leaks, tokens, cost,"
-                " termination, error, offset, length, attempts, checked, untrue)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                values,
+                f"INSERT INTO episodes ({_FIELDS}) VALUES ({', '.join('?' * len(values))})", values
             )
             seq = cursor.lastrowid
         else:
             seq = held[0]
-            self._db.execute(
-                "UPDATE episodes SET task_id=?, trial=?, status=?, reward=?, success=?, failed=?, turns=?, leaks=?,"
-                " tokens=?, cost=?, termination=?, error=?, offset=?, length=?, attempts=?, checked=?, untrue=?"
-                " WHERE seq=?",
-                (*values, seq),
-            )
+            assignments = ", ".join(f"{name}=?" for name in _FIELDS.split(", "))
+            self._db.execute(f"UPDATE episodes SET {assignments} WHERE seq=?", (*values, seq))
             self._db.execute("DELETE FROM transcripts WHERE rowid = ?", (seq,))
         self._db.execute("INSERT INTO transcripts (rowid, text) VALUES (?, ?)", (seq, transcript_text(record)))
 
@@ -372,32 +360,20 @@ class RunIndex:
             self._db.close()
 
 
-_COLUMNS = (
-    "task_id, trial, status, reward, success, failed, turns, leaks, tokens, cost, termination, error, attempts,"
-    " checked, untrue"
+_FIELDS = (
+    "task_id, trial, status, reward, success, failed, turns, leaks, tokens, cost, termination, error, offset, length,"
+    " attempts, checked, untrue"
 )
+"""The columns ``_values`` gives, in its order."""
+_COLUMNS = ", ".join(name for name in _FIELDS.split(", ") if name not in ("offset", "length"))
+"""The columns a :class:`Row` is read from, in its fields' order."""
 
 
 def _row(raw: tuple[Any, ...]) -> Row:
-    task_id, trial, status, reward, success, failed, turns, leaks, tokens, cost, termination, error, attempts = raw[:13]
-    checked, untrue = raw[13:]
-    return Row(
-        task_id,
-        trial,
-        status,
-        reward,
-        None if success is None else bool(success),
-        None if failed is None else bool(failed),
-        turns,
-        leaks,
-        tokens,
-        cost,
-        termination,
-        error,
-        attempts,
-        checked,
-        untrue,
-    )
+    values = list(raw)
+    for flag in (4, 5):  # success and failed: sqlite keeps booleans as integers
+        values[flag] = None if values[flag] is None else bool(values[flag])
+    return Row(*values)
 
 
 def _head(path: Path) -> str:

@@ -16,6 +16,9 @@ from colbench.report.truth import simulator_label, truth_config
 from colbench.runs.task_snapshot import snapshot_path
 from colbench.view.index import RunIndex
 
+NO_SNAPSHOT = "no task snapshot (tasks.jsonl): task, hidden information and reference are not shown"
+"""What an older run directory lacks that newer ones hold (said on its pages, never an error)."""
+
 
 @dataclass(frozen=True)
 class Summary:
@@ -114,16 +117,8 @@ def summarize(index: RunIndex) -> Summary:
         cost=cost,
         tokens=tokens,
         torn_line=index.torn_line,
-        missing=missing_parts(index),
+        missing=() if config_snapshot(index) is not None else (NO_SNAPSHOT,),
     )
-
-
-def missing_parts(index: RunIndex) -> tuple[str, ...]:
-    """What an older run directory does not hold that newer ones do (said on its pages, never an error)."""
-    missing = []
-    if config_snapshot(index) is None:
-        missing.append("no task snapshot (tasks.jsonl): task, hidden information and reference are not shown")
-    return tuple(missing)
 
 
 def config_snapshot(index: RunIndex) -> str | None:
