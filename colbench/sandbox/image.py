@@ -68,7 +68,7 @@ LABEL_CONTRACT = "org.colbench.contract"
 LABEL_BUILD = "org.colbench.build"
 METHODS = ("auto", "dockerfile", "offline")
 BUILD_ENV = "COLBENCH_SANDBOX_BUILD"
-PROBE_UID = SANDBOX_UID_BASE  # a uid with no passwd entry anywhere
+PROBE_UID = SANDBOX_UID_BASE + 400_000  # no passwd entry anywhere, and in no pool's block (pool.claim_uid_block)
 DOCKER_TIMEOUT_S = 120.0
 
 

@@ -22,7 +22,7 @@ from colbench.errors import ConfigError
 from colbench.sandbox import image as sandbox_image
 from colbench.sandbox import taskenv
 from colbench.sandbox.doctor import doctor
-from colbench.sandbox.image import IMAGE, LABEL_CONTRACT, LABEL_SANDBOX, build_image, run_argv
+from colbench.sandbox.image import IMAGE, LABEL_CONTRACT, LABEL_SANDBOX, PROBE_UID, build_image, run_argv
 from colbench.sandbox.pool import outcome_of
 from colbench.sandbox.taskenv import TaskEnvironment
 
@@ -240,7 +240,7 @@ def test_runner_protocol_under_the_docker_hardening(sandbox: str) -> None:
     results = {m["i"]: outcome_of(m) for m in lines[1:-1]}
     assert lines[-1] == {"id": 7, "done": True}
     assert results[0].outcome == "value" and results[0].value == {"t": "int", "v": "6"}
-    assert results[1].value == {"t": "int", "v": format(1_500_000_001, "x")}  # the tests' own uid
+    assert results[1].value == {"t": "int", "v": format(PROBE_UID + 1, "x")}  # the tests' own uid
     assert results[2].outcome == "raised" and "Read-only file system" in results[2].error
     assert results[3].outcome == "timeout"
 
