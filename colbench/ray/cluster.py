@@ -81,6 +81,10 @@ def lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
     return tuple(getattr(exceptions, name) for name in names if hasattr(exceptions, name))
 
 
-def node_of(ray: Any) -> str:
-    """The id of the node this code runs on (inside an actor)."""
-    return str(ray.get_runtime_context().get_node_id())
+class NodeActor:
+    """What every ColBench actor answers once it is up: ``ready()``, the id of the node it runs on."""
+
+    def ready(self) -> str:
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
