@@ -237,12 +237,18 @@ class ColbenchOpenEnv(MCPEnvironment):  # type: ignore[misc]
 
     def step(self, action: Action, timeout_s: float | None = None, **kwargs: Any) -> Observation:
         if isinstance(action, CallToolAction) and action.tool_name in TOOL_TURNS:
-            return self._called(action, self._turn_sync)
+            message = _tool_message(action)
+            if isinstance(message, ToolError):
+                return CallToolObservation(tool_name=action.tool_name, result=None, error=message)
+            return _tool_result(action.tool_name, self._turn_sync(action, message))
         return super().step(action, timeout_s=timeout_s, **kwargs)  # a turn, or OpenEnv's list/unknown tool
 
     async def step_async(self, action: Action, timeout_s: float | None = None, **kwargs: Any) -> Observation:
         if isinstance(action, CallToolAction) and action.tool_name in TOOL_TURNS:
-            return await self._acalled(action)
+            message = _tool_message(action)
+            if isinstance(message, ToolError):
+                return CallToolObservation(tool_name=action.tool_name, result=None, error=message)
+            return _tool_result(action.tool_name, await self._turn_async(action, message))
         if isinstance(action, ColbenchAction):
             return await self._turn_async(action, action.message)
         return await super().step_async(action, timeout_s=timeout_s, **kwargs)
@@ -258,18 +264,6 @@ class ColbenchOpenEnv(MCPEnvironment):  # type: ignore[misc]
         if isinstance(message, ToolError):
             raise ConfigError(message.message)
         return self._turn_sync(action, message)
-
-    def _called(self, action: CallToolAction, turn: Callable[[Action, str], ColbenchObservation]) -> Observation:
-        message = _tool_message(action)
-        if isinstance(message, ToolError):
-            return CallToolObservation(tool_name=action.tool_name, result=None, error=message)
-        return _tool_result(action.tool_name, turn(action, message))
-
-    async def _acalled(self, action: CallToolAction) -> Observation:
-        message = _tool_message(action)
-        if isinstance(message, ToolError):
-            return CallToolObservation(tool_name=action.tool_name, result=None, error=message)
-        return _tool_result(action.tool_name, await self._turn_async(action, message))
 
     def _turn_sync(self, action: Action, message: str) -> ColbenchObservation:
         try:
