@@ -580,10 +580,9 @@ class ColbenchClient(EnvClient):  # type: ignore[misc]
         return {"message": action.message}
 
     def _parse_result(self, payload: Mapping[str, Any]) -> StepResult:
-        observation = ColbenchObservation(
-            **payload.get("observation", {}), reward=payload.get("reward"), done=bool(payload.get("done"))
-        )
-        return StepResult(observation=observation, reward=payload.get("reward"), done=bool(payload.get("done")))
+        reward, done = payload.get("reward"), bool(payload.get("done"))
+        observation = ColbenchObservation(**payload.get("observation", {}), reward=reward, done=done)
+        return StepResult(observation=observation, reward=reward, done=done)
 
     def _parse_state(self, payload: Mapping[str, Any]) -> ColbenchState:
         return ColbenchState(**payload)
