@@ -71,9 +71,8 @@ def step_metrics(outcomes: Sequence[EpisodeOutcome]) -> dict[str, float]:
         "leak_rate": [float(o.leaks > 0) for o in scored],
         "turns": [float(o.turns) for o in scored],
         "answer_chars": [float(o.answer_chars) for o in scored],
+        **{f"entropy/{bucket}": [] for bucket in ENTROPY_BUCKETS},
     }
-    for bucket in ENTROPY_BUCKETS:
-        columns[f"entropy/{bucket}"] = []
     for o in scored:
         for k, entropy in enumerate(o.turn_entropy):
             if entropy is not None and math.isfinite(entropy):

@@ -225,24 +225,30 @@ class ColbenchOpenEnv(MCPEnvironment):  # type: ignore[misc]
         self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None, **_: Any
     ) -> ColbenchObservation:
         self._reset_rubric()
-        observation, info = self._open().reset(seed=seed, options={"task_id": task_id} if task_id else None)
-        return self._began(observation, info, episode_id)
+        began = self._open().reset(seed=seed, options={"task_id": task_id} if task_id else None)
+        return self._began(episode_id, *began)
 
     async def reset_async(
         self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None, **_: Any
     ) -> ColbenchObservation:
         self._reset_rubric()
-        observation, info = await self._open().areset(seed=seed, options={"task_id": task_id} if task_id else None)
-        return self._began(observation, info, episode_id)
+        began = await self._open().areset(seed=seed, options={"task_id": task_id} if task_id else None)
+        return self._began(episode_id, *began)
 
     def step(self, action: Action, timeout_s: float | None = None, **kwargs: Any) -> Observation:
         if isinstance(action, CallToolAction) and action.tool_name in TOOL_TURNS:
-            return self._called(action, self._turn_sync)
+            message = _tool_message(action)
+            if isinstance(message, ToolError):
+                return CallToolObservation(tool_name=action.tool_name, result=None, error=message)
+            return _tool_result(action.tool_name, self._turn_sync(action, message))
         return super().step(action, timeout_s=timeout_s, **kwargs)  # a turn, or OpenEnv's list/unknown tool
 
     async def step_async(self, action: Action, timeout_s: float | None = None, **kwargs: Any) -> Observation:
         if isinstance(action, CallToolAction) and action.tool_name in TOOL_TURNS:
-            return await self._acalled(action)
+            message = _tool_message(action)
+            if isinstance(message, ToolError):
+                return CallToolObservation(tool_name=action.tool_name, result=None, error=message)
+            return _tool_result(action.tool_name, await self._turn_async(action, message))
         if isinstance(action, ColbenchAction):
             return await self._turn_async(action, action.message)
         return await super().step_async(action, timeout_s=timeout_s, **kwargs)
@@ -258,18 +264,6 @@ class ColbenchOpenEnv(MCPEnvironment):  # type: ignore[misc]
         if isinstance(message, ToolError):
             raise ConfigError(message.message)
         return self._turn_sync(action, message)
-
-    def _called(self, action: CallToolAction, turn: Callable[[Action, str], ColbenchObservation]) -> Observation:
-        message = _tool_message(action)
-        if isinstance(message, ToolError):
-            return CallToolObservation(tool_name=action.tool_name, result=None, error=message)
-        return _tool_result(action.tool_name, turn(action, message))
-
-    async def _acalled(self, action: CallToolAction) -> Observation:
-        message = _tool_message(action)
-        if isinstance(message, ToolError):
-            return CallToolObservation(tool_name=action.tool_name, result=None, error=message)
-        return _tool_result(action.tool_name, await self._turn_async(action, message))
 
     def _turn_sync(self, action: Action, message: str) -> ColbenchObservation:
         try:
@@ -303,7 +297,7 @@ class ColbenchOpenEnv(MCPEnvironment):  # type: ignore[misc]
             raise ColbenchError("this session has ended (idle past the server's session timeout): connect again")
         return self._env
 
-    def _began(self, observation: str, info: Mapping[str, Any], episode_id: str | None) -> ColbenchObservation:
+    def _began(self, episode_id: str | None, observation: str, info: Mapping[str, Any]) -> ColbenchObservation:
         self._state = ColbenchState(episode_id=episode_id, task_id=info.get("task_id"))
         return ColbenchObservation(text=observation, info=self._public(info), reward=0.0, done=False)
 
@@ -332,18 +326,14 @@ def _tool_message(action: CallToolAction) -> str | ToolError:
     given = action.arguments
     value = given.get(argument)
     if set(given) != {argument} or not isinstance(value, str):
-        return ToolError(
-            error_type=ToolErrorType.INVALID_ARGS,
-            message=f"{action.tool_name} takes one string argument, {argument!r}; got {sorted(given)}",
-        )
-    if len(value) > MAX_ACTION_CHARS:
-        return ToolError(error_type=ToolErrorType.INVALID_ARGS, message=f"{argument} over {MAX_ACTION_CHARS} chars")
-    if action.tool_name == "ask_human" and is_answer(value):
-        return ToolError(
-            error_type=ToolErrorType.INVALID_ARGS,
-            message=f"a question may not contain {ANSWER_MARKER!r} (it would end the episode): call submit_answer",
-        )
-    return turn(value)
+        problem = f"{action.tool_name} takes one string argument, {argument!r}; got {sorted(given)}"
+    elif len(value) > MAX_ACTION_CHARS:
+        problem = f"{argument} over {MAX_ACTION_CHARS} chars"
+    elif action.tool_name == "ask_human" and is_answer(value):
+        problem = f"a question may not contain {ANSWER_MARKER!r} (it would end the episode): call submit_answer"
+    else:
+        return turn(value)
+    return ToolError(error_type=ToolErrorType.INVALID_ARGS, message=problem)
 
 
 def _tool_result(name: str, observation: ColbenchObservation) -> CallToolObservation:
@@ -590,10 +580,9 @@ class ColbenchClient(EnvClient):  # type: ignore[misc]
         return {"message": action.message}
 
     def _parse_result(self, payload: Mapping[str, Any]) -> StepResult:
-        observation = ColbenchObservation(
-            **payload.get("observation", {}), reward=payload.get("reward"), done=bool(payload.get("done"))
-        )
-        return StepResult(observation=observation, reward=payload.get("reward"), done=bool(payload.get("done")))
+        reward, done = payload.get("reward"), bool(payload.get("done"))
+        observation = ColbenchObservation(**payload.get("observation", {}), reward=reward, done=done)
+        return StepResult(observation=observation, reward=reward, done=done)
 
     def _parse_state(self, payload: Mapping[str, Any]) -> ColbenchState:
         return ColbenchState(**payload)

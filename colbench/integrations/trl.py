@@ -143,11 +143,9 @@ class ColbenchRollout:
                     f"generate must return one SampledText per context ({len(active)}), got "
                     f"{[type(t).__name__ for t in turns]}"
                 )
-            actions: list[str | None] = [None] * n
-            for i, turn in zip(active, turns, strict=True):
-                actions[i] = turn
-            observations, rewards, terminated, truncated, infos = vec.step(actions)
-            for i, turn in zip(active, turns, strict=True):
+            given = dict(zip(active, turns, strict=True))  # the others are over: None, as the vector env wants
+            observations, rewards, terminated, truncated, infos = vec.step([given.get(i) for i in range(n)])
+            for i, turn in given.items():
                 episode = episodes[i]
                 episode.turns.append(turn)
                 # A turn the env lost (the human's endpoint or the sandbox failed) is kept as sampled, untrained.
@@ -381,12 +379,8 @@ def _diagnosed(outcome: Mapping[str, Any]) -> EpisodeOutcome:
 def reward_functions(*names: str) -> list[Callable[..., list[float | None]]]:
     """TRL reward functions reading a ``ColbenchRollout``'s outcome, by name (``REWARDS``): ``reward``,
     ``success``, ``leak_penalty``. TRL sums them (weights: ``GRPOConfig.reward_weights``)."""
-    made: dict[str, Callable[..., list[float | None]]] = {
-        "reward": colbench_reward,
-        "success": colbench_success,
-        "leak_penalty": colbench_leak_penalty,
-    }
-    return chosen(names, made)
+    made: tuple[Callable[..., list[float | None]], ...] = (colbench_reward, colbench_success, colbench_leak_penalty)
+    return chosen(names, dict(zip(REWARDS, made, strict=True)))
 
 
 def chosen(

@@ -370,22 +370,14 @@ def environment_rewards(*names: str) -> list[Callable[..., list[float | None]]]:
             "reward functions: 'reward' is the env's get_reward, which TRL adds itself (weight 1, logged as "
             "rewards/ColbenchToolEnv): naming it here would count it twice"
         )
-    made: dict[str, Callable[..., list[float | None]]] = {
-        "success": environment_success,
-        "leak_penalty": environment_leak_penalty,
-    }
-    return chosen(names, made)
-
-
-def _outcomes(environments: Sequence[Any]) -> list[Outcome]:
-    return [e.outcome for e in environments]
+    return chosen(names, dict(zip(REWARDS, (environment_success, environment_leak_penalty), strict=True)))
 
 
 def environment_success(environments: Sequence[Any], **_: Any) -> list[float | None]:
     """1.0 for a rollout whose answer passed every test, else 0.0; None when the episode was lost."""
-    return [o.scored_success for o in _outcomes(environments)]
+    return [e.outcome.scored_success for e in environments]
 
 
 def environment_leak_penalty(environments: Sequence[Any], **_: Any) -> list[float | None]:
     """Minus the number of leaked replies: a policy that talks the human into dictating the answer loses reward."""
-    return [None if o.error else float(-o.leaks) for o in _outcomes(environments)]
+    return [None if e.outcome.error else float(-e.outcome.leaks) for e in environments]

@@ -90,11 +90,9 @@ class ColbenchAgentLoop(AgentLoopBase):  # type: ignore[misc]
                 break
             if terminated or truncated:
                 break
-            added = self.tokenizer.encode(
-                feedback_text(self.tokenizer, messages, action, reply), add_special_tokens=False
-            )
+            feedback = feedback_text(self.tokenizer, messages, action, reply)
+            added = self.tokenizer.encode(feedback, add_special_tokens=False)[: budget - len(response_ids)]
             messages += [{"role": "assistant", "content": action}, {"role": "user", "content": reply}]
-            added = added[: budget - len(response_ids)]
             response_ids += added
             mask += [0] * len(added)
         return AgentLoopOutput(

@@ -24,6 +24,7 @@ still go through httpx's own transport.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import email.utils
 import json
@@ -175,11 +176,8 @@ class LLMClient:
         if hit is not None:
             return hit
         client, gate = self._async_state()
-        if gate is None:
+        async with gate or contextlib.nullcontext():  # retries happen inside the slot
             reply = await self._asend(client, request)
-        else:
-            async with gate:  # retries happen inside the slot
-                reply = await self._asend(client, request)
         return self._store(request, reply)
 
     def close(self) -> None:

@@ -32,15 +32,11 @@ if TYPE_CHECKING:
     import numpy as np
 
 
-def default_export_dir(gguf: Path) -> Path:
-    """Where ``export_hf`` puts a GGUF's conversion by default: ``$COLBENCH_HOME/models/<file stem>``."""
-    return colbench_home() / "models" / gguf.stem
-
-
 def export_hf(gguf: str | Path | None = None, out: str | Path | None = None, *, force: bool = False) -> Path:
     """Convert ``gguf`` (default: the embedded model, as ``--agent llamacpp`` finds it) into a transformers
-    directory at ``out`` (default ``default_export_dir``) and return it; an existing conversion is reused unless
-    ``force``. Safe to call from several processes at once: each writes a private folder, the first rename wins."""
+    directory at ``out`` (default ``$COLBENCH_HOME/models/<file stem>``) and return it; an existing conversion is
+    reused unless ``force``. Safe to call from several processes at once: each writes a private folder, the first
+    rename wins."""
     try:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -49,7 +45,7 @@ def export_hf(gguf: str | Path | None = None, out: str | Path | None = None, *, 
             f"exporting the embedded model needs the train extra (pip install 'colbench[train]'): {exc}"
         ) from None
     source = resolve_gguf(gguf)
-    target = Path(out) if out is not None else default_export_dir(source)
+    target = Path(out) if out is not None else colbench_home() / "models" / source.stem
     if (target / "config.json").is_file() and not force:
         return target
     tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
@@ -75,11 +71,6 @@ GgufDtype = Literal["f32", "f16"]
 _INVERTIBLE = ("TensorProcessor", "LlamaTensorProcessor", "Gemma2TensorProcessor")
 """transformers' GGUF tensor processors whose work ``export_gguf`` undoes: the identity, llama's q/k permutation,
 gemma's norm offset. Others (MoE expert merges, bloom's qkv reshapes, ...) are refused."""
-
-
-def default_gguf_path(hf_dir: Path) -> Path:
-    """Where ``export_gguf`` writes by default: beside the directory, ``<dir>.gguf``."""
-    return hf_dir.with_name(hf_dir.name + ".gguf")
 
 
 def export_gguf(
@@ -126,14 +117,14 @@ def export_gguf(
     tied = bool(getattr(model.config, "tie_word_embeddings", False))
     if not tied and "output.weight" not in names and "output.weight" in to_hf:
         names.append("output.weight")  # a base with tied embeddings, trained untied: the head is written too
-    _check_match(source, base, state, to_hf, names, tied, {t.name: t for t in reader.tensors})
+    base_tensors = {tensor.name: tensor for tensor in reader.tensors}
+    _check_match(source, base, state, to_hf, names, tied, base_tensors)
 
-    target = Path(out) if out is not None else default_gguf_path(source)
+    target = Path(out) if out is not None else source.with_name(source.name + ".gguf")
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
     writer = gguf.GGUFWriter(tmp, arch=arch, endianess=reader.endianess)
     _copy_metadata(reader, writer, gguf.LlamaFileType.MOSTLY_F16 if dtype == "f16" else gguf.LlamaFileType.ALL_F32)
-    base_tensors = {tensor.name: tensor for tensor in reader.tensors}
 
     def array(name: str) -> np.ndarray:
         """The tensor as the GGUF holds it: the trained one with the loader's change undone, or (not loaded by

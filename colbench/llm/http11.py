@@ -265,12 +265,9 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         return reply
 
     async def aclose(self) -> None:
-        for idle in self._idle.values():
-            for conn in idle:
-                conn.close()
-        self._idle.clear()
-        for conn in list(self._busy):
+        for conn in [*self._busy, *(conn for idle in self._idle.values() for conn in idle)]:
             conn.close()
+        self._idle.clear()
         self._busy.clear()
 
     # -- the pool

@@ -113,15 +113,14 @@ def endpoint_for(
 ) -> Endpoint:
     """The :class:`Endpoint` of a model spec. ``overrides`` are Endpoint fields; ``None`` means "not given".
 
-    ``openai:``: ``base_url`` / ``api_key`` come from the overrides, else ``COLBENCH_<ROLE>_BASE_URL`` /
-    ``COLBENCH_<ROLE>_API_KEY``, else ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``, so an agent and a simulator can
-    live on different servers. ``llamacpp``: starts (once per process) the embedded server and points at it; its
-    URL and key are its own, and what the overrides leave unset comes from the embedded model's defaults for the
-    role (:data:`colbench.llm.llamacpp.ROLE_DEFAULTS`: short human replies, capped agent turns), or for
-    ``defaults_for`` when the request plays another part than its role's (the spec writer: none), with ``banned``
-    and ``stop`` added (what the caller's domain forbids the role to write: its human's code or markup; see
-    :func:`colbench.llm.llamacpp.with_role_defaults`). Other servers are sent neither: the ban is written in
-    llama.cpp's form.
+    ``openai:``: the URL and key not given come from the role's environment (:func:`with_environment_endpoint`), so
+    an agent and a simulator can live on different servers. ``llamacpp``: starts (once per process) the embedded
+    server and points at it; its URL and key are its own, and what the overrides leave unset comes from the
+    embedded model's defaults for the role (:data:`colbench.llm.llamacpp.ROLE_DEFAULTS`: short human replies,
+    capped agent turns), or for ``defaults_for`` when the request plays another part than its role's (the spec
+    writer: none), with ``banned`` and ``stop`` added (what the caller's domain forbids the role to write: its
+    human's code or markup; see :func:`colbench.llm.llamacpp.with_role_defaults`). Other servers are sent neither:
+    the ban is written in llama.cpp's form.
     """
     parsed = spec if isinstance(spec, ModelSpec) else parse_spec(spec, role, models_only=True)
     if not parsed.is_model:

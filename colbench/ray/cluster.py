@@ -19,19 +19,13 @@ RESOURCE = "colbench_sandbox"
 log = logging.getLogger(__name__)
 
 
-def import_ray() -> Any:
-    """The ``ray`` module, or a one-line error saying how to install it."""
+def connect(address: str | None) -> Any:
+    """Join the cluster at ``address`` (``None`` or ``""``: what ``ray.init()`` picks: RAY_ADDRESS, a cluster
+    already running on this machine, else a new one here). A process already connected stays on its cluster."""
     try:
         import ray
     except ImportError:
         raise ConfigError("--ray needs Ray: pip install 'colbench[ray]'") from None
-    return ray
-
-
-def connect(address: str | None) -> Any:
-    """Join the cluster at ``address`` (``None`` or ``""``: what ``ray.init()`` picks: RAY_ADDRESS, a cluster
-    already running on this machine, else a new one here). A process already connected stays on its cluster."""
-    ray = import_ray()
     if ray.is_initialized():
         return ray
     _reachable(address)
@@ -81,6 +75,10 @@ def lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
     return tuple(getattr(exceptions, name) for name in names if hasattr(exceptions, name))
 
 
-def node_of(ray: Any) -> str:
-    """The id of the node this code runs on (inside an actor)."""
-    return str(ray.get_runtime_context().get_node_id())
+class NodeActor:
+    """What every ColBench actor answers once it is up: ``ready()``, the id of the node it runs on."""
+
+    def ready(self) -> str:
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())

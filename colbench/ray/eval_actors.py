@@ -16,21 +16,16 @@ from colbench.eval import harness
 from colbench.eval.harness import EvalResult
 from colbench.eval.plan import RunPlan
 from colbench.eval.player import EpisodePlayer, Played
-from colbench.ray.cluster import connect, default_workers, node_of
+from colbench.ray.cluster import NodeActor, connect, default_workers
 from colbench.ray.workers import ActorSet
 from colbench.types.task import Task
 
 
-class EpisodeActor:
+class EpisodeActor(NodeActor):
     """Plays episodes on one node (a Ray actor: ``ray.remote`` is applied by :class:`ActorSet`)."""
 
     def __init__(self, config: RunPlan, domain_name: str, tasks: Sequence[Task]) -> None:
         self.player = EpisodePlayer.from_config(config, get_domain(domain_name), tasks)
-
-    def ready(self) -> str:
-        import ray
-
-        return node_of(ray)
 
     async def play(self, task: Task, trial: int) -> Played:
         return await self.player.play(task, trial)

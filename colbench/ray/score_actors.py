@@ -17,23 +17,18 @@ from typing import Any
 from colbench.env.domain import Score, get_domain
 from colbench.env.vector import LoopThread
 from colbench.errors import InfraError
-from colbench.ray.cluster import connect, default_workers, node_of
+from colbench.ray.cluster import NodeActor, connect, default_workers
 from colbench.ray.workers import ActorSet
 from colbench.types.task import Task
 
 IN_FLIGHT_PER_ACTOR = 2
 
 
-class ScoreActor:
+class ScoreActor(NodeActor):
     """Scores answers on one node (a Ray actor: ``ray.remote`` is applied by :class:`ActorSet`)."""
 
     def __init__(self, domain_name: str, options: Mapping[str, Any], jobs: int | None) -> None:
         self.scorer = get_domain(domain_name).make_scorer(options, jobs=jobs)
-
-    def ready(self) -> str:
-        import ray
-
-        return node_of(ray)
 
     def score(self, pairs: Sequence[tuple[Task, str]]) -> list[Score]:
         return list(self.scorer.score_many(pairs))

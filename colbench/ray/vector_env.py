@@ -31,11 +31,11 @@ from colbench.env.core import Transcript
 from colbench.env.spaces import UnicodeText
 from colbench.env.vector import ColbenchVectorEnv, LoopThread, Step, Steps, autoreset_mode_of, options_for, seeds_for
 from colbench.errors import ConfigError, InfraError
-from colbench.ray.cluster import actor_options, connect, default_workers, lost_errors, node_of
+from colbench.ray.cluster import NodeActor, actor_options, connect, default_workers, lost_errors
 from colbench.ray.workers import START_S, cause, wait_started
 
 
-class VectorShard:
+class VectorShard(NodeActor):
     """A slice of the sub-envs in one actor (``ray.remote`` is applied by :class:`RayVectorEnv`)."""
 
     def __init__(self, env_id: str, num_envs: int, autoreset_mode: str, env_kwargs: dict[str, Any]) -> None:
@@ -43,11 +43,6 @@ class VectorShard:
         if not isinstance(env, ColbenchVectorEnv):
             raise ConfigError(f"{env_id!r} has no ColBench vector env")
         self.env = env
-
-    def ready(self) -> str:
-        import ray
-
-        return node_of(ray)
 
     async def reset(
         self, seeds: list[int | None], options: list[dict[str, Any] | None], mask: np.ndarray

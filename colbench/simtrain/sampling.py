@@ -60,11 +60,6 @@ def human_request(prefix: Prefix, simulator: Simulator) -> dict[str, Any]:
     return dict(inner.client.request(human_chat(prefix, simulator)).body)
 
 
-def draw_seed(seed: int, draw: int) -> int:
-    """The seed draw ``draw`` carries."""
-    return seed + draw
-
-
 async def sample_candidates(
     prefixes: Sequence[Prefix],
     *,
@@ -98,9 +93,9 @@ async def sample_candidates(
 
     async def one(prefix: Prefix, draw: int) -> Candidate:
         async with gate:
-            DRAW_SEED.set(draw_seed(seed, draw))  # this task's own context: only its requests carry it
+            DRAW_SEED.set(seed + draw)  # this task's own context: only its requests carry it
             reply = await drawn.areply(prefix.task, prefix.dialogue)
-            return Candidate(prefix.key(), draw, reply.text, draw_seed(seed, draw))
+            return Candidate(prefix.key(), draw, reply.text, seed + draw)
 
     try:
         return list(await asyncio.gather(*(one(p, d) for p in prefixes for d in range(k))))

@@ -203,29 +203,20 @@ class LlamaCppServer:
     def _start(self) -> None:
         require_xllamacpp()
         cfg = self.config
-        threads = cfg.threads or default_threads()
-        command = [
-            sys.executable,
-            "-m",
-            "colbench.llm.llamacpp",
-            "serve",
-            "--gguf",
-            cfg.gguf,
-            "--alias",
-            self.model,
-            "--ctx-per-slot",
-            str(cfg.ctx_per_slot),
-            "--parallel",
-            str(cfg.parallel),
-            "--threads",
-            str(threads),
-            "--seed",
-            str(cfg.seed),
-            "--max-tokens",
-            str(cfg.max_tokens),
-        ]
-        if cfg.chat_template:
-            command += ["--chat-template", cfg.chat_template]
+        flags = {
+            "--gguf": cfg.gguf,
+            "--alias": self.model,
+            "--ctx-per-slot": cfg.ctx_per_slot,
+            "--parallel": cfg.parallel,
+            "--threads": cfg.threads or default_threads(),
+            "--seed": cfg.seed,
+            "--max-tokens": cfg.max_tokens,
+            "--chat-template": cfg.chat_template,
+        }
+        command = [sys.executable, "-m", "colbench.llm.llamacpp", "serve"]
+        for flag, value in flags.items():
+            if value != "":  # no --chat-template: the GGUF's own
+                command += [flag, str(value)]
         env = dict(os.environ)
         env["COLBENCH_LLAMACPP_API_KEY"] = self.api_key  # not on the command line, where ps would show it
         # the child imports this very colbench (a checkout that is not installed too), whatever its working directory
