@@ -379,8 +379,12 @@ def _diagnosed(outcome: Mapping[str, Any]) -> EpisodeOutcome:
 def reward_functions(*names: str) -> list[Callable[..., list[float | None]]]:
     """TRL reward functions reading a ``ColbenchRollout``'s outcome, by name (``REWARDS``): ``reward``,
     ``success``, ``leak_penalty``. TRL sums them (weights: ``GRPOConfig.reward_weights``)."""
-    made: tuple[Callable[..., list[float | None]], ...] = (colbench_reward, colbench_success, colbench_leak_penalty)
-    return chosen(names, dict(zip(REWARDS, made, strict=True)))
+    made: dict[str, Callable[..., list[float | None]]] = {
+        "reward": colbench_reward,
+        "success": colbench_success,
+        "leak_penalty": colbench_leak_penalty,
+    }
+    return chosen(names, made)
 
 
 def chosen(

@@ -370,7 +370,11 @@ def environment_rewards(*names: str) -> list[Callable[..., list[float | None]]]:
             "reward functions: 'reward' is the env's get_reward, which TRL adds itself (weight 1, logged as "
             "rewards/ColbenchToolEnv): naming it here would count it twice"
         )
-    return chosen(names, dict(zip(REWARDS, (environment_success, environment_leak_penalty), strict=True)))
+    made: dict[str, Callable[..., list[float | None]]] = {
+        "success": environment_success,
+        "leak_penalty": environment_leak_penalty,
+    }
+    return chosen(names, made)
 
 
 def environment_success(environments: Sequence[Any], **_: Any) -> list[float | None]:
