@@ -1,9 +1,7 @@
 """The backend domain: write a Python function with a simulated human who knows the reference function; the answer
 is judged by running the task's call expressions in a sandbox (``scorer.py``), values compared in the host
 (``values``). The envs are ``ColBench-Backend-v0``/``-v1``/``-v2`` (``env``): the same episode under three versions
-of the judging (docs/scoring.md).
-
-The domain's methods import its modules on first use: the registry loads the domain for its task schema alone."""
+of the judging (docs/scoring.md)."""
 
 from __future__ import annotations
 
@@ -87,6 +85,7 @@ class BackendDomain(Domain):
 
     # -- scoring --------------------------------------------------------------------------------------------
     def make_scorer(self, options: Mapping[str, Any], *, jobs: int | None = None) -> Scorer:
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.scorer import BackendScorer
         from colbench.sandbox import make_sandbox
         from colbench.sandbox.pool import WorkerPool
@@ -100,6 +99,7 @@ class BackendDomain(Domain):
         )
 
     def shared_scorer(self, options: Mapping[str, Any]) -> Scorer:
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.scorer import BackendScorer
         from colbench.sandbox import resolve_kind, shared_sandbox
 
@@ -115,6 +115,7 @@ class BackendDomain(Domain):
         """Where the scorers this domain makes get the plus tests of a task whose row carries none (a hub split):
         computed on first use in ``sandbox`` and kept on disk per task and augmenter version
         (``plus.plus_cache``). The augmenter judges with the current rules on the task's own tests."""
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.plus.plus_cache import PlusCache
         from colbench.domains.backend.scorer import BackendScorer
 
@@ -125,6 +126,7 @@ class BackendDomain(Domain):
         return partial(cache.plus_tests, scorer=BackendScorer(sandbox))
 
     def unjudged(self, task_id: str, error: str) -> Score:
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.scorer import BackendScore
 
         return BackendScore.infra_error(task_id, error)
@@ -134,6 +136,7 @@ class BackendDomain(Domain):
             augmenter versions that made them) and ``plus_digest`` (``plus_digest.plus_digest``). Each task's plus tests
             are resolved here, before the first episode, ``jobs`` at a time with a progress bar (computed on first use
         for a split that carries none): a task that cannot have any is a ConfigError now, not mid-run."""
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.scorer import BackendScorer
 
         described = super().describe_scoring(scorer, tasks)
@@ -165,16 +168,19 @@ class BackendDomain(Domain):
     # -- leaks ----------------------------------------------------------------------------------------------
     def leak_score(self, task: Task, reply: str) -> float:
         """Code overlap with the reference function, robust to renaming and layout (``leaks.py``)."""
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.leaks import leak_score
 
         return leak_score(reply, task.hidden_information, task.problem_description)
 
     def leak_spans(self, task: Task, reply: str) -> list[tuple[int, int]]:
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.leaks import leak_spans
 
         return leak_spans(reply, task.hidden_information, task.problem_description)
 
     def labelled_for(self, task: Task, other: Task | None, seed: int) -> list[Labelled]:
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.leaks import labelled_replies
 
         calls = [call for _, call in task.test_cases]
@@ -184,6 +190,7 @@ class BackendDomain(Domain):
     # -- claims ---------------------------------------------------------------------------------------------
     def claim_checker(self, scorer: Scorer | Callable[[], Scorer]) -> ClaimChecker:
         """Claims about what the function returns, settled by running the reference with ``scorer`` (``claims``)."""
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.claims import BackendClaimChecker
 
         return BackendClaimChecker(scorer)
@@ -191,6 +198,7 @@ class BackendDomain(Domain):
     # -- checks ---------------------------------------------------------------------------------------------
     def check_tasks(self, tasks: Sequence[Task], options: Mapping[str, Any]) -> Iterable[str]:
         """Every reference against its own tests and every test against degenerate answers (``audit``)."""
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.backend.degenerate import audit
         from colbench.domains.backend.scorer import BackendScorer
 

@@ -1,9 +1,7 @@
 """The frontend domain: design a Tailwind web page with a simulated human who sees it next to the page they want
 (``page_human``); the answer is the last page the agent wrote (``extract``), rendered offline (``colbench.render``)
 and judged by the cosine similarity of the two screenshots' embeddings (``similarity``, ``embed``). The env is
-``ColBench-Frontend-v0`` (``env``).
-
-The domain's methods import its modules on first use: the registry loads the domain for its task schema alone."""
+``ColBench-Frontend-v0`` (``env``)."""
 
 from __future__ import annotations
 
@@ -92,6 +90,7 @@ class FrontendDomain(Domain):
     ) -> Simulator:
         """The human sees the pages (``page_human``): the page it wants, or in the spec view its notes in place of
         it, and the agent's page; a model that reads no images is shown the pages' HTML."""
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.frontend.page_human import PageSimulator
 
         if text_only:
@@ -102,16 +101,19 @@ class FrontendDomain(Domain):
     def leak_score(self, task: Task, reply: str) -> float:
         """Markup overlap with the reference page (tags, attributes, classes, styles), never its visible words
         (``leaks.py``)."""
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.frontend.leaks import leak_score
 
         return leak_score(reply, task.hidden_information, task.problem_description)
 
     def leak_spans(self, task: Task, reply: str) -> list[tuple[int, int]]:
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.frontend.leaks import leak_spans
 
         return leak_spans(reply, task.hidden_information, task.problem_description)
 
     def labelled_for(self, task: Task, other: Task | None, seed: int) -> list[Labelled]:
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.frontend.leaks import labelled_replies
 
         foil = other.hidden_information if other is not None else ""
@@ -121,6 +123,7 @@ class FrontendDomain(Domain):
     def claim_checker(self, scorer: Scorer | Callable[[], Scorer]) -> ClaimChecker:
         """Quoted visible text, checked against the reference page's (``claims``; the markup is read, nothing is
         rendered, so any scorer will do)."""
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.frontend.claims import FrontendClaimChecker
 
         return FrontendClaimChecker()
@@ -132,6 +135,7 @@ class FrontendDomain(Domain):
     def shared_renderer(self) -> Renderer:
         """One browser per process for every frontend env and scorer (Chromium is heavy; renders are isolated
         per page)."""
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.render import Renderer
 
         with self._lock:
@@ -141,6 +145,7 @@ class FrontendDomain(Domain):
             return self._renderer
 
     def make_scorer(self, options: Mapping[str, Any], *, jobs: int | None = None) -> Scorer:
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.frontend.scorer import FrontendScorer
 
         return FrontendScorer(
@@ -148,6 +153,7 @@ class FrontendDomain(Domain):
         )
 
     def shared_scorer(self, options: Mapping[str, Any]) -> Scorer:
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.frontend.scorer import FrontendScorer
 
         spec = str(options.get("embedder", "clip"))
@@ -162,6 +168,7 @@ class FrontendDomain(Domain):
             return self._scorers[key]
 
     def unjudged(self, task_id: str, error: str) -> Score:
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.domains.frontend.scorer import FrontendScore
 
         return FrontendScore(math.nan, "infra_error", error)
@@ -182,6 +189,7 @@ class FrontendDomain(Domain):
 
     def check_tasks(self, tasks: Sequence[Task], options: Mapping[str, Any]) -> Iterable[str]:
         """Render every reference page: a task whose page does not render cannot be judged."""
+        # on first use: the registry loads the domain for its task schema alone
         from colbench.render import Renderer
 
         failed = 0
