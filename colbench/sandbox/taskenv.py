@@ -70,10 +70,6 @@ class TaskEnvironment:
         where = f"{self.manifest.get('machine', '?')}, {self.manifest.get('libc', '?')}{count}"
         return f"Python {self.python}, {libraries or 'no libraries'} ({where})"
 
-    def record(self) -> dict[str, Any]:
-        """What a score's record says of its environment: the digest, Python and the libraries."""
-        return {"digest": self.digest, "python": self.python, "libraries": self.libraries}
-
     @classmethod
     def parse(cls, text: str, where: str) -> TaskEnvironment:
         try:

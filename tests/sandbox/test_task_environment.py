@@ -23,7 +23,7 @@ from colbench.domains.backend.values import decode
 from colbench.errors import SandboxError
 from colbench.sandbox.bwrap import BwrapSandbox
 from colbench.sandbox.contract import Limits, Sandbox
-from colbench.sandbox.taskenv import LOCATION_ENV, probe_source
+from colbench.sandbox.taskenv import LOCATION_ENV, MANIFEST_IN_ROOT, TaskEnvironment, installed, probe_source
 from colbench.tasks.sources import load
 from colbench.types.task import Task
 
@@ -192,6 +192,23 @@ def test_without_the_task_environment_scoring_stops_with_one_line_naming_the_set
     assert done.returncode != 0 and not (tmp_path / "out.jsonl").exists()
     (line,) = [line for line in done.stderr.splitlines() if line.strip()]
     assert "task environment is not built" in line and "colbench sandbox build" in line
+
+
+@pytest.mark.parametrize(
+    ("manifest", "why"),
+    [("{not json", "manifest is not JSON"), ('["python"]', "not a task environment manifest"), ("{}", "not a task")],
+)
+def test_a_damaged_task_environment_stops_scoring_with_one_line_naming_the_set_up_step(
+    tmp_path: Path, manifest: str, why: str
+) -> None:
+    """A manifest that is not one, and an image whose label was damaged: one line each, never a host fallback."""
+    (tmp_path / MANIFEST_IN_ROOT).parent.mkdir(parents=True)
+    (tmp_path / MANIFEST_IN_ROOT).write_text(manifest)
+    with pytest.raises(SandboxError, match=why) as raised:
+        installed(tmp_path)
+    assert "colbench sandbox build" in str(raised.value) and "\n" not in str(raised.value)
+    with pytest.raises(SandboxError, match=r"carries a damaged .* label: run `colbench sandbox build`"):
+        TaskEnvironment.from_label("not base64!", "colbench-sandbox:2")
 
 
 def test_a_machine_without_docker_gets_the_same_task_environment_for_bwrap(
