@@ -126,6 +126,15 @@ class _ContainerWorker(Worker):
         return got[0] or None
 
     def alive(self) -> bool:
+        """Whether the container still answers: its stream is polled, so one that died while idle (killed, removed,
+        its connection dropped) is found before a job is sent to it and blamed for its death."""
+        if not self._eof:
+            try:
+                got = self._recv(0)
+            except (OSError, ValueError):
+                self._eof = True
+            else:
+                self._buf += got or b""
         return not self._eof
 
     def stderr_tail(self) -> str:

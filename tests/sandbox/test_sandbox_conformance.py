@@ -914,3 +914,29 @@ def test_two_pools_at_once_share_no_process_limit(sandbox: Sandbox) -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_workers_that_died_while_idle_cost_the_next_job_nothing(sandbox: Sandbox) -> None:
+    """Workers killed between jobs (their containers killed or removed, their processes gone) are found when next
+    taken, and new ones run the job: its tests pass, not 'crashed' as if they had killed their workers. (With every
+    idle worker dead, the job and its tests' re-runs alone would otherwise all meet a dead one.)"""
+    from colbench.sandbox.pool import WorkerPool
+
+    assert isinstance(sandbox, WorkerPool)
+    fresh = type(sandbox)(workers=2)
+    try:
+        fresh.warm(["answer"])
+        idle = list(fresh._all)
+        assert len(idle) == 2
+        for worker in idle:
+            proc = getattr(worker, "proc", None)
+            if proc is not None:
+                proc.kill()
+                proc.wait(timeout=10)
+            else:
+                worker.container.kill()  # type: ignore[attr-defined]
+        time.sleep(0.5)  # the daemon closes the attach streams as the containers exit
+        assert values(fresh, "import numpy\ndef f():\n    return int(numpy.int64(3))\n", ["f()", "f()"]) == [3, 3]
+        assert not set(idle) & fresh._all
+    finally:
+        fresh.close()
