@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from colbench.errors import SandboxError
@@ -51,18 +51,13 @@ def claim_uid_block(runtime: str) -> tuple[int, int]:
     processes across the whole machine and each runner kills leftover tests by uid: two pools sharing uids (two
     processes scoring at once, two pytest workers, a second pool in one process) would share one process limit, and
     a test's fork could fail because of another pool's answer, a verdict that depends on what else runs."""
-    with _umask(0):
-        os.makedirs(UID_LOCKS, mode=0o1777, exist_ok=True)
+    if not os.path.isdir(UID_LOCKS):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(UID_LOCKS)
+            os.chmod(UID_LOCKS, 0o1777)  # any user's pools claim blocks here (chmod: the umask is process-wide)
     for block in range(UID_BLOCKS):
-        path = os.path.join(UID_LOCKS, f"{runtime}-{block}")
-        try:  # read-only, never following a link: a lock needs no more, and another user's file stays as it is
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except FileNotFoundError:
-            try:
-                with _umask(0o022):
-                    fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-            except FileExistsError:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            fd = _lock_file(os.path.join(UID_LOCKS, f"{runtime}-{block}"))
         except OSError as exc:
             raise SandboxError(f"cannot claim sandbox uids in {UID_LOCKS}: {exc}") from exc
         try:
@@ -74,13 +69,18 @@ def claim_uid_block(runtime: str) -> tuple[int, int]:
     raise SandboxError(f"all {UID_BLOCKS} blocks of {runtime} sandbox uids are held by other pools on this machine")
 
 
-@contextlib.contextmanager
-def _umask(mask: int) -> Iterator[None]:
-    old = os.umask(mask)
+def _lock_file(path: str) -> int:
+    """``path`` opened read-only, made if missing, never through a link: a lock needs no more, and another user's
+    file stays as it is."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    with contextlib.suppress(FileNotFoundError):
+        return os.open(path, flags)
     try:
-        yield
-    finally:
-        os.umask(old)
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:  # another pool made it first
+        return os.open(path, flags)
+    os.fchmod(fd, 0o644)  # readable by every user's pools, whatever this process's umask
+    return fd
 
 
 class WorkerDied(Exception):
